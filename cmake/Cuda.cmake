@@ -1,0 +1,27 @@
+# Decides whether the CUDA backend is built. Hopper only: sm_90a (wgmma, TMA and
+# the FP8 tensor cores need the "a" target).
+set(FP8LM_WITH_CUDA OFF)
+if(NOT FP8LM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES OFF)  # the exact -gencode below instead
+    enable_language(CUDA)
+    string(APPEND CMAKE_CUDA_FLAGS " -gencode=arch=compute_90a,code=sm_90a")
+    # CMake 3.25 does not know nvcc's C++20 flag; nvcc 12+ accepts it.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(FP8LM_WITH_CUDA ON)
+    message(STATUS "fp8lm: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm_90a)")
+  elseif(FP8LM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FP8LM_CUDA=ON but no CUDA compiler (nvcc) was found")
+  else()
+    message(STATUS "fp8lm: CUDA backend OFF (nvcc not found)")
+  endif()
+endif()

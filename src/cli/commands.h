@@ -1,0 +1,11 @@
+// Each subcommand registers itself on the CLI11 app; main() only dispatches.
+// A subcommand is added here when it works, never before.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fp8lm::cli {
+
+void add_info_command(CLI::App& app);
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,25 @@
+// fp8lm: the command-line front-end. Subcommands live in their own files.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fp8lm: large language models in FP8, on Hopper GPUs and on any CPU", "fp8lm"};
+  app.set_version_flag("--version", std::string("fp8lm ") + FP8LM_VERSION);
+  app.require_subcommand(1);
+  fp8lm::cli::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const fp8lm::Error& e) {
+    std::fprintf(stderr, "fp8lm: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fp8lm: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,15 @@
+// The one exception type fp8lm throws for bad input: its message names what
+// is wrong (file, tensor, field, parameter) so front-ends can print it as is.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace fp8lm {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+}  // namespace fp8lm
