@@ -1,6 +1,7 @@
 // fp8lm: the command-line front-end. Subcommands live in their own files.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "common/error.h"
@@ -10,6 +11,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fp8lm ") + FP8LM_VERSION);
   app.require_subcommand(1);
   fp8lm::cli::add_info_command(app);
+  // CLI11 reports a misspelt command as "a subcommand is required"; name it instead.
+  std::string known;
+  bool is_known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    is_known = is_known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !is_known) {
+    std::fprintf(stderr, "fp8lm: error: unknown command '%s' (commands: %s; see fp8lm --help)\n", argv[1],
+                 known.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need on a fresh Debian machine,
+# builds fp8lm (with the CUDA backend when nvcc is there), runs the C++ tests,
+# runs them again under AddressSanitizer + UndefinedBehaviorSanitizer, and runs
+# the Python-driven tests of the command-line program.
+#
+#   bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==== %s\n' "$*"; }
+jobs=$(nproc)
+
+step "Debian packages"
+packages=(cmake ninja-build g++ git python3 python3-venv libgtest-dev libgmock-dev
+          libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+echo "all of: ${packages[*]}"
+
+step "Python environment for the Python-driven tests (.venv-test)"
+[[ -x .venv-test/bin/python ]] || python3 -m venv .venv-test
+.venv-test/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+
+step "Build (build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$jobs"
+
+step "C++ tests"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+step "C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFP8LM_SANITIZE=ON \
+      -DFP8LM_CUDA=OFF -DFP8LM_BENCHMARKS=OFF -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs"
+
+step "Python-driven tests"
+FP8LM_BIN="$PWD/build/src/fp8lm" .venv-test/bin/python -m pytest -q tests/python
