@@ -53,28 +53,31 @@ void label(benchmark::State& state, const ScaleLayout& layout, KernelChoice k) {
                  (k == KernelChoice::kScalar ? "scalar" : k == KernelChoice::kAvx2 ? "avx2" : "avx512"));
 }
 
-void BM_QuantizeDynamicBf16(benchmark::State& state) {
+// Times body(spec, kernels) over the benchmark's arguments (granularity, kernels).
+template <typename Body>
+void run(benchmark::State& state, Body body) {
   const ScaleLayout layout = layout_of(state.range(0));
   const KernelChoice k = kernels_of(state.range(1));
   if (!usable(k)) return state.SkipWithError("kernels not available on this CPU");
   QuantSpec spec;
   spec.layout = layout;
-  const MatrixView x = MatrixView::bf16(input().data(), kRows, kCols);
-  for (auto _ : state) benchmark::DoNotOptimize(quantize_dynamic(x, spec, k));
+  body(spec, k);
   state.SetBytesProcessed(int64_t(state.iterations()) * kRows * kCols * 2);
   label(state, layout, k);
 }
 
+void BM_QuantizeDynamicBf16(benchmark::State& state) {
+  run(state, [&](const QuantSpec& spec, KernelChoice k) {
+    const MatrixView x = MatrixView::bf16(input().data(), kRows, kCols);
+    for (auto _ : state) benchmark::DoNotOptimize(quantize_dynamic(x, spec, k));
+  });
+}
+
 void BM_DequantizeToBf16(benchmark::State& state) {
-  const ScaleLayout layout = layout_of(state.range(0));
-  const KernelChoice k = kernels_of(state.range(1));
-  if (!usable(k)) return state.SkipWithError("kernels not available on this CPU");
-  QuantSpec spec;
-  spec.layout = layout;
-  const QuantizedMatrix q = quantize_dynamic(MatrixView::bf16(input().data(), kRows, kCols), spec);
-  for (auto _ : state) benchmark::DoNotOptimize(dequantize_bf16(q, k));
-  state.SetBytesProcessed(int64_t(state.iterations()) * kRows * kCols * 2);
-  label(state, layout, k);
+  run(state, [&](const QuantSpec& spec, KernelChoice k) {
+    const QuantizedMatrix q = quantize_dynamic(MatrixView::bf16(input().data(), kRows, kCols), spec);
+    for (auto _ : state) benchmark::DoNotOptimize(dequantize_bf16(q, k));
+  });
 }
 
 void all_args(benchmark::internal::Benchmark* b) {

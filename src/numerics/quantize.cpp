@@ -207,24 +207,28 @@ QuantizedMatrix quantize_static(const MatrixView& x, const QuantSpec& spec,
   return q;
 }
 
-std::vector<float> dequantize_f32(const QuantizedMatrix& q, KernelChoice kernels) {
-  const cpu::KernelTable& k = cpu::select_kernels(kernels);
-  std::vector<float> out(q.codes.size());
+namespace {
+
+// Runs one of the kernel tables' dequantize loops over every same-scale segment.
+template <typename Out>
+std::vector<Out> dequantize_with(const QuantizedMatrix& q,
+                                 void (*loop)(const uint8_t*, size_t, float, Fp8Format, Out*)) {
+  std::vector<Out> out(q.codes.size());
   for_each_segment(q.layout, q.rows, q.cols, q.scale_cols, [&](int64_t r, int64_t c, int64_t n, int64_t s) {
     const int64_t o = r * q.cols + c;
-    k.dequantize_f32(q.codes.data() + o, size_t(n), q.scales[size_t(s)], q.format, out.data() + o);
+    loop(q.codes.data() + o, size_t(n), q.scales[size_t(s)], q.format, out.data() + o);
   });
   return out;
 }
 
+}  // namespace
+
+std::vector<float> dequantize_f32(const QuantizedMatrix& q, KernelChoice kernels) {
+  return dequantize_with(q, cpu::select_kernels(kernels).dequantize_f32);
+}
+
 std::vector<uint16_t> dequantize_bf16(const QuantizedMatrix& q, KernelChoice kernels) {
-  const cpu::KernelTable& k = cpu::select_kernels(kernels);
-  std::vector<uint16_t> out(q.codes.size());
-  for_each_segment(q.layout, q.rows, q.cols, q.scale_cols, [&](int64_t r, int64_t c, int64_t n, int64_t s) {
-    const int64_t o = r * q.cols + c;
-    k.dequantize_bf16(q.codes.data() + o, size_t(n), q.scales[size_t(s)], q.format, out.data() + o);
-  });
-  return out;
+  return dequantize_with(q, cpu::select_kernels(kernels).dequantize_bf16);
 }
 
 float to_dequant_multiplier(float s, ScaleConvention convention) {
