@@ -36,7 +36,7 @@ def test_info_json_reports_kernels_this_cpu_has(run):
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         flags = set(re.search(r"^flags\s*:(.*)$", cpuinfo.read_text(), re.M).group(1).split())
-        assert ("avx2" in usable) == ({"avx2", "f16c"} <= flags)
+        assert ("avx2" in usable) == ("avx2" in flags)
         assert ("avx512" in usable) == ({"avx512f", "avx512bw"} <= flags)
     assert isinstance(info["cuda"]["compiled"], bool)
     if info["cuda"]["compiled"]:

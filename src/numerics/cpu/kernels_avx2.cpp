@@ -1,5 +1,6 @@
-// AVX2 loops: 8 floats per step. Compiled with -mavx2 -mf16c (this file only)
-// and used only when the CPU reports those features. The FP8 encoding is the
+// AVX2 loops: 8 floats per step. Compiled with -mavx2 (this file only)
+// and used only when the CPU reports AVX2 (BF16 widening is a shift, so F16C
+// is not needed). The FP8 encoding is the
 // integer algorithm of fp8_format.h, done on 8 lanes with blends; division and
 // the subnormal "magic add" use the same IEEE round-to-nearest-even as scalar
 // code, so the bytes are identical.
@@ -154,7 +155,7 @@ void dequantize_bf16_avx2(const uint8_t* codes, size_t n, float scale, Fp8Format
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool supported = __builtin_cpu_supports("avx2");
   static const KernelTable table{"avx2", amax_avx2, quantize_avx2, dequantize_f32_avx2,
                                  dequantize_bf16_avx2};
   return supported ? &table : nullptr;

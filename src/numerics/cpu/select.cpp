@@ -19,7 +19,7 @@ const KernelTable& select_kernels(KernelChoice choice) {
       return scalar_kernels();
     case KernelChoice::kAvx2:
       if (const KernelTable* t = avx2_kernels()) return *t;
-      throw Error("CPU kernels 'avx2' requested, but this CPU or build lacks AVX2/F16C");
+      throw Error("CPU kernels 'avx2' requested, but this CPU or build lacks AVX2");
     case KernelChoice::kAvx512:
       if (const KernelTable* t = avx512_kernels()) return *t;
       throw Error("CPU kernels 'avx512' requested, but this CPU or build lacks AVX-512F/BW");
