@@ -2,7 +2,8 @@
 # The one test command: installs what the tests need on a fresh Debian machine,
 # builds fp8lm (with the CUDA backend when nvcc is there), runs the C++ tests,
 # runs them again under AddressSanitizer + UndefinedBehaviorSanitizer, and runs
-# the Python-driven tests of the command-line program.
+# the Python-driven tests of the command-line program, and fuzzes the parsers
+# of untrusted input (safetensors headers, config files) for a short time.
 #
 #   bash scripts/test.sh
 set -euo pipefail
@@ -13,7 +14,7 @@ jobs=$(nproc)
 
 step "Debian packages"
 packages=(cmake ninja-build g++ git python3 python3-venv libgtest-dev libgmock-dev
-          libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+          libbenchmark-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,3 +46,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 step "Python-driven tests"
 FP8LM_BIN="$PWD/build/src/fp8lm" .venv-test/bin/python -m pytest -q tests/python
+
+step "Fuzzing (build-fuzz/, clang + libFuzzer, 20 s per target)"
+bash scripts/fuzz.sh 20

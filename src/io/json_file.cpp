@@ -10,6 +10,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& origin) {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(origin + ": not valid JSON (at byte " + std::to_string(e.byte) + "): " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. out_of_range for a number beyond double's range ("1e999")
+    throw Error(origin + ": not valid JSON (a value out of range): " + e.what());
   }
 }
 

@@ -42,6 +42,8 @@ struct ScaleLayout {
     return {Granularity::kBlock, bn, bk};
   }
 
+  bool operator==(const ScaleLayout&) const = default;
+
   // Shape of the scale grid for a [rows, cols] tensor; throws on invalid sizes.
   int64_t scale_rows(int64_t rows) const;
   int64_t scale_cols(int64_t cols) const;

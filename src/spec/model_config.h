@@ -1,0 +1,107 @@
+// What a model is, read from its Hugging Face `config.json`: the architecture,
+// its sizes and the options that change which tensors exist or how they are
+// used (RoPE scaling, biases, q/k norms, sliding window, MoE). Only the
+// architectures fp8lm runs (or will run) are accepted; anything else is an
+// error that lists them.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fp8lm {
+
+// One entry per `architectures[0]` value fp8lm accepts.
+enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kMistral, kQwen3Moe, kMixtral };
+
+// The Hugging Face class names, in the order of the enum.
+std::span<const std::string_view> supported_architectures();
+std::string_view name(Architecture a);
+
+enum class RopeScalingType : uint8_t { kNone, kLinear, kDynamic, kLlama3, kYarn };
+std::string_view name(RopeScalingType t);
+
+// `rope_scaling` (transformers 4) or `rope_parameters` (transformers 5). Only
+// the fields of the chosen type are meaningful; the others keep their defaults.
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;                        // linear, dynamic, llama3, yarn
+  double low_freq_factor = 1.0;               // llama3
+  double high_freq_factor = 4.0;              // llama3
+  int64_t original_max_position_embeddings = 0;  // llama3, yarn (0 = not given)
+  double beta_fast = 32.0;                    // yarn
+  double beta_slow = 1.0;                     // yarn
+  double mscale = 1.0;                        // yarn
+  double mscale_all_dim = 0.0;                // yarn
+  std::optional<double> attention_factor;     // yarn; absent = derived from factor
+  bool operator==(const RopeScaling&) const = default;
+};
+
+// Element type the model was trained/saved in (`torch_dtype` / `dtype`).
+enum class ModelDType : uint8_t { kBF16, kF16, kF32 };
+std::string_view name(ModelDType d);
+
+struct MoeConfig {
+  int num_experts = 0;            // 0: dense model
+  int num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;  // per-expert MLP width
+  bool norm_topk_prob = false;    // renormalise the top-k router weights
+  int decoder_sparse_step = 1;    // Qwen3-MoE: every step-th layer is sparse
+  std::vector<int> mlp_only_layers;  // Qwen3-MoE: layers forced dense
+};
+
+struct ModelConfig {
+  std::string architecture;  // as written, e.g. "LlamaForCausalLM"
+  Architecture arch = Architecture::kLlama;
+  std::string model_type;    // "llama", "qwen2", ...
+
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // dense MLP width (Mixtral: each expert's)
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;    // defaults to num_attention_heads
+  int64_t head_dim = 0;           // explicit, or hidden_size / num_attention_heads
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+
+  // Biases: q/k/v (Qwen2 always; Llama/Qwen3 with attention_bias), o_proj
+  // (Llama/Qwen3 with attention_bias), MLP projections (Llama mlp_bias).
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool mlp_bias = false;
+  bool qk_norm = false;  // Qwen3: RMSNorm over each head of q and k
+
+  // Sliding-window attention: window size for layers >= sliding_window_from_layer.
+  std::optional<int64_t> sliding_window;
+  int sliding_window_from_layer = 0;
+
+  MoeConfig moe;
+  std::vector<int64_t> bos_token_ids;  // empty when not given
+  std::vector<int64_t> eos_token_ids;
+  ModelDType dtype = ModelDType::kF32;  // transformers' default when absent
+
+  bool is_moe() const { return moe.num_experts > 0; }
+  // Whether decoder layer `layer` has a sparse MoE block instead of a dense MLP.
+  bool is_moe_layer(int layer) const;
+  // Whether the MoE layer names its experts the Mixtral way (block_sparse_moe.experts.E.w1).
+  bool mixtral_naming() const { return arch == Architecture::kMixtral; }
+};
+
+// Parses a config.json object; `origin` (usually the file path) prefixes every
+// error message. Validates sizes and their relations; throws fp8lm::Error.
+ModelConfig parse_model_config(const nlohmann::json& config, const std::string& origin);
+
+// Reads and parses `<model_dir>/config.json`.
+ModelConfig read_model_config(const std::filesystem::path& model_dir);
+
+}  // namespace fp8lm

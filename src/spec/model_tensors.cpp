@@ -1,0 +1,86 @@
+#include "spec/model_tensors.h"
+
+namespace fp8lm {
+namespace {
+
+std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+void add_attention(const ModelConfig& c, int layer, std::vector<LinearModule>& out) {
+  const std::string p = layer_prefix(layer) + "self_attn.";
+  const int64_t q = int64_t{c.num_attention_heads} * c.head_dim;
+  const int64_t kv = int64_t{c.num_key_value_heads} * c.head_dim;
+  out.push_back({p + "q_proj", q, c.hidden_size, layer, -1, LinearKind::kAttention, c.qkv_bias});
+  out.push_back({p + "k_proj", kv, c.hidden_size, layer, -1, LinearKind::kAttention, c.qkv_bias});
+  out.push_back({p + "v_proj", kv, c.hidden_size, layer, -1, LinearKind::kAttention, c.qkv_bias});
+  out.push_back({p + "o_proj", c.hidden_size, q, layer, -1, LinearKind::kAttention, c.o_bias});
+}
+
+void add_dense_mlp(const ModelConfig& c, int layer, std::vector<LinearModule>& out) {
+  const std::string p = layer_prefix(layer) + "mlp.";
+  const int64_t h = c.hidden_size, i = c.intermediate_size;
+  out.push_back({p + "gate_proj", i, h, layer, -1, LinearKind::kMlp, c.mlp_bias});
+  out.push_back({p + "up_proj", i, h, layer, -1, LinearKind::kMlp, c.mlp_bias});
+  out.push_back({p + "down_proj", h, i, layer, -1, LinearKind::kMlp, c.mlp_bias});
+}
+
+void add_moe(const ModelConfig& c, int layer, std::vector<LinearModule>& out) {
+  // Qwen3-MoE: mlp.gate + mlp.experts.E.{gate,up,down}_proj.
+  // Mixtral:   block_sparse_moe.gate + block_sparse_moe.experts.E.{w1 (gate), w3 (up), w2 (down)}.
+  const bool mixtral = c.mixtral_naming();
+  const std::string p = layer_prefix(layer) + (mixtral ? "block_sparse_moe." : "mlp.");
+  const int64_t h = c.hidden_size, i = c.moe.moe_intermediate_size;
+  out.push_back({p + "gate", c.moe.num_experts, h, layer, -1, LinearKind::kRouter, false});
+  for (int e = 0; e < c.moe.num_experts; ++e) {
+    const std::string ep = p + "experts." + std::to_string(e) + ".";
+    out.push_back({ep + (mixtral ? "w1" : "gate_proj"), i, h, layer, e, LinearKind::kExpert, false});
+    out.push_back({ep + (mixtral ? "w2" : "down_proj"), h, i, layer, e, LinearKind::kExpert, false});
+    out.push_back({ep + (mixtral ? "w3" : "up_proj"), i, h, layer, e, LinearKind::kExpert, false});
+  }
+}
+
+}  // namespace
+
+int64_t count_linear_modules(const ModelConfig& c) {
+  int64_t n = c.tie_word_embeddings ? 0 : 1;
+  for (int l = 0; l < c.num_hidden_layers; ++l)
+    n += 4 + (c.is_moe_layer(l) ? 1 + 3 * int64_t{c.moe.num_experts} : 3);
+  return n;
+}
+
+std::vector<LinearModule> linear_modules(const ModelConfig& c) {
+  std::vector<LinearModule> out;
+  out.reserve(static_cast<size_t>(count_linear_modules(c)));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    add_attention(c, l, out);
+    if (c.is_moe_layer(l)) add_moe(c, l, out);
+    else add_dense_mlp(c, l, out);
+  }
+  if (!c.tie_word_embeddings)
+    out.push_back({"lm_head", c.vocab_size, c.hidden_size, -1, -1, LinearKind::kLmHead, false});
+  return out;
+}
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  std::vector<ExpectedTensor> out;
+  out.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, TensorRole::kEmbedding});
+  std::vector<LinearModule> linears = linear_modules(c);
+  int current_layer = -1;
+  for (const LinearModule& m : linears) {
+    if (m.layer != current_layer && m.layer >= 0) {
+      current_layer = m.layer;
+      const std::string p = layer_prefix(m.layer);
+      out.push_back({p + "input_layernorm.weight", {c.hidden_size}, TensorRole::kNorm});
+      out.push_back({p + "post_attention_layernorm.weight", {c.hidden_size}, TensorRole::kNorm});
+      if (c.qk_norm) {
+        out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, TensorRole::kNorm});
+        out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, TensorRole::kNorm});
+      }
+    }
+    out.push_back({m.name + ".weight", {m.out_features, m.in_features}, TensorRole::kLinearWeight});
+    if (m.has_bias) out.push_back({m.name + ".bias", {m.out_features}, TensorRole::kBias});
+  }
+  out.push_back({"model.norm.weight", {c.hidden_size}, TensorRole::kNorm});
+  return out;
+}
+
+}  // namespace fp8lm

@@ -1,0 +1,55 @@
+// The tensors an architecture needs, by Hugging Face checkpoint name and
+// shape: every linear module with its [N, K] = [out, in] weight shape, and the
+// other tensors (embeddings, norms, biases). The loader and `inspect` compare a
+// checkpoint against this list, so a missing or unexpected tensor is named.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spec/model_config.h"
+
+namespace fp8lm {
+
+enum class LinearKind : uint8_t {
+  kAttention,  // q/k/v/o_proj
+  kMlp,        // dense gate/up/down_proj
+  kExpert,     // one projection of one MoE expert
+  kRouter,     // MoE router (`mlp.gate`, `block_sparse_moe.gate`): never quantized
+  kLmHead,     // output projection (absent when tied to the embeddings)
+};
+
+struct LinearModule {
+  std::string name;       // module name; the weight is `<name>.weight`
+  int64_t out_features;   // N
+  int64_t in_features;    // K
+  int layer = -1;         // decoder layer, -1 for lm_head
+  int expert = -1;        // expert index for kExpert
+  LinearKind kind = LinearKind::kAttention;
+  bool has_bias = false;  // `<name>.bias` of shape [N] exists
+};
+
+// In checkpoint order: layers 0..L-1 (attention, then MLP / router + experts), lm_head.
+// With tie_word_embeddings there is no lm_head module: the output projection
+// reuses `model.embed_tokens.weight`.
+std::vector<LinearModule> linear_modules(const ModelConfig& config);
+
+enum class TensorRole : uint8_t { kEmbedding, kNorm, kLinearWeight, kBias };
+
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  TensorRole role;
+};
+
+// Every tensor of the architecture in high precision: embeddings, norms
+// (incl. Qwen3's q_norm/k_norm), each linear's weight and bias. An FP8
+// checkpoint has the same names; its scales come from each layer's scheme.
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
+
+// Number of linear modules / tensors without building the lists (cheap; used
+// to refuse absurd configs before allocating).
+int64_t count_linear_modules(const ModelConfig& config);
+
+}  // namespace fp8lm

@@ -1,0 +1,369 @@
+// config.json -> ModelConfig, and the tensor list each architecture needs:
+// real Hugging Face configs (numbers checked against the files), the tiny
+// checkpoints transformers saved (tensor names and shapes as written), and
+// malformed input.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "checkpoint_fixtures.h"
+#include "spec/model_config.h"
+#include "spec/model_tensors.h"
+
+namespace fp8lm {
+namespace {
+
+using nlohmann::json;
+using test::expect_error;
+
+ModelConfig real_config(const std::string& repo) {
+  const auto p = test::shared_hf_config(repo);
+  if (!p) return {};
+  return parse_model_config(io::read_json_file(*p), p->string());
+}
+
+#define SKIP_WITHOUT_SHARED(repo) \
+  if (!test::shared_hf_config(repo)) GTEST_SKIP() << "../shared/data/hf/" repo " is absent"
+
+const LinearModule& find_linear(const std::vector<LinearModule>& ms, const std::string& name) {
+  for (const LinearModule& m : ms)
+    if (m.name == name) return m;
+  throw std::runtime_error("no linear module " + name);
+}
+
+TEST(RealConfigs, Llama31_8B) {
+  SKIP_WITHOUT_SHARED("meta-llama__Llama-3.1-8B");
+  const ModelConfig c = real_config("meta-llama__Llama-3.1-8B");
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.num_hidden_layers, 32);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.num_attention_heads, 32);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kLlama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.qkv_bias || c.o_bias || c.mlp_bias || c.qk_norm || c.is_moe());
+  EXPECT_EQ(c.dtype, ModelDType::kBF16);
+  EXPECT_EQ(c.bos_token_ids, std::vector<int64_t>{128000});
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{128001});
+
+  const auto ms = linear_modules(c);
+  EXPECT_EQ(ms.size(), 32u * 7 + 1);
+  EXPECT_EQ(int64_t(ms.size()), count_linear_modules(c));
+  const LinearModule& k = find_linear(ms, "model.layers.31.self_attn.k_proj");
+  EXPECT_EQ(k.out_features, 1024);
+  EXPECT_EQ(k.in_features, 4096);
+  const LinearModule& d = find_linear(ms, "model.layers.0.mlp.down_proj");
+  EXPECT_EQ(d.out_features, 4096);
+  EXPECT_EQ(d.in_features, 14336);
+  EXPECT_EQ(ms.back().name, "lm_head");
+  EXPECT_EQ(ms.back().out_features, 128256);
+}
+
+TEST(RealConfigs, Llama32_3B_TiedAndExplicitHeadDim) {
+  SKIP_WITHOUT_SHARED("meta-llama__Llama-3.2-3B");
+  const ModelConfig c = real_config("meta-llama__Llama-3.2-3B");
+  EXPECT_EQ(c.num_hidden_layers, 28);
+  EXPECT_EQ(c.hidden_size, 3072);
+  EXPECT_EQ(c.num_attention_heads, 24);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  const auto ms = linear_modules(c);
+  EXPECT_EQ(ms.size(), 28u * 7);  // no lm_head: tied to the embeddings
+  EXPECT_EQ(find_linear(ms, "model.layers.0.self_attn.q_proj").out_features, 24 * 128);
+}
+
+TEST(RealConfigs, TinyLlama) {
+  SKIP_WITHOUT_SHARED("TinyLlama__TinyLlama_v1.1");
+  const ModelConfig c = real_config("TinyLlama__TinyLlama_v1.1");
+  EXPECT_EQ(c.num_hidden_layers, 22);
+  EXPECT_EQ(c.hidden_size, 2048);
+  EXPECT_EQ(c.intermediate_size, 5632);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.vocab_size, 32000);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kNone);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);  // absent: the default
+  EXPECT_EQ(c.dtype, ModelDType::kF32);
+}
+
+TEST(RealConfigs, Qwen25_7B_QkvBiasNoWindow) {
+  SKIP_WITHOUT_SHARED("Qwen__Qwen2.5-7B");
+  const ModelConfig c = real_config("Qwen__Qwen2.5-7B");
+  EXPECT_EQ(c.arch, Architecture::kQwen2);
+  EXPECT_EQ(c.num_hidden_layers, 28);
+  EXPECT_EQ(c.hidden_size, 3584);
+  EXPECT_EQ(c.intermediate_size, 18944);
+  EXPECT_EQ(c.num_attention_heads, 28);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 152064);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.o_bias);
+  EXPECT_FALSE(c.sliding_window.has_value());  // use_sliding_window: false
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  const auto ms = linear_modules(c);
+  EXPECT_TRUE(find_linear(ms, "model.layers.0.self_attn.v_proj").has_bias);
+  EXPECT_FALSE(find_linear(ms, "model.layers.0.self_attn.o_proj").has_bias);
+  int biases = 0;
+  for (const ExpectedTensor& t : expected_tensors(c)) biases += t.role == TensorRole::kBias;
+  EXPECT_EQ(biases, 28 * 3);
+}
+
+TEST(RealConfigs, Qwen3_8B_QkNorm) {
+  SKIP_WITHOUT_SHARED("Qwen__Qwen3-8B");
+  const ModelConfig c = real_config("Qwen__Qwen3-8B");
+  EXPECT_EQ(c.arch, Architecture::kQwen3);
+  EXPECT_EQ(c.num_hidden_layers, 36);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 12288);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{151645});
+  int qk_norms = 0;
+  for (const ExpectedTensor& t : expected_tensors(c))
+    if (t.name.find("q_norm") != std::string::npos) {
+      ++qk_norms;
+      EXPECT_EQ(t.shape, std::vector<int64_t>{128});
+    }
+  EXPECT_EQ(qk_norms, 36);
+}
+
+TEST(RealConfigs, Qwen3_30B_A3B_Moe) {
+  SKIP_WITHOUT_SHARED("Qwen__Qwen3-30B-A3B");
+  const ModelConfig c = real_config("Qwen__Qwen3-30B-A3B");
+  EXPECT_EQ(c.arch, Architecture::kQwen3Moe);
+  EXPECT_EQ(c.num_hidden_layers, 48);
+  EXPECT_EQ(c.hidden_size, 2048);
+  EXPECT_EQ(c.num_attention_heads, 32);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 128);  // explicit: not 2048 / 32
+  EXPECT_EQ(c.moe.num_experts, 128);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 8);
+  EXPECT_EQ(c.moe.moe_intermediate_size, 768);
+  EXPECT_TRUE(c.moe.norm_topk_prob);
+  for (int l = 0; l < 48; ++l) EXPECT_TRUE(c.is_moe_layer(l));
+  const auto ms = linear_modules(c);
+  EXPECT_EQ(ms.size(), 48u * (4 + 1 + 128 * 3) + 1);
+  const LinearModule& q = find_linear(ms, "model.layers.0.self_attn.q_proj");
+  EXPECT_EQ(q.out_features, 4096);
+  EXPECT_EQ(q.in_features, 2048);
+  const LinearModule& router = find_linear(ms, "model.layers.5.mlp.gate");
+  EXPECT_EQ(router.kind, LinearKind::kRouter);
+  EXPECT_EQ(router.out_features, 128);
+  const LinearModule& g = find_linear(ms, "model.layers.47.mlp.experts.127.gate_proj");
+  EXPECT_EQ(g.out_features, 768);
+  EXPECT_EQ(g.in_features, 2048);
+  EXPECT_EQ(find_linear(ms, "model.layers.0.mlp.experts.0.down_proj").in_features, 768);
+}
+
+TEST(RealConfigs, Mixtral8x7B) {
+  SKIP_WITHOUT_SHARED("mistralai__Mixtral-8x7B-v0.1");
+  const ModelConfig c = real_config("mistralai__Mixtral-8x7B-v0.1");
+  EXPECT_EQ(c.arch, Architecture::kMixtral);
+  EXPECT_EQ(c.num_hidden_layers, 32);
+  EXPECT_EQ(c.moe.num_experts, 8);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe.moe_intermediate_size, 14336);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_FALSE(c.sliding_window.has_value());
+  const auto ms = linear_modules(c);
+  EXPECT_EQ(ms.size(), 32u * (4 + 1 + 8 * 3) + 1);
+  const LinearModule& w2 = find_linear(ms, "model.layers.3.block_sparse_moe.experts.7.w2");
+  EXPECT_EQ(w2.out_features, 4096);
+  EXPECT_EQ(w2.in_features, 14336);
+  EXPECT_EQ(find_linear(ms, "model.layers.3.block_sparse_moe.gate").kind, LinearKind::kRouter);
+}
+
+TEST(RealConfigs, DeepSeekIsNotSupportedAndSaysWhatIs) {
+  SKIP_WITHOUT_SHARED("deepseek-ai__DeepSeek-R1");
+  expect_error([] { real_config("deepseek-ai__DeepSeek-R1"); },
+               {"DeepseekV3ForCausalLM", "not supported", "LlamaForCausalLM", "MixtralForCausalLM"});
+}
+
+// ---- the tiny checkpoints: tensor names and shapes exactly as the producer wrote them
+
+bool is_scale(const std::string& name) {
+  for (const char* s : {".weight_scale", ".weight_scale_inv", ".input_scale", ".k_scale", ".v_scale"})
+    if (name.size() > std::string(s).size() && name.ends_with(s)) return true;
+  return false;
+}
+
+TEST(Fixtures, ExpectedTensorsMatchWhatTheProducerWrote) {
+  for (const std::string& name : test::checkpoint_fixture_names()) {
+    SCOPED_TRACE(name);
+    const auto dir = test::checkpoint_fixture(name);
+    const json expected = io::read_json_file(dir / "expected.json");
+    const ModelConfig c = read_model_config(dir);
+
+    std::map<std::string, std::vector<int64_t>> on_disk;
+    for (const auto& [t, info] : expected.at("tensors").items())
+      if (!is_scale(t)) on_disk[t] = info.at("shape").get<std::vector<int64_t>>();
+    std::map<std::string, std::vector<int64_t>> wanted;
+    for (const ExpectedTensor& t : expected_tensors(c)) wanted[t.name] = t.shape;
+    EXPECT_EQ(wanted, on_disk);
+
+    std::set<std::string> modules;
+    for (const LinearModule& m : linear_modules(c)) modules.insert(m.name);
+    std::set<std::string> producer_modules;
+    for (const auto& [m, s] : expected.at("modules").items()) producer_modules.insert(m);
+    EXPECT_EQ(modules, producer_modules);
+  }
+}
+
+TEST(Fixtures, ArchitectureSpecifics) {
+  const ModelConfig llama = read_model_config(test::checkpoint_fixture("llama_bf16"));
+  EXPECT_EQ(llama.rope_scaling.type, RopeScalingType::kLlama3);  // transformers 5 rope_parameters
+  EXPECT_DOUBLE_EQ(llama.rope_scaling.factor, 8.0);
+  EXPECT_EQ(llama.dtype, ModelDType::kBF16);  // transformers 5 `dtype`
+  const ModelConfig mistral = read_model_config(test::checkpoint_fixture("mistral_bf16"));
+  EXPECT_EQ(mistral.sliding_window, 32);
+  const ModelConfig qwen3 = read_model_config(test::checkpoint_fixture("qwen3_bf16"));
+  EXPECT_TRUE(qwen3.tie_word_embeddings);
+  const ModelConfig moe = read_model_config(test::checkpoint_fixture("qwen3_moe_bf16"));
+  EXPECT_EQ(moe.moe.num_experts, 4);  // transformers 5 writes num_local_experts
+  const ModelConfig mixtral = read_model_config(test::checkpoint_fixture("mixtral_bf16"));
+  EXPECT_EQ(mixtral.head_dim, 16);  // head_dim: null -> hidden / heads
+}
+
+// ---- variants and malformed input
+
+json base_llama() {
+  return json::parse(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"})");
+}
+
+ModelConfig parse(const json& j) { return parse_model_config(j, "config.json"); }
+
+TEST(ModelConfigParse, Defaults) {
+  json j = base_llama();
+  j.erase("num_key_value_heads");
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_TRUE(c.bos_token_ids.empty());
+}
+
+TEST(ModelConfigParse, RopeTypes) {
+  json j = base_llama();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScalingType::kLinear);
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScalingType::kDynamic);
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScalingType::kNone);
+  j["rope_scaling"] = json::parse(R"({"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+      "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"})");
+  const RopeScaling y = parse(j).rope_scaling;
+  EXPECT_EQ(y.type, RopeScalingType::kYarn);
+  EXPECT_DOUBLE_EQ(y.factor, 40);
+  EXPECT_EQ(y.original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(y.mscale_all_dim, 1.0);
+  EXPECT_FALSE(y.attention_factor.has_value());
+  j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2}};
+  expect_error([&] { parse(j); }, {"rope_scaling", "longrope", "not supported"});
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8}};
+  expect_error([&] { parse(j); }, {"low_freq_factor", "missing"});
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2}, {"rope_theta", 123.0}};
+  EXPECT_DOUBLE_EQ(parse(j).rope_theta, 123.0);
+}
+
+TEST(ModelConfigParse, TokenIdsIntOrList) {
+  json j = base_llama();
+  j["eos_token_id"] = {2, 5, 7};
+  j["bos_token_id"] = 1;
+  EXPECT_EQ(parse(j).eos_token_ids, (std::vector<int64_t>{2, 5, 7}));
+  j["eos_token_id"] = "2";
+  expect_error([&] { parse(j); }, {"eos_token_id"});
+  j["eos_token_id"] = 999;
+  expect_error([&] { parse(j); }, {"eos_token_id", "vocab_size"});
+}
+
+TEST(ModelConfigParse, QwenSlidingWindowAndMoeLayers) {
+  json j = base_llama();
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["sliding_window"] = 4096;
+  j["use_sliding_window"] = false;
+  EXPECT_FALSE(parse(j).sliding_window.has_value());
+  j["use_sliding_window"] = true;
+  j["max_window_layers"] = 1;
+  EXPECT_EQ(parse(j).sliding_window, 4096);
+  EXPECT_EQ(parse(j).sliding_window_from_layer, 1);
+
+  json m = base_llama();
+  m["architectures"] = {"Qwen3MoeForCausalLM"};
+  m["num_hidden_layers"] = 4;
+  m["num_experts"] = 8;
+  m["num_experts_per_tok"] = 2;
+  m["moe_intermediate_size"] = 32;
+  m["decoder_sparse_step"] = 2;
+  m["mlp_only_layers"] = {3};
+  const ModelConfig c = parse(m);
+  EXPECT_FALSE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_FALSE(c.is_moe_layer(2));
+  EXPECT_FALSE(c.is_moe_layer(3));  // mlp_only
+  EXPECT_EQ(count_linear_modules(c), int64_t(linear_modules(c).size()));
+  m["num_experts_per_tok"] = 9;
+  expect_error([&] { parse(m); }, {"num_experts_per_tok"});
+  m["num_experts_per_tok"] = 2;
+  m["mlp_only_layers"] = {4};
+  expect_error([&] { parse(m); }, {"mlp_only_layers"});
+}
+
+TEST(ModelConfigParse, MalformedInputIsNamed) {
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::vector<std::string> message;
+  };
+  const std::vector<Case> cases = {
+      {"missing field", [](json& j) { j.erase("hidden_size"); }, {"config.json", "hidden_size", "missing"}},
+      {"wrong type", [](json& j) { j["num_hidden_layers"] = "32"; }, {"num_hidden_layers", "integer", "string"}},
+      {"zero", [](json& j) { j["vocab_size"] = 0; }, {"vocab_size"}},
+      {"negative", [](json& j) { j["num_attention_heads"] = -4; }, {"num_attention_heads"}},
+      {"huge", [](json& j) { j["hidden_size"] = int64_t{1} << 40; }, {"hidden_size"}},
+      {"kv heads", [](json& j) { j["num_key_value_heads"] = 3; }, {"num_key_value_heads", "divide"}},
+      {"head_dim", [](json& j) { j["hidden_size"] = 66; }, {"hidden_size", "head_dim"}},
+      {"eps", [](json& j) { j["rms_norm_eps"] = 0; }, {"rms_norm_eps", "positive"}},
+      {"eps type", [](json& j) { j["rms_norm_eps"] = "x"; }, {"rms_norm_eps"}},
+      {"dtype", [](json& j) { j["torch_dtype"] = "int8"; }, {"torch_dtype", "int8"}},
+      {"unknown arch", [](json& j) { j["architectures"] = {"GPT2LMHeadModel"}; },
+       {"GPT2LMHeadModel", "Qwen3MoeForCausalLM"}},
+      {"no arch", [](json& j) { j.erase("architectures"); }, {"architectures", "missing"}},
+      {"arch type", [](json& j) { j["architectures"] = "LlamaForCausalLM"; }, {"architectures"}},
+      {"two archs", [](json& j) { j["architectures"] = {"LlamaForCausalLM", "X"}; }, {"architectures"}},
+      {"rope type", [](json& j) { j["rope_scaling"] = 3; }, {"rope_scaling"}},
+      {"bool", [](json& j) { j["tie_word_embeddings"] = 1; }, {"tie_word_embeddings", "boolean"}},
+      {"moe fields", [](json& j) { j["architectures"] = {"MixtralForCausalLM"}; }, {"num_local_experts", "missing"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    json j = base_llama();
+    c.edit(j);
+    expect_error([&] { parse(j); }, c.message);
+  }
+  expect_error([] { parse(json::array()); }, {"config.json", "object"});
+  expect_error([] { read_model_config("/nonexistent/model"); }, {"config.json", "cannot open"});
+}
+
+}  // namespace
+}  // namespace fp8lm
