@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fp8lm ") + FP8LM_VERSION);
   app.require_subcommand(1);
   fp8lm::cli::add_info_command(app);
+  fp8lm::cli::add_inspect_command(app);
   // CLI11 reports a misspelt command as "a subcommand is required"; name it instead.
   std::string known;
   bool is_known = false;

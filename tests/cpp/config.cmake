@@ -4,8 +4,4 @@ add_executable(test_config
   ${CMAKE_CURRENT_LIST_DIR}/test_quant_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_load_overrides.cpp)
 target_link_libraries(test_config PRIVATE fp8lm_io fp8lm_test_support)
-# Real Hugging Face configs live beside the repository (../shared/data/hf);
-# tests skip when that folder is absent.
-target_compile_definitions(test_config PRIVATE
-  FP8LM_SHARED_HF_DIR="${PROJECT_SOURCE_DIR}/../shared/data/hf")
 gtest_discover_tests(test_config DISCOVERY_TIMEOUT 60)

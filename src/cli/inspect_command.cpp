@@ -1,0 +1,220 @@
+// `fp8lm inspect MODEL`: what a checkpoint is, before anyone serves it — the
+// architecture and sizes, the dtypes on disk, the detected FP8 format and the
+// scheme of every linear layer (grouped, exceptions listed), the KV-cache
+// scheme, and the memory the weights and each token's KV cache need in BF16
+// and in FP8. Reads headers only; the checkpoint is checked tensor by tensor.
+#include <cstdio>
+#include <map>
+#include <regex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "io/model_spec.h"
+
+namespace fp8lm::cli {
+namespace {
+
+using nlohmann::json;
+
+json scheme_json(const LinearQuantScheme& s) {
+  if (!s.quantized) return {{"quantized", false}};
+  return {{"quantized", true},
+          {"weight_format", std::string(name(s.weight_format))},
+          {"weight_scales", std::string(name(s.weight_scales.granularity))},
+          {"group_rows", s.weight_scales.group_rows},
+          {"group_cols", s.weight_scales.group_cols},
+          {"weights_serialized", s.weights_serialized},
+          {"weight_scale_suffix", s.weight_scale_suffix},
+          {"activation", std::string(name(s.activation))},
+          {"activation_group", s.activation_group},
+          {"input_scale_suffix", s.input_scale_suffix},
+          {"activation_scale_upper_bound", s.activation_scale_upper_bound}};
+}
+
+// "model.layers.3.mlp.experts.17.up_proj" -> "model.layers.*.mlp.experts.*.up_proj"
+std::string module_pattern(const std::string& name) {
+  static const std::regex index(R"(\.\d+\.)");
+  std::string out = name;
+  for (std::string prev; prev != out;) {
+    prev = out;
+    out = std::regex_replace(out, index, ".*.", std::regex_constants::format_first_only);
+  }
+  return out;
+}
+
+struct Group {
+  std::string pattern;
+  std::string scheme;
+  int count = 0;
+  std::vector<int> layers;
+};
+
+// Linear layers grouped by (name pattern, scheme), in checkpoint order, so
+// that exceptions (an lm_head kept in BF16, one layer excluded) stand out.
+std::vector<Group> group_linears(const io::ModelSpec& spec) {
+  std::vector<Group> groups;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (const io::LinearLayerSpec& l : spec.linears) {
+    const auto key = std::make_pair(module_pattern(l.module.name), l.scheme.describe());
+    auto [it, inserted] = index.try_emplace(key, groups.size());
+    if (inserted) groups.push_back({key.first, key.second, 0, {}});
+    Group& g = groups[it->second];
+    ++g.count;
+    if (l.module.layer >= 0 && (g.layers.empty() || g.layers.back() != l.module.layer))
+      g.layers.push_back(l.module.layer);
+  }
+  return groups;
+}
+
+std::vector<std::string> warnings_for(const io::ModelSpec& spec) {
+  std::vector<std::string> w;
+  const KvCacheScheme& kv = spec.kv_cache();
+  const bool fp8_kv = kv.dtype == KvCacheDType::kFP8E4M3 || kv.dtype == KvCacheDType::kFP8E5M2;
+  if (fp8_kv && kv.k_scale_name.empty())
+    w.push_back("FP8 KV cache without k/v scales in the checkpoint: scales of 1.0 lose accuracy; "
+                "calibrate them (fp8lm quantize --kv-cache-dtype fp8) or use a checkpoint that has them");
+  return w;
+}
+
+json build_json(const io::ModelSpec& spec) {
+  const ModelConfig& c = spec.config;
+  const io::MemoryEstimate m = io::estimate_memory(spec);
+  json j;
+  j["model"] = spec.directory.string();
+  j["architecture"] = c.architecture;
+  j["model_type"] = c.model_type;
+  j["dtype"] = std::string(name(c.dtype));
+  j["config"] = {{"num_hidden_layers", c.num_hidden_layers},
+                 {"hidden_size", c.hidden_size},
+                 {"intermediate_size", c.intermediate_size},
+                 {"num_attention_heads", c.num_attention_heads},
+                 {"num_key_value_heads", c.num_key_value_heads},
+                 {"head_dim", c.head_dim},
+                 {"vocab_size", c.vocab_size},
+                 {"max_position_embeddings", c.max_position_embeddings},
+                 {"rope_theta", c.rope_theta},
+                 {"rope_scaling", std::string(name(c.rope_scaling.type))},
+                 {"rope_scaling_factor", c.rope_scaling.factor},
+                 {"tie_word_embeddings", c.tie_word_embeddings},
+                 {"qkv_bias", c.qkv_bias},
+                 {"qk_norm", c.qk_norm},
+                 {"sliding_window", c.sliding_window ? json(*c.sliding_window) : json(nullptr)},
+                 {"num_experts", c.moe.num_experts},
+                 {"num_experts_per_tok", c.moe.num_experts_per_tok}};
+  j["parameters"] = spec.parameter_count;
+  j["files"] = {{"count", spec.files->files().size()},
+                {"sharded", spec.files->sharded()},
+                {"tensors", spec.files->tensor_count()}};
+  for (const auto& [dtype, use] : spec.dtypes) j["dtypes"][dtype] = {{"tensors", use.tensors}, {"bytes", use.bytes}};
+  j["quantization"] = {{"format", spec.quantization.format},
+                       {"variant", spec.quantization.variant},
+                       {"online", spec.quantization.online},
+                       {"description", spec.quantization.describe()}};
+  for (const io::LinearLayerSpec& l : spec.linears) j["modules"][l.module.name] = scheme_json(l.scheme);
+  j["linear_groups"] = json::array();
+  for (const Group& g : group_linears(spec))
+    j["linear_groups"].push_back({{"pattern", g.pattern}, {"scheme", g.scheme}, {"count", g.count}, {"layers", g.layers}});
+  const KvCacheScheme& kv = spec.kv_cache();
+  j["kv_cache"] = {{"dtype", std::string(name(kv.dtype))},
+                   {"k_scale_name", kv.k_scale_name},
+                   {"v_scale_name", kv.v_scale_name},
+                   {"skip_layers", kv.skip_layers}};
+  j["memory"] = {{"weights_bf16_bytes", m.weights_bf16},
+                 {"weights_fp8_bytes", m.weights_fp8},
+                 {"weights_fp8_assumes", m.fp8_scheme},
+                 {"kv_cache_bytes_per_token_bf16", m.kv_per_token_bf16},
+                 {"kv_cache_bytes_per_token_fp8", m.kv_per_token_fp8}};
+  j["warnings"] = warnings_for(spec);
+  return j;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) b /= 1024.0, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+std::string layer_list(const std::vector<int>& layers, int total) {
+  if (layers.empty()) return "";
+  if (int(layers.size()) == total) return " x " + std::to_string(total) + " layers";
+  std::string s = " (layer" + std::string(layers.size() > 1 ? "s " : " ");
+  for (size_t i = 0; i < layers.size(); ++i) s += (i ? "," : "") + std::to_string(layers[i]);
+  return s + ")";
+}
+
+void print_text(const json& j, const io::ModelSpec& spec) {
+  const ModelConfig& c = spec.config;
+  const auto& cfg = j["config"];
+  std::printf("model         %s\n", j["model"].get<std::string>().c_str());
+  std::printf("architecture  %s (%s), saved as %s\n", c.architecture.c_str(), c.model_type.c_str(),
+              j["dtype"].get<std::string>().c_str());
+  std::printf("sizes         %d layers, hidden %lld, intermediate %lld, %d heads (%d KV, head dim %lld), vocab %lld, "
+              "context %lld\n",
+              c.num_hidden_layers, (long long)c.hidden_size, (long long)c.intermediate_size, c.num_attention_heads,
+              c.num_key_value_heads, (long long)c.head_dim, (long long)c.vocab_size,
+              (long long)c.max_position_embeddings);
+  std::printf("              rope theta %g, scaling %s%s%s%s%s\n", c.rope_theta,
+              cfg["rope_scaling"].get<std::string>().c_str(), c.tie_word_embeddings ? ", tied embeddings" : "",
+              c.qkv_bias ? ", qkv bias" : "", c.qk_norm ? ", q/k norm" : "",
+              c.sliding_window ? (", sliding window " + std::to_string(*c.sliding_window)).c_str() : "");
+  if (c.is_moe())
+    std::printf("              MoE: %d experts, top-%d, expert width %lld\n", c.moe.num_experts,
+                c.moe.num_experts_per_tok, (long long)c.moe.moe_intermediate_size);
+  std::printf("parameters    %.2f M\n", double(spec.parameter_count) / 1e6);
+  std::string dtypes;
+  for (const auto& [dtype, use] : j["dtypes"].items())
+    dtypes += (dtypes.empty() ? "" : ", ") + dtype + " " + std::to_string(use["tensors"].get<int64_t>()) +
+              " tensors (" + human_bytes(double(use["bytes"].get<uint64_t>())) + ")";
+  std::printf("files         %zu%s, %zu tensors: %s\n", spec.files->files().size(),
+              spec.files->sharded() ? " shards" : " file", spec.files->tensor_count(), dtypes.c_str());
+  std::printf("quantization  %s\n", spec.quantization.describe().c_str());
+  std::printf("linear layers %zu\n", spec.linears.size());
+  for (const Group& g : group_linears(spec))
+    std::printf("  %-48s %s%s\n", g.pattern.c_str(), g.scheme.c_str(),
+                (layer_list(g.layers, c.num_hidden_layers) + (g.count > int(g.layers.size()) && !g.layers.empty()
+                                                                  ? ", " + std::to_string(g.count) + " modules"
+                                                                  : ""))
+                    .c_str());
+  if (c.tie_word_embeddings) std::printf("  %-48s tied to model.embed_tokens (not quantized)\n", "lm_head");
+  const KvCacheScheme& kv = spec.kv_cache();
+  std::string kv_text = std::string(name(kv.dtype));
+  if (!kv.k_scale_name.empty()) kv_text += ", scales " + kv.k_scale_name + " / " + kv.v_scale_name;
+  if (!kv.skip_layers.empty()) kv_text += ", BF16 layers " + j["kv_cache"]["skip_layers"].dump();
+  std::printf("kv cache      %s\n", kv_text.c_str());
+  const auto& m = j["memory"];
+  const double bf16 = double(m["weights_bf16_bytes"].get<uint64_t>());
+  const double fp8 = double(m["weights_fp8_bytes"].get<uint64_t>());
+  std::printf("weights       BF16 %s | FP8 %s (%.2fx, %s)\n", human_bytes(bf16).c_str(), human_bytes(fp8).c_str(),
+              fp8 / bf16, m["weights_fp8_assumes"].get<std::string>().c_str());
+  std::printf("kv per token  BF16 %s | FP8 %s\n",
+              human_bytes(double(m["kv_cache_bytes_per_token_bf16"].get<uint64_t>())).c_str(),
+              human_bytes(double(m["kv_cache_bytes_per_token_fp8"].get<uint64_t>())).c_str());
+  for (const auto& w : j["warnings"]) std::printf("warning       %s\n", w.get<std::string>().c_str());
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Describe a checkpoint: architecture, FP8 format and per-layer schemes, KV cache, memory in BF16 vs FP8");
+  auto flags = add_model_flags(cmd);
+  auto as_json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *as_json, "Print as JSON");
+  cmd->callback([flags, as_json] {
+    const io::ModelSpec spec = io::read_model_spec(flags->model, flags->overrides());
+    const json j = build_json(spec);
+    if (*as_json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      print_text(j, spec);
+    }
+  });
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,30 @@
+#include "cli/model_flags.h"
+
+namespace fp8lm::cli {
+
+io::LoadOverrides ModelFlags::overrides() const {
+  io::LoadOverrides o;
+  if (!quantization.empty()) o.quantization = io::parse_online_quant(quantization);
+  if (!kv_cache_dtype.empty()) o.kv_cache_dtype = io::parse_kv_cache_dtype(kv_cache_dtype);
+  if (!kv_cache_skip_layers.empty()) o.kv_cache_skip_layers = io::parse_layer_list(kv_cache_skip_layers);
+  o.keep_bf16 = keep_bf16;
+  return o;
+}
+
+std::shared_ptr<ModelFlags> add_model_flags(CLI::App* cmd) {
+  auto f = std::make_shared<ModelFlags>();
+  cmd->add_option("model,--model", f->model, "Model directory (Hugging Face layout: config.json + *.safetensors)")
+      ->required();
+  cmd->add_option("--quantization", f->quantization,
+                  "Quantize a BF16/F16/F32 checkpoint to FP8 while loading: fp8 (= fp8:channel, per-channel "
+                  "weights + per-token activations), fp8:tensor, fp8:block (128x128 weights + 1x128 activations)");
+  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                  "KV cache element type: auto (checkpoint's choice), bf16, fp8 (= fp8_e4m3), fp8_e5m2");
+  cmd->add_option("--kv-cache-dtype-skip-layers", f->kv_cache_skip_layers,
+                  "Comma-separated layers whose KV cache stays BF16 (with an FP8 KV cache)");
+  cmd->add_option("--keep-bf16", f->keep_bf16,
+                  "With --quantization: keep this module (name, ancestor, or re:<regex>) in BF16; repeatable");
+  return f;
+}
+
+}  // namespace fp8lm::cli
