@@ -5,7 +5,6 @@
 // and in FP8. Reads headers only; the checkpoint is checked tensor by tensor.
 #include <cstdio>
 #include <map>
-#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -36,11 +35,17 @@ json scheme_json(const LinearQuantScheme& s) {
 
 // "model.layers.3.mlp.experts.17.up_proj" -> "model.layers.*.mlp.experts.*.up_proj"
 std::string module_pattern(const std::string& name) {
-  static const std::regex index(R"(\.\d+\.)");
-  std::string out = name;
-  for (std::string prev; prev != out;) {
-    prev = out;
-    out = std::regex_replace(out, index, ".*.", std::regex_constants::format_first_only);
+  std::string out;
+  size_t i = 0;
+  while (i < name.size()) {
+    // a component made of digits only (between dots) is an index
+    size_t end = name.find('.', i);
+    if (end == std::string::npos) end = name.size();
+    const std::string_view part(name.data() + i, end - i);
+    const bool index = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
+    out += index ? "*" : std::string(part);
+    if (end < name.size()) out += '.';
+    i = end + 1;
   }
   return out;
 }
