@@ -14,6 +14,8 @@ seconds=${1:-20}
 declare -A seeds=(
   [fuzz_safetensors_header]="tests/fixtures/safetensors"
   [fuzz_config]="tests/fixtures/checkpoints"
+  [fuzz_chat_template]="tests/fixtures/chat"
+  [fuzz_tokenizer]="tests/fixtures/tokenizer"
 )
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

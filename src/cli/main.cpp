@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   fp8lm::cli::add_info_command(app);
   fp8lm::cli::add_inspect_command(app);
+  fp8lm::cli::add_tokenize_command(app);
   // CLI11 reports a misspelt command as "a subcommand is required"; name it instead.
   std::string known;
   bool is_known = false;

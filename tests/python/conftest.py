@@ -17,6 +17,8 @@ def fp8lm_bin() -> str:
 
 @pytest.fixture(scope="session")
 def run(fp8lm_bin):
-    def _run(*args, check=False):
-        return subprocess.run([fp8lm_bin, *args], capture_output=True, text=True, timeout=60, check=check)
+    def _run(*args, check=False, input=""):
+        # stdin is always given (empty by default) so a command never waits on the terminal
+        return subprocess.run([fp8lm_bin, *args], capture_output=True, text=True, timeout=60, check=check,
+                              input=input)
     return _run
