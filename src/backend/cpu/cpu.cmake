@@ -1,0 +1,23 @@
+# ---- CPU backend: the ops the model runs on any CPU ---------------------------
+# Included from src/CMakeLists.txt; paths are relative to this file.
+add_library(fp8lm_cpu STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/linear.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/linear_kernels_scalar.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/thread_pool.cpp)
+target_link_libraries(fp8lm_cpu PUBLIC fp8lm_numerics fp8lm_io)
+find_package(Threads REQUIRED)
+target_link_libraries(fp8lm_cpu PUBLIC Threads::Threads)
+
+# The vector loops get their instruction sets in their own files only; they
+# run after a run-time CPU check (linear_kernels_avx2/avx512()).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  target_sources(fp8lm_cpu PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/linear_kernels_avx2.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/linear_kernels_avx512.cpp)
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/linear_kernels_avx2.cpp PROPERTIES
+    COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+  # Same GCC 12 false positives in avx512fintrin.h as numerics/cpu/kernels_avx512.cpp.
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/linear_kernels_avx512.cpp PROPERTIES
+    COMPILE_OPTIONS "-mavx512f;$<$<CXX_COMPILER_ID:GNU>:-Wno-uninitialized;-Wno-maybe-uninitialized>")
+  target_compile_definitions(fp8lm_cpu PRIVATE FP8LM_LINEAR_HAVE_AVX2 FP8LM_LINEAR_HAVE_AVX512)
+endif()

@@ -1,0 +1,108 @@
+// Token sampling for one sequence: what an OpenAI request asks for (penalties,
+// temperature, top-k, top-p, min-p, seed), applied in vLLM's order and checked
+// against transformers' logits processors (tests/cpp/test_sampler.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace fp8lm::engine {
+
+// The sampling fields of a request. Defaults are the "off" values, so a
+// default-constructed SamplingParams samples plainly from softmax(logits).
+struct SamplingParams {
+  float temperature = 1.0f;         // 0 (below 1e-5, as vLLM) = greedy
+  int32_t top_k = 0;                // 0 or -1 = off
+  float top_p = 1.0f;               // 1 = off; must be in (0, 1]
+  float min_p = 0.0f;               // 0 = off; must be in [0, 1]
+  float repetition_penalty = 1.0f;  // 1 = off; prompt and output tokens (HF/vLLM)
+  float presence_penalty = 0.0f;    // 0 = off; output tokens only (OpenAI)
+  float frequency_penalty = 0.0f;   // 0 = off; output tokens only (OpenAI)
+  std::optional<uint64_t> seed;     // same seed => same tokens
+  int32_t max_tokens = 16;          // OpenAI's default
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;    // stop strings (see StopChecker)
+  bool ignore_eos = false;
+
+  // Throws fp8lm::Error naming the first bad parameter and its value.
+  void validate() const;
+  bool greedy() const;
+  // Whether generating `token` ends the sequence: one of stop_token_ids, or
+  // one of the model's EOS ids unless ignore_eos.
+  bool stops_on(int32_t token, std::span<const int32_t> eos_ids) const;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  int32_t token = 0;
+  float logprob = 0.0f;             // of `token` under the raw logits
+  std::vector<TokenLogprob> top;    // the n most likely raw tokens, best first
+};
+
+class Sampler {
+ public:
+  // `prompt` feeds the repetition penalty. Throws fp8lm::Error on bad params.
+  Sampler(SamplingParams params, std::span<const int32_t> prompt);
+
+  // Picks the next token and records it as output (for the penalties).
+  // `logits` is used as scratch: on return it holds the processed logits.
+  int32_t sample(std::span<float> logits);
+
+  // As sample(), plus OpenAI logprobs: log-softmax of the *raw* logits (before
+  // penalties and temperature) of the chosen token and of the top `top_n`.
+  SampleResult sample_with_logprobs(std::span<float> logits, int32_t top_n);
+
+  // Penalties, temperature and the filters, in place: a removed token becomes
+  // -inf, so `logits` equals what transformers' processors would return.
+  // Greedy keeps only the argmax. Records nothing.
+  void process(std::span<float> logits);
+
+  // process(), then the distribution sampled from (zeros where removed).
+  std::vector<float> probabilities(std::span<float> logits);
+
+  // Records a token generated without sample() (e.g. one forced by the
+  // engine) so that the penalties see it.
+  void accept(int32_t token) { record(token); }
+
+  const SamplingParams& params() const { return params_; }
+  int32_t num_generated() const { return num_generated_; }
+
+ private:
+  void apply_penalties(std::span<float> logits) const;
+  void collect_candidates(std::span<const float> logits);
+  void filter_top_k(std::span<float> logits);
+  void filter_top_p(std::span<float> logits);
+  void filter_min_p(std::span<float> logits);
+  void keep_only(std::span<float> logits, std::vector<int32_t> kept);
+  void softmax_candidates(std::span<const float> logits);
+  int32_t draw();
+  void record(int32_t token);
+
+  SamplingParams params_;
+  std::vector<int32_t> prompt_unique_;                  // sorted, for the repetition penalty
+  std::unordered_map<int32_t, int32_t> output_counts_;  // token -> times generated
+  int32_t num_generated_ = 0;
+  std::mt19937_64 rng_;
+  // Scratch reused across calls (no allocation per token once warm):
+  std::vector<int32_t> candidates_;  // ids still in play, any order
+  std::vector<float> probs_;         // softmax over candidates_, same order
+  std::vector<int32_t> order_;       // partial sorts
+  std::vector<float> raw_;           // raw logits kept for logprobs
+  std::vector<uint8_t> keep_;        // top-p survivors
+};
+
+// Log-softmax of raw logits (computed in double): one token's value, and the
+// n most likely tokens, best first (equal logits: lower id first).
+float logprob_of(std::span<const float> logits, int32_t token);
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n);
+
+}  // namespace fp8lm::engine
