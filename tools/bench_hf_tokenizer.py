@@ -3,7 +3,7 @@
 measures fp8lm: single thread, wikitext-2's test split encoded one non-empty line at a
 time without special tokens; MB/s of UTF-8 input (1 MB = 10^6 bytes), best of N runs.
 
-    RAYON_NUM_THREADS=1 /tmp/tokvenv/bin/python tools/bench_hf_tokenizer.py
+    RAYON_NUM_THREADS=1 .venv-tools/bin/python tools/bench_hf_tokenizer.py
 """
 import argparse
 import os

@@ -17,7 +17,7 @@ Producers (see tests/fixtures/checkpoints/README.md):
                         §4, §5): neither ModelOpt nor FBGEMM installs without a GPU toolchain
 
 Run with the LLM Compressor venv (pip install llmcompressor):
-  /tmp/llmcvenv/bin/python tools/make_checkpoint_fixtures.py [--out tests/fixtures/checkpoints]
+  .venv-llmc/bin/python tools/make_checkpoint_fixtures.py [--out tests/fixtures/checkpoints]
 """
 import argparse
 import json

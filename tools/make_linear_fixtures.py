@@ -15,7 +15,7 @@ a few shapes (K and N not multiples of 128 among them), PyTorch computes:
 Output: tests/fixtures/linear/ (raw little-endian arrays + manifest.json).
 Deterministic: run it again and `git diff` shows nothing.
 
-    /tmp/torchvenv/bin/python tools/make_linear_fixtures.py [--out tests/fixtures/linear]
+    .venv-tools/bin/python tools/make_linear_fixtures.py [--out tests/fixtures/linear]
 """
 
 import argparse

@@ -7,7 +7,7 @@ torch, applied in vLLM's order, on logits that the C++ test regenerates from a
 tiny integer recipe (so the fixture stays small JSON, even for a 151936-token
 vocabulary). Writes tests/fixtures/sampler/cases.json.
 
-Run:  /tmp/torchvenv/bin/python tools/make_sampler_fixtures.py
+Run:  .venv-tools/bin/python tools/make_sampler_fixtures.py
 """
 import json
 import math

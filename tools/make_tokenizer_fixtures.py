@@ -7,8 +7,8 @@ without special tokens, and records the ids and the decoded text (with and witho
 skip_special_tokens). The tokenizer.json files themselves are not copied: the C++ tests read
 them where they are.
 
-    python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers
-    /tmp/tokvenv/bin/python tools/make_tokenizer_fixtures.py
+    python3 -m venv .venv-tools && .venv-tools/bin/pip install tokenizers
+    .venv-tools/bin/python tools/make_tokenizer_fixtures.py
 """
 import json
 import pathlib
