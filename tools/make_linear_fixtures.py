@@ -19,36 +19,15 @@ Deterministic: run it again and `git diff` shows nothing.
 """
 
 import argparse
-import hashlib
 import json
 from pathlib import Path
 
 import torch
 
+from fixture_arrays import ArrayWriter
+
 E4M3 = torch.float8_e4m3fn
 FMAX = 448.0
-
-
-class Writer:
-    def __init__(self, out: Path):
-        self.out = out
-        out.mkdir(parents=True, exist_ok=True)
-        for old in out.glob("*.bin"):
-            old.unlink()
-        self.written: dict[bytes, str] = {}
-
-    def array(self, name: str, t: torch.Tensor) -> str:
-        t = t.contiguous().cpu()
-        if t.dtype == E4M3:
-            t = t.view(torch.uint8)
-        if t.dtype == torch.bfloat16:
-            t = t.view(torch.int16)
-        data = t.numpy().tobytes()
-        key = hashlib.sha256(data).digest()
-        if key not in self.written:
-            self.written[key] = f"{name}.bin"
-            (self.out / self.written[key]).write_bytes(data)
-        return self.written[key]
 
 
 def fp8(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -122,7 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "tests/fixtures/linear"))
     args = ap.parse_args()
-    w_out = Writer(Path(args.out))
+    w_out = ArrayWriter(Path(args.out))
     torch.manual_seed(6)
     cases = []
     weights = {}  # one W and bias per (N, K): M = 1 and M = 7 share them

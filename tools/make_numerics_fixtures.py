@@ -21,7 +21,6 @@ Needs: torch, compressed-tensors (tools/requirements-fixtures.txt).
 """
 
 import argparse
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -32,33 +31,19 @@ from compressed_tensors.quantization import QuantizationArgs
 from compressed_tensors.quantization.lifecycle.forward import quantize as ct_quantize
 from compressed_tensors.quantization.utils.helpers import calculate_qparams
 
+from fixture_arrays import ArrayWriter
+
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 FMT = {"e4m3": E4M3, "e5m2": E5M2}
 FMAX = {"e4m3": 448.0, "e5m2": 57344.0}
 
 
-class Writer:
-    def __init__(self, out: Path):
-        self.out = out
-        out.mkdir(parents=True, exist_ok=True)
-        for old in out.glob("*.bin"):
-            old.unlink()
-        self.manifest = {"casts": [], "decodes": [], "quantized": []}
-        self.written: dict[bytes, str] = {}  # identical arrays are stored once
+class Writer(ArrayWriter):
+    """The arrays plus manifest.json describing each case."""
 
-    def array(self, name: str, t: torch.Tensor) -> str:
-        """Writes a tensor's raw bytes (little-endian, row-major); returns the file name."""
-        t = t.contiguous().cpu()
-        if t.dtype in (E4M3, E5M2):
-            t = t.view(torch.uint8)
-        if t.dtype == torch.bfloat16:
-            t = t.view(torch.int16)
-        data = t.numpy().tobytes()
-        key = hashlib.sha256(data).digest()
-        if key not in self.written:
-            self.written[key] = f"{name}.bin"
-            (self.out / self.written[key]).write_bytes(data)
-        return self.written[key]
+    def __init__(self, out: Path):
+        super().__init__(out)
+        self.manifest = {"casts": [], "decodes": [], "quantized": []}
 
     def save(self):
         (self.out / "manifest.json").write_text(json.dumps(self.manifest, indent=1) + "\n")
