@@ -64,7 +64,7 @@ void BM_Linear(benchmark::State& state) {
       benchmark::Counter(calls * 2.0 * double(m * s.n * s.k) / 1e9, benchmark::Counter::kIsRate);
   state.counters["weight_GB/s"] = benchmark::Counter(calls * weight_bytes / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(std::string(s.name) + " " + kSchemes[scheme] + " M=" + std::to_string(m) + " t=" +
-                 std::to_string(threads) + " " + std::string(select_linear_kernels(LinearKernelChoice::kAuto).name));
+                 std::to_string(threads) + " " + std::string(select_linear_kernels(KernelChoice::kAuto).name));
 }
 
 BENCHMARK(BM_Linear)

@@ -30,10 +30,10 @@ constexpr const char* kDir = "linear";
 
 double tolerance(int64_t k, double abs_sum) { return double(k + 4) * 0x1p-24 * abs_sum; }
 
-std::vector<LinearKernelChoice> usable_linear_kernels() {
-  std::vector<LinearKernelChoice> out{LinearKernelChoice::kScalar};
-  if (linear_kernels_avx2()) out.push_back(LinearKernelChoice::kAvx2);
-  if (linear_kernels_avx512()) out.push_back(LinearKernelChoice::kAvx512);
+std::vector<KernelChoice> usable_linear_kernels() {
+  std::vector<KernelChoice> out{KernelChoice::kScalar};
+  if (linear_kernels_avx2()) out.push_back(KernelChoice::kAvx2);
+  if (linear_kernels_avx512()) out.push_back(KernelChoice::kAvx512);
   return out;
 }
 
@@ -57,7 +57,7 @@ LinearQuantScheme scheme_of(const nlohmann::json& c) {
 }
 
 std::vector<float> run_linear(const std::vector<float>& x, int64_t m, const LinearWeights& w, int threads,
-                              LinearKernelChoice kernels) {
+                              KernelChoice kernels) {
   std::vector<float> y(size_t(m * w.n), -1.0f);
   ThreadPool pool(threads);
   linear(x, m, w, y, &pool, kernels);
@@ -105,7 +105,7 @@ TEST(CpuLinear, FixturesMatchPyTorch) {
     }
     w.bias = read_array<float>(kDir, c["bias"]);
 
-    for (LinearKernelChoice kc : usable_linear_kernels()) {
+    for (KernelChoice kc : usable_linear_kernels()) {
       SCOPED_TRACE(std::string(select_linear_kernels(kc).name));
       const std::vector<float> y = run_linear(x, m, w, 1, kc);
       for (size_t i = 0; i < y.size(); ++i) {
@@ -152,7 +152,7 @@ TEST(CpuLinear, RowsIndependentOfBatch) {
     layers.push_back(quantize_weights_online(p.w.data(), p.n, p.k, fp8_scheme(ScaleLayout::block(), a)));
   }
   for (const LinearWeights& w : layers) {
-    for (LinearKernelChoice kc : usable_linear_kernels()) {
+    for (KernelChoice kc : usable_linear_kernels()) {
       const std::vector<float> all = run_linear(p.x, p.m, w, 2, kc);
       for (int64_t r : {0, 5, 63, 64, 69}) {
         const std::vector<float> row(p.x.begin() + r * p.k, p.x.begin() + (r + 1) * p.k);
@@ -176,7 +176,7 @@ TEST(CpuLinear, WeightOnlyMatchesNumericsDequantize) {
       const QuantizedMatrix ref = quantize_dynamic(MatrixView::bf16(p.w.data(), p.n, p.k),
                                                    {fmt, layout, ScaleRule::runtime(fmt)});
       const std::vector<float> wd = dequantize_f32(ref);
-      for (LinearKernelChoice kc : usable_linear_kernels()) {
+      for (KernelChoice kc : usable_linear_kernels()) {
         const std::vector<float> y = run_linear(p.x, p.m, w, 2, kc);
         for (int64_t i = 0; i < p.m; ++i) {
           for (int64_t j = 0; j < p.n; ++j) {
@@ -213,7 +213,7 @@ TEST(CpuLinear, HalfAndFloatWeights) {
   for (auto [storage, data] : {std::pair{WeightStorage::kF16, static_cast<const void*>(h.data())},
                                std::pair{WeightStorage::kF32, static_cast<const void*>(wf.data())}}) {
     const LinearWeights w = high_precision_weights(storage, data, p.n, p.k);
-    for (LinearKernelChoice kc : usable_linear_kernels()) {
+    for (KernelChoice kc : usable_linear_kernels()) {
       const std::vector<float> y = run_linear(p.x, p.m, w, 1, kc);
       for (int64_t i = 0; i < p.m; ++i) {
         for (int64_t j = 0; j < p.n; ++j) {

@@ -208,17 +208,17 @@ QuantizedMatrix quantize_activations(const float* x, int64_t m, const LinearWeig
   throw Error("linear: quantize_activations() called for a weight-only (W8A16) layer");
 }
 
-const LinearKernels& select_linear_kernels(LinearKernelChoice choice) {
+const LinearKernels& select_linear_kernels(KernelChoice choice) {
   switch (choice) {
-    case LinearKernelChoice::kScalar:
+    case KernelChoice::kScalar:
       return linear_kernels_scalar();
-    case LinearKernelChoice::kAvx2:
+    case KernelChoice::kAvx2:
       if (const LinearKernels* k = linear_kernels_avx2()) return *k;
       throw Error("linear kernels 'avx2' requested, but this CPU or build lacks AVX2/FMA/F16C");
-    case LinearKernelChoice::kAvx512:
+    case KernelChoice::kAvx512:
       if (const LinearKernels* k = linear_kernels_avx512()) return *k;
       throw Error("linear kernels 'avx512' requested, but this CPU or build lacks AVX-512F");
-    case LinearKernelChoice::kAuto:
+    case KernelChoice::kAuto:
       break;
   }
   if (const LinearKernels* k = linear_kernels_avx512()) return *k;
@@ -234,7 +234,7 @@ const LinearKernels* linear_kernels_avx512() { return nullptr; }
 #endif
 
 void linear(std::span<const float> x, int64_t m, const LinearWeights& w, std::span<float> y,
-            ThreadPool* pool, LinearKernelChoice kernel_choice) {
+            ThreadPool* pool, KernelChoice kernel_choice) {
   validate(w);
   const int64_t n = w.n, k = w.k;
   if (m < 0) throw Error("linear: negative row count " + std::to_string(m));

@@ -80,13 +80,13 @@ void validate(const LinearWeights& w);
 QuantizedMatrix quantize_activations(const float* x, int64_t m, const LinearWeights& w,
                                      KernelChoice kernels = KernelChoice::kAuto);
 
-// Which inner loops to use; kAuto = the widest this CPU runs.
-enum class LinearKernelChoice : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
-const LinearKernels& select_linear_kernels(LinearKernelChoice choice);
+// Which inner loops to use (the same choice as the numerics kernels); kAuto = the
+// widest this CPU runs.
+const LinearKernels& select_linear_kernels(KernelChoice choice);
 
 // y[m, n] = x[m, k] · Wᵀ + bias. x has m·K floats, y has m·N floats (overwritten).
 // pool may be null (single thread). Throws fp8lm::Error on bad sizes or weights.
 void linear(std::span<const float> x, int64_t m, const LinearWeights& w, std::span<float> y,
-            ThreadPool* pool = nullptr, LinearKernelChoice kernels = LinearKernelChoice::kAuto);
+            ThreadPool* pool = nullptr, KernelChoice kernels = KernelChoice::kAuto);
 
 }  // namespace fp8lm::cpu
