@@ -9,5 +9,7 @@ namespace fp8lm::cli {
 void add_info_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
 
 }  // namespace fp8lm::cli

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   fp8lm::cli::add_info_command(app);
   fp8lm::cli::add_inspect_command(app);
   fp8lm::cli::add_tokenize_command(app);
+  fp8lm::cli::add_generate_command(app);
+  fp8lm::cli::add_chat_command(app);
   // CLI11 reports a misspelt command as "a subcommand is required"; name it instead.
   std::string known;
   bool is_known = false;

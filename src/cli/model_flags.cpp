@@ -17,9 +17,10 @@ std::shared_ptr<ModelFlags> add_model_flags(CLI::App* cmd) {
       ->required();
   cmd->add_option("--quantization", f->quantization,
                   "Quantize a BF16/F16/F32 checkpoint to FP8 while loading: fp8 (= fp8:channel, per-channel "
-                  "weights + per-token activations), fp8:tensor, fp8:block (128x128 weights + 1x128 activations)");
+                  "weights + per-token activations), fp8:tensor, fp8:block (128x128 weights + 1x128 activations), fp8:weight-only (per-channel weights, "
+                  "activations unquantized: W8A16)");
   cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                  "KV cache element type: auto (checkpoint's choice), bf16, fp8 (= fp8_e4m3), fp8_e5m2");
+                  "KV cache element type: auto (checkpoint's choice), bf16, fp32, fp8 (= fp8_e4m3), fp8_e5m2");
   cmd->add_option("--kv-cache-dtype-skip-layers", f->kv_cache_skip_layers,
                   "Comma-separated layers whose KV cache stays BF16 (with an FP8 KV cache)");
   cmd->add_option("--keep-bf16", f->keep_bf16,

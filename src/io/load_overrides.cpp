@@ -12,6 +12,7 @@ std::string_view name(OnlineQuant q) {
     case OnlineQuant::kPerTensor: return "fp8:tensor";
     case OnlineQuant::kChannelToken: return "fp8:channel";
     case OnlineQuant::kBlock: return "fp8:block";
+    case OnlineQuant::kWeightOnly: return "fp8:weight-only";
   }
   return "?";
 }
@@ -22,16 +23,18 @@ OnlineQuant parse_online_quant(std::string_view v) {
   if (v == "fp8" || v == "fp8:channel") return OnlineQuant::kChannelToken;
   if (v == "fp8:tensor") return OnlineQuant::kPerTensor;
   if (v == "fp8:block") return OnlineQuant::kBlock;
+  if (v == "fp8:weight-only") return OnlineQuant::kWeightOnly;
   throw Error("--quantization: '" + std::string(v) +
-              "' is not one of fp8, fp8:channel, fp8:tensor, fp8:block");
+              "' is not one of fp8, fp8:channel, fp8:tensor, fp8:block, fp8:weight-only");
 }
 
 KvCacheDType parse_kv_cache_dtype(std::string_view v) {
   if (v == "auto") return KvCacheDType::kAuto;
   if (v == "bf16" || v == "bfloat16") return KvCacheDType::kBF16;
+  if (v == "fp32" || v == "float32") return KvCacheDType::kF32;
   if (v == "fp8" || v == "fp8_e4m3") return KvCacheDType::kFP8E4M3;  // as in vLLM
   if (v == "fp8_e5m2") return KvCacheDType::kFP8E5M2;
-  throw Error("--kv-cache-dtype: '" + std::string(v) + "' is not one of auto, bf16, fp8, fp8_e4m3, fp8_e5m2");
+  throw Error("--kv-cache-dtype: '" + std::string(v) + "' is not one of auto, bf16, fp32, fp8, fp8_e4m3, fp8_e5m2");
 }
 
 std::vector<int> parse_layer_list(std::string_view v) {
@@ -72,6 +75,10 @@ LinearQuantScheme online_scheme(OnlineQuant q) {
       s.activation = ActivationQuant::kDynamicGroup;
       s.activation_group = 128;
       break;
+    case OnlineQuant::kWeightOnly:
+      s.weight_scales = ScaleLayout::channel();
+      s.activation = ActivationQuant::kNone;
+      break;
   }
   return s;
 }
@@ -104,7 +111,8 @@ void apply_overrides(CheckpointQuantization& quant, const LoadOverrides& o, std:
       case KvCacheDType::kAuto:
         break;  // whatever the checkpoint says (FP8 when it ships calibrated KV scales)
       case KvCacheDType::kBF16:
-        q.kv_cache.dtype = KvCacheDType::kBF16;
+      case KvCacheDType::kF32:
+        q.kv_cache.dtype = *o.kv_cache_dtype;
         break;
       case KvCacheDType::kFP8E4M3:
         q.kv_cache.dtype = KvCacheDType::kFP8E4M3;  // checkpoint scales if any, else 1.0 (as vLLM)
@@ -118,8 +126,7 @@ void apply_overrides(CheckpointQuantization& quant, const LoadOverrides& o, std:
     }
   }
   if (!o.kv_cache_skip_layers.empty()) {
-    const bool fp8 = q.kv_cache.dtype == KvCacheDType::kFP8E4M3 || q.kv_cache.dtype == KvCacheDType::kFP8E5M2;
-    if (!fp8)
+    if (!is_fp8(q.kv_cache.dtype))
       throw Error("--kv-cache-dtype-skip-layers: the KV cache is not FP8 (" +
                   std::string(name(q.kv_cache.dtype)) + "); add --kv-cache-dtype fp8");
     for (int l : o.kv_cache_skip_layers) {

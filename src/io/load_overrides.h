@@ -1,8 +1,8 @@
 // Command-line changes to how a model is loaded, shared by every command that
 // loads one (generate, serve, bench, eval, inspect):
 //
-//   --quantization fp8[:channel|:tensor|:block]   quantize a BF16/F16/F32 checkpoint while loading
-//   --kv-cache-dtype auto|bf16|fp8|fp8_e4m3|fp8_e5m2
+//   --quantization fp8[:channel|:tensor|:block|:weight-only]   quantize a BF16/F16/F32 checkpoint while loading
+//   --kv-cache-dtype auto|bf16|fp32|fp8|fp8_e4m3|fp8_e5m2
 //   --kv-cache-dtype-skip-layers 0,1,31            layers whose KV cache stays BF16
 //   --keep-bf16 PATTERN (repeatable)               module name or re:<regex> kept unquantized
 //
@@ -25,6 +25,7 @@ enum class OnlineQuant : uint8_t {
   kPerTensor,     // one weight scale per layer, dynamic per-tensor activations
   kChannelToken,  // one weight scale per output channel, dynamic per-token activations (default)
   kBlock,         // 128x128 weight blocks, dynamic 1x128 activation groups
+  kWeightOnly,    // per-channel weights, activations left in high precision (W8A16)
 };
 std::string_view name(OnlineQuant q);
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -64,6 +65,14 @@ void MappedFile::unmap() noexcept {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+void release_pages(std::span<const std::byte> bytes) noexcept {
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  if (bytes.empty() || page == 0) return;
+  const auto begin = (uintptr_t(bytes.data()) + page - 1) / page * page;
+  const auto end = (uintptr_t(bytes.data()) + bytes.size()) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace fp8lm::io

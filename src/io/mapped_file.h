@@ -30,4 +30,10 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
+// Drops the whole pages inside `bytes` (part of a read-only mapping) from this
+// process's resident memory; they are read from the file again if touched.
+// Used after a BF16 weight has been quantized at load, so that only its FP8
+// copy counts. A no-op where the system has no such call.
+void release_pages(std::span<const std::byte> bytes) noexcept;
+
 }  // namespace fp8lm::io

@@ -17,6 +17,7 @@ std::string_view name(KvCacheDType d) {
   switch (d) {
     case KvCacheDType::kAuto: return "auto";
     case KvCacheDType::kBF16: return "bf16";
+    case KvCacheDType::kF32: return "fp32";
     case KvCacheDType::kFP8E4M3: return "fp8_e4m3";
     case KvCacheDType::kFP8E5M2: return "fp8_e5m2";
   }

@@ -54,7 +54,11 @@ struct LinearQuantScheme {
 };
 
 // The KV cache's own scheme, independent of the weights'.
-enum class KvCacheDType : uint8_t { kAuto, kBF16, kFP8E4M3, kFP8E5M2 };
+// kF32 exists for the CPU reference (exact comparisons); kAuto is the model's
+// dtype, BF16 for every checkpoint fp8lm serves.
+enum class KvCacheDType : uint8_t { kAuto, kBF16, kF32, kFP8E4M3, kFP8E5M2 };
+
+inline bool is_fp8(KvCacheDType d) { return d == KvCacheDType::kFP8E4M3 || d == KvCacheDType::kFP8E5M2; }
 
 std::string_view name(KvCacheDType d);
 

@@ -2,6 +2,7 @@
 # tools/make_sampler_fixtures.py) and stop strings.
 add_executable(test_engine
   ${CMAKE_CURRENT_LIST_DIR}/test_sampler.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/test_stop_checker.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/test_stop_checker.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_block_allocator.cpp)
 target_link_libraries(test_engine PRIVATE fp8lm_engine fp8lm_test_support)
 gtest_discover_tests(test_engine DISCOVERY_TIMEOUT 60)

@@ -104,12 +104,17 @@ LinearWeights fp8_weights(const uint8_t* codes, int64_t n, int64_t k, const Line
 
 LinearWeights quantize_weights_online(const uint16_t* bf16, int64_t n, int64_t k,
                                       const LinearQuantScheme& scheme) {
+  return quantize_weights_online(MatrixView::bf16(bf16, n, k), scheme);
+}
+
+LinearWeights quantize_weights_online(const MatrixView& weight, const LinearQuantScheme& scheme) {
   if (!scheme.quantized) throw Error("linear: online quantization given a scheme that is not quantized");
-  if (bf16 == nullptr || n <= 0 || k <= 0) {
-    throw Error("linear: online quantization needs a BF16 weight, got shape " + shape(n, k));
+  const int64_t n = weight.rows, k = weight.cols;
+  if (weight.data == nullptr || n <= 0 || k <= 0) {
+    throw Error("linear: online quantization needs a BF16 or float32 weight, got shape " + shape(n, k));
   }
   const QuantSpec spec{scheme.weight_format, scheme.weight_scales, ScaleRule::runtime(scheme.weight_format)};
-  QuantizedMatrix q = quantize_dynamic(MatrixView::bf16(bf16, n, k), spec);
+  QuantizedMatrix q = quantize_dynamic(weight, spec);
   auto codes = std::make_shared<std::vector<uint8_t>>(std::move(q.codes));
   LinearWeights w;
   w.storage = WeightStorage::kFP8;

@@ -70,6 +70,8 @@ LinearWeights fp8_weights(const uint8_t* codes, int64_t n, int64_t k, const Line
 // (ScaleRule::runtime, whose floor only matters for an all-zero block).
 LinearWeights quantize_weights_online(const uint16_t* bf16, int64_t n, int64_t k,
                                       const LinearQuantScheme& scheme);
+// The same from a BF16 or float32 matrix (an F16 checkpoint is widened to float32 first).
+LinearWeights quantize_weights_online(const MatrixView& weight, const LinearQuantScheme& scheme);
 
 // Throws fp8lm::Error naming what is wrong: sizes, scale count or values,
 // bias length, activation settings, a missing static input scale.

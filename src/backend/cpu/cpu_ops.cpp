@@ -1,0 +1,186 @@
+#include "backend/cpu/cpu_ops.h"
+
+#include <cmath>
+#include <string>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/kv_cache.h"
+#include "common/error.h"
+
+namespace fp8lm::cpu {
+namespace {
+
+struct LinearWeight final : backend::Weight {
+  explicit LinearWeight(LinearWeights weights) : w(std::move(weights)) {}
+  LinearWeights w;
+};
+
+struct VectorWeight final : backend::Weight {
+  explicit VectorWeight(std::vector<float> values) : v(std::move(values)) {}
+  std::vector<float> v;
+};
+
+struct CpuKvCache final : backend::KvCache {
+  CpuKvCache(const backend::KvCacheShape& s, std::vector<backend::KvLayerFormat> l) : cache(s, std::move(l)) {}
+  const backend::KvCacheShape& shape() const override { return cache.shape(); }
+  const backend::KvLayerFormat& layer_format(int layer) const override { return cache.layer_format(layer); }
+  uint64_t bytes() const override { return cache.bytes(); }
+  PagedKvCache cache;
+};
+
+template <typename T>
+const T& as(const backend::Weight& w, const char* what) {
+  const T* p = dynamic_cast<const T*>(&w);
+  if (p == nullptr) throw Error(std::string("cpu ops: ") + what + " was not uploaded by the CPU backend");
+  return *p;
+}
+
+float* f32(backend::Tensor t) { return static_cast<float*>(t.data); }
+
+void require_shape(backend::Tensor t, int64_t rows, int64_t cols, const char* op) {
+  if (t.rows != rows || t.cols != cols)
+    throw Error(std::string("cpu ops: ") + op + " expects [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                "], got [" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "]");
+}
+
+// out = x · rsqrt(mean(x²) + eps) · w, the sum of squares in double (order-free to within float rounding).
+void rms_row(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * double(x[i]);
+  const float inv = 1.0f / std::sqrt(float(sum / double(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * inv);
+}
+
+}  // namespace
+
+CpuOps::CpuOps(int threads, KernelChoice kernels) : pool_(threads), kernels_(kernels) {}
+
+std::string CpuOps::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
+
+std::unique_ptr<backend::Weight> CpuOps::upload_linear(const LinearWeights& w) {
+  validate(w);
+  return std::make_unique<LinearWeight>(w);
+}
+
+std::unique_ptr<backend::Weight> CpuOps::upload_vector(std::vector<float> values) {
+  return std::make_unique<VectorWeight>(std::move(values));
+}
+
+std::unique_ptr<backend::Weight> CpuOps::upload_embedding(const LinearWeights& table) {
+  if (table.is_fp8()) throw Error("cpu ops: an embedding table must be high precision");
+  validate(table);
+  return std::make_unique<LinearWeight>(table);
+}
+
+std::unique_ptr<backend::KvCache> CpuOps::make_kv_cache(const backend::KvCacheShape& shape,
+                                                        std::vector<backend::KvLayerFormat> layers) {
+  return std::make_unique<CpuKvCache>(shape, std::move(layers));
+}
+
+backend::Tensor CpuOps::alloc(int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0) throw Error("cpu ops: negative tensor shape");
+  if (next_scratch_ == scratch_.size()) scratch_.emplace_back();
+  std::vector<float>& buf = scratch_[next_scratch_++];
+  if (buf.size() < size_t(rows * cols)) buf.resize(size_t(rows * cols));
+  return {buf.data(), rows, cols};
+}
+
+void CpuOps::embedding(const backend::Weight& table, std::span<const int32_t> ids, backend::Tensor out) {
+  const LinearWeights& t = as<LinearWeight>(table, "embedding table").w;
+  require_shape(out, int64_t(ids.size()), t.k, "embedding");
+  const LinearKernels& kern = select_linear_kernels(kernels_);
+  const int64_t width = t.storage == WeightStorage::kF32 ? 4 : 2;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    if (ids[r] < 0 || ids[r] >= t.n)
+      throw Error("token id " + std::to_string(ids[r]) + " is outside the vocabulary [0, " + std::to_string(t.n) + ")");
+    const auto* row = static_cast<const std::byte*>(t.data) + int64_t(ids[r]) * t.k * width;
+    kern.to_float(row, t.storage, t.k, f32(out) + int64_t(r) * t.k);
+  }
+}
+
+void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) {
+  const std::vector<float>& g = as<VectorWeight>(w, "norm weight").v;
+  require_shape(out, x.rows, x.cols, "rms_norm");
+  if (int64_t(g.size()) != x.cols) throw Error("cpu ops: rms_norm weight size does not match the row width");
+  for (int64_t r = 0; r < x.rows; ++r) rms_row(f32(x) + r * x.cols, g.data(), x.cols, eps, f32(out) + r * x.cols);
+}
+
+void CpuOps::head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {
+  const std::vector<float>& g = as<VectorWeight>(w, "head norm weight").v;
+  if (head_dim <= 0 || x.cols % head_dim != 0 || int64_t(g.size()) != head_dim)
+    throw Error("cpu ops: head_rms_norm over heads of " + std::to_string(head_dim) + " does not fit rows of " +
+                std::to_string(x.cols));
+  for (int64_t r = 0; r < x.rows; ++r)
+    for (int64_t h = 0; h < x.cols / head_dim; ++h) {
+      float* p = f32(x) + r * x.cols + h * head_dim;
+      rms_row(p, g.data(), head_dim, eps, p);
+    }
+}
+
+void CpuOps::add(backend::Tensor acc, backend::Tensor x) {
+  require_shape(x, acc.rows, acc.cols, "add");
+  float* a = f32(acc);
+  const float* b = f32(x);
+  for (int64_t i = 0; i < acc.rows * acc.cols; ++i) a[i] += b[i];
+}
+
+void CpuOps::linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) {
+  const LinearWeights& lw = as<LinearWeight>(w, "linear weight").w;
+  require_shape(y, x.rows, lw.n, "linear output");
+  cpu::linear({f32(x), size_t(x.rows * x.cols)}, x.rows, lw, {f32(y), size_t(y.rows * y.cols)}, &pool_, kernels_);
+}
+
+void CpuOps::rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions,
+                  const model::RopeTable& rope) {
+  const int64_t half = rope.rotary_dim() / 2;
+  if (rope.rotary_dim() != head_dim || x.cols % head_dim != 0 || int64_t(positions.size()) != x.rows)
+    throw Error("cpu ops: rope does not fit the tensor");
+  std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+  for (int64_t r = 0; r < x.rows; ++r) {
+    rope.cos_sin(positions[size_t(r)], cos_t.data(), sin_t.data());
+    for (int64_t h = 0; h < x.cols / head_dim; ++h) {
+      float* p = f32(x) + r * x.cols + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        // rotate_half: (x1, x2) → (x1·cos − x2·sin, x2·cos + x1·sin), as transformers' Llama.
+        const float a = p[i], b = p[i + half];
+        p[i] = a * cos_t[size_t(i)] - b * sin_t[size_t(i)];
+        p[i + half] = b * cos_t[size_t(i)] + a * sin_t[size_t(i)];
+      }
+    }
+  }
+}
+
+void CpuOps::silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) {
+  require_shape(up, gate.rows, gate.cols, "silu_mul");
+  require_shape(out, gate.rows, gate.cols, "silu_mul");
+  const float* g = f32(gate);
+  const float* u = f32(up);
+  float* o = f32(out);
+  for (int64_t i = 0; i < gate.rows * gate.cols; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
+                       std::span<const backend::AttentionSequence> sequences, const backend::AttentionParams& params,
+                       backend::KvCache& cache, int layer) {
+  auto* c = dynamic_cast<CpuKvCache*>(&cache);
+  if (c == nullptr) throw Error("cpu ops: the KV cache was not made by the CPU backend");
+  require_shape(k, q.rows, int64_t(params.num_kv_heads) * params.head_dim, "attention k");
+  require_shape(v, q.rows, int64_t(params.num_kv_heads) * params.head_dim, "attention v");
+  require_shape(out, q.rows, int64_t(params.num_heads) * params.head_dim, "attention out");
+  paged_attention(f32(q), f32(k), f32(v), f32(out), sequences, params, c->cache, layer, &pool_);
+}
+
+void CpuOps::gather_rows(backend::Tensor x, std::span<const int64_t> rows, backend::Tensor out) {
+  require_shape(out, int64_t(rows.size()), x.cols, "gather_rows");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= x.rows) throw Error("cpu ops: gather_rows index out of range");
+    std::copy_n(f32(x) + rows[i] * x.cols, x.cols, f32(out) + int64_t(i) * x.cols);
+  }
+}
+
+void CpuOps::to_host(backend::Tensor x, std::span<float> out) {
+  if (out.size() != size_t(x.rows * x.cols)) throw Error("cpu ops: to_host size mismatch");
+  std::copy_n(f32(x), x.rows * x.cols, out.data());
+}
+
+}  // namespace fp8lm::cpu

@@ -1,0 +1,53 @@
+// The CPU backend's implementation of the op interface (backend/ops.h):
+// float32 activations in host memory, weights used where the loader put them
+// (the mmapped checkpoint or fp8lm's own FP8 copies), work spread over a
+// thread pool. It is the reference the CUDA backend is tested against.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/thread_pool.h"
+#include "backend/ops.h"
+
+namespace fp8lm::cpu {
+
+class CpuOps final : public backend::Ops {
+ public:
+  // threads ≥ 1; kernels: which vector loops (kAuto = the widest this CPU runs).
+  explicit CpuOps(int threads, KernelChoice kernels = KernelChoice::kAuto);
+
+  std::string name() const override;
+  int threads() const { return pool_.size(); }
+
+  std::unique_ptr<backend::Weight> upload_linear(const LinearWeights& w) override;
+  std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
+  std::unique_ptr<backend::Weight> upload_embedding(const LinearWeights& table) override;
+  std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
+                                                  std::vector<backend::KvLayerFormat> layers) override;
+
+  backend::Tensor alloc(int64_t rows, int64_t cols) override;
+  void reset_scratch() override { next_scratch_ = 0; }
+
+  void embedding(const backend::Weight& table, std::span<const int32_t> ids, backend::Tensor out) override;
+  void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;
+  void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
+  void add(backend::Tensor acc, backend::Tensor x) override;
+  void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
+  void rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions,
+            const model::RopeTable& rope) override;
+  void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
+  void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
+                 std::span<const backend::AttentionSequence> sequences, const backend::AttentionParams& params,
+                 backend::KvCache& cache, int layer) override;
+  void gather_rows(backend::Tensor x, std::span<const int64_t> rows, backend::Tensor out) override;
+  void to_host(backend::Tensor x, std::span<float> out) override;
+
+ private:
+  ThreadPool pool_;
+  KernelChoice kernels_;
+  std::vector<std::vector<float>> scratch_;
+  size_t next_scratch_ = 0;
+};
+
+}  // namespace fp8lm::cpu

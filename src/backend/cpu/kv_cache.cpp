@@ -1,0 +1,246 @@
+#include "backend/cpu/kv_cache.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "common/error.h"
+#include "numerics/fp8_format.h"
+
+namespace fp8lm::cpu {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+bool is_fp8(KvElement e) { return e == KvElement::kE4M3 || e == KvElement::kE5M2; }
+
+Fp8Format fp8_format(KvElement e) { return e == KvElement::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2; }
+
+// a × b, or an Error when it does not fit in size_t.
+size_t checked_mul(size_t a, size_t b) {
+  if (b != 0 && a > std::numeric_limits<size_t>::max() / b) throw Error("kv cache: size overflows memory addressing");
+  return a * b;
+}
+
+size_t round_up(size_t x) {
+  if (x > std::numeric_limits<size_t>::max() - kAlign) throw Error("kv cache: size overflows memory addressing");
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
+
+void check_shape(const KvCacheShape& s) {
+  auto positive = [](const char* name, int64_t value) {
+    if (value <= 0) throw Error(std::string("kv cache: ") + name + " must be > 0, got " + std::to_string(value));
+  };
+  positive("num_layers", s.num_layers);
+  positive("num_kv_heads", s.num_kv_heads);
+  positive("head_dim", s.head_dim);
+  positive("block_size", s.block_size);
+  positive("num_blocks", s.num_blocks);
+}
+
+void check_formats(const KvCacheShape& s, const std::vector<KvLayerFormat>& layers) {
+  if (layers.size() != size_t(s.num_layers)) {
+    throw Error("kv cache: " + std::to_string(layers.size()) + " layer formats for num_layers = " +
+                std::to_string(s.num_layers));
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const KvLayerFormat& f = layers[i];
+    if (f.element != KvElement::kF32 && f.element != KvElement::kBF16 && !is_fp8(f.element)) {
+      throw Error("kv cache: layer " + std::to_string(i) + " has an unknown element type");
+    }
+    if (!is_fp8(f.element)) continue;
+    for (const auto& [name, scale] : {std::pair{"k_scale", f.k_scale}, std::pair{"v_scale", f.v_scale}}) {
+      if (!std::isfinite(scale) || !(scale > 0.0f)) {
+        throw Error("kv cache: layer " + std::to_string(i) + " " + name + " must be finite and > 0, got " +
+                    std::to_string(scale));
+      }
+    }
+  }
+}
+
+// Elements of one K (or V) array of a layer.
+size_t elements_per_array(const KvCacheShape& s) {
+  return checked_mul(checked_mul(checked_mul(size_t(s.num_blocks), size_t(s.num_kv_heads)), size_t(s.block_size)),
+                     size_t(s.head_dim));
+}
+
+void encode(const float* x, int64_t n, const KvLayerFormat& f, float scale, std::byte* dst) {
+  switch (f.element) {
+    case KvElement::kF32:
+      std::memcpy(dst, x, size_t(n) * sizeof(float));
+      return;
+    case KvElement::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t b = float_to_bf16(x[i]);
+        std::memcpy(dst + 2 * i, &b, 2);
+      }
+      return;
+    case KvElement::kE4M3:
+    case KvElement::kE5M2: {
+      const Fp8Format fmt = fp8_format(f.element);
+      auto* codes = reinterpret_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) codes[i] = float_to_fp8(x[i] / scale, fmt, Saturation::kSatFinite);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+size_t kv_element_bytes(KvElement e) {
+  switch (e) {
+    case KvElement::kF32: return 4;
+    case KvElement::kBF16: return 2;
+    case KvElement::kE4M3:
+    case KvElement::kE5M2: return 1;
+  }
+  return 1;
+}
+
+const char* kv_element_name(KvElement e) {
+  switch (e) {
+    case KvElement::kF32: return "f32";
+    case KvElement::kBF16: return "bf16";
+    case KvElement::kE4M3: return "e4m3";
+    case KvElement::kE5M2: return "e5m2";
+  }
+  return "?";
+}
+
+PagedKvCache::PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers) : shape_(shape) {
+  check_shape(shape_);
+  check_formats(shape_, layers);
+  const size_t elements = elements_per_array(shape_);
+  size_t offset = 0;
+  layers_.resize(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Layer& l = layers_[i];
+    l.format = layers[i];
+    l.element_bytes = kv_element_bytes(l.format.element);
+    const size_t array_bytes = round_up(checked_mul(elements, l.element_bytes));
+    l.k_offset = offset;
+    l.v_offset = l.k_offset + array_bytes;
+    if (array_bytes > (std::numeric_limits<size_t>::max() - offset) / 2) {
+      throw Error("kv cache: size overflows memory addressing");
+    }
+    offset = l.v_offset + array_bytes;
+    if (is_fp8(l.format.element)) {
+      const Fp8Format fmt = fp8_format(l.format.element);
+      for (int c = 0; c < 256; ++c) {
+        const float value = fp8_to_float(uint8_t(c), fmt);
+        l.k_table[size_t(c)] = value * l.format.k_scale;
+        l.v_table[size_t(c)] = value * l.format.v_scale;
+      }
+    }
+  }
+  bytes_ = offset;
+  storage_ = std::make_unique<std::byte[]>(offset);  // value-initialized: zeros
+}
+
+uint64_t PagedKvCache::bytes_per_token(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers) {
+  check_shape(shape);
+  check_formats(shape, layers);
+  uint64_t total = 0;
+  for (const KvLayerFormat& f : layers) {
+    total += 2 * uint64_t(shape.num_kv_heads) * uint64_t(shape.head_dim) * kv_element_bytes(f.element);
+  }
+  return total;
+}
+
+const KvLayerFormat& PagedKvCache::layer_format(int layer) const {
+  if (layer < 0 || layer >= shape_.num_layers) {
+    throw Error("kv cache: layer " + std::to_string(layer) + " out of range [0, " + std::to_string(shape_.num_layers) +
+                ")");
+  }
+  return layers_[size_t(layer)].format;
+}
+
+void PagedKvCache::check_address(const char* what, int layer, int64_t block, int slot) const {
+  if (layer < 0 || layer >= shape_.num_layers) {
+    throw Error(std::string("kv cache ") + what + ": layer " + std::to_string(layer) + " out of range [0, " +
+                std::to_string(shape_.num_layers) + ")");
+  }
+  if (block < 0 || block >= shape_.num_blocks) {
+    throw Error(std::string("kv cache ") + what + ": block " + std::to_string(block) + " out of range [0, " +
+                std::to_string(shape_.num_blocks) + ")");
+  }
+  if (slot < 0 || slot >= shape_.block_size) {
+    throw Error(std::string("kv cache ") + what + ": slot " + std::to_string(slot) + " out of range [0, " +
+                std::to_string(shape_.block_size) + ")");
+  }
+}
+
+void PagedKvCache::check_run(const char* what, int layer, int64_t block, int kv_head, int first_slot,
+                             int count) const {
+  check_address(what, layer, block, first_slot);
+  if (kv_head < 0 || kv_head >= shape_.num_kv_heads) {
+    throw Error(std::string("kv cache ") + what + ": kv head " + std::to_string(kv_head) + " out of range [0, " +
+                std::to_string(shape_.num_kv_heads) + ")");
+  }
+  if (count < 0 || count > shape_.block_size - first_slot) {
+    throw Error(std::string("kv cache ") + what + ": " + std::to_string(count) + " slots from slot " +
+                std::to_string(first_slot) + " overrun the block of " + std::to_string(shape_.block_size));
+  }
+}
+
+void PagedKvCache::store(int layer, int64_t block, int slot, const float* k, const float* v) {
+  check_address("store", layer, block, slot);
+  if (k == nullptr || v == nullptr) throw Error("kv cache store: null k or v");
+  const Layer& l = layers_[size_t(layer)];
+  const int64_t hd = shape_.head_dim;
+  for (int h = 0; h < shape_.num_kv_heads; ++h) {
+    const size_t index = size_t(((block * shape_.num_kv_heads + h) * shape_.block_size + slot) * hd);
+    const size_t at = index * l.element_bytes;
+    encode(k + h * hd, hd, l.format, l.format.k_scale, storage_.get() + l.k_offset + at);
+    encode(v + h * hd, hd, l.format, l.format.v_scale, storage_.get() + l.v_offset + at);
+  }
+}
+
+void PagedKvCache::dequantize(const Layer& l, size_t base, const std::array<float, 256>& table, int64_t block,
+                              int kv_head, int first_slot, int count, float* out) const {
+  const int64_t hd = shape_.head_dim;
+  const size_t n = size_t(count) * size_t(hd);
+  const size_t index = size_t(((block * shape_.num_kv_heads + kv_head) * shape_.block_size + first_slot) * hd);
+  const std::byte* src = storage_.get() + base + index * l.element_bytes;
+  switch (l.format.element) {
+    case KvElement::kF32:
+      std::memcpy(out, src, n * sizeof(float));
+      return;
+    case KvElement::kBF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, src + 2 * i, 2);
+        out[i] = bf16_to_float(b);
+      }
+      return;
+    case KvElement::kE4M3:
+    case KvElement::kE5M2: {
+      const auto* codes = reinterpret_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) out[i] = table[codes[i]];
+      return;
+    }
+  }
+}
+
+void PagedKvCache::dequantize_k(int layer, int64_t block, int kv_head, int first_slot, int count, float* out) const {
+  check_run("load k", layer, block, kv_head, first_slot, count);
+  const Layer& l = layers_[size_t(layer)];
+  dequantize(l, l.k_offset, l.k_table, block, kv_head, first_slot, count, out);
+}
+
+void PagedKvCache::dequantize_v(int layer, int64_t block, int kv_head, int first_slot, int count, float* out) const {
+  check_run("load v", layer, block, kv_head, first_slot, count);
+  const Layer& l = layers_[size_t(layer)];
+  dequantize(l, l.v_offset, l.v_table, block, kv_head, first_slot, count, out);
+}
+
+void PagedKvCache::load_k(int layer, int64_t block, int slot, int kv_head, float* out) const {
+  dequantize_k(layer, block, kv_head, slot, 1, out);
+}
+
+void PagedKvCache::load_v(int layer, int64_t block, int slot, int kv_head, float* out) const {
+  dequantize_v(layer, block, kv_head, slot, 1, out);
+}
+
+}  // namespace fp8lm::cpu

@@ -1,0 +1,94 @@
+// The CPU backend's paged KV cache: fixed-size blocks of token positions, each
+// layer in its own element format (F32, BF16 or FP8 with per-tensor k/v scales),
+// addressed by (layer, block, slot). Which blocks a sequence owns is the
+// engine's business (engine/block_allocator.h); attention reads them through a
+// block table (backend/cpu/attention.h).
+//
+// Rounding on store (docs/numerics.md):
+//   * F32: stored as is.
+//   * BF16: round to nearest even (float_to_bf16, NaN -> canonical 0x7FC0).
+//   * FP8 (E4M3 / E5M2): code = float_to_fp8(x / scale, kSatFinite) — one
+//     float32 division by the scale, never a multiply by its reciprocal.
+// Loading dequantizes: F32 as is, BF16 exactly, FP8 float(code) × scale in
+// float32 (one multiplication), i.e. what PyTorch's `codes.float() * scale` gives.
+//
+// Memory layout: one zero-initialized allocation. Each layer owns a region
+// (64-byte aligned) holding its K array then its V array, each
+//     [num_blocks][num_kv_heads][block_size][head_dim]
+// elements. Attention walks one kv head over consecutive positions, so one
+// (block, kv head) is a contiguous block_size × head_dim run: a whole block of
+// one head dequantizes with one sequential read.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/paged_kv_types.h"
+
+namespace fp8lm::cpu {
+
+using backend::KvElement;
+
+// Bytes one element of the format takes in the cache: 4, 2, 1, 1.
+size_t kv_element_bytes(KvElement e);
+const char* kv_element_name(KvElement e);  // "f32", "bf16", "e4m3", "e5m2"
+
+using backend::KvCacheShape;
+// Scales apply to FP8 layers only; F32 and BF16 layers ignore them.
+using backend::KvLayerFormat;
+
+class PagedKvCache {
+ public:
+  // One format per layer. Throws fp8lm::Error naming the problem: a size that
+  // is not positive, layers.size() != num_layers, an FP8 layer's scale that is
+  // not finite and > 0, a total size that does not fit in memory addressing.
+  PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers);
+
+  const KvCacheShape& shape() const { return shape_; }
+  const KvLayerFormat& layer_format(int layer) const;
+
+  // Bytes of storage held (the one allocation, alignment padding included).
+  uint64_t bytes() const { return bytes_; }
+  // K + V bytes of one token position over all layers (no padding).
+  static uint64_t bytes_per_token(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers);
+
+  // Stores one token's K and V (num_kv_heads × head_dim floats each, head-major)
+  // into `slot` of `block`, rounded as the layer's format says.
+  void store(int layer, int64_t block, int slot, const float* k, const float* v);
+
+  // One kv head of one token, dequantized: head_dim floats.
+  void load_k(int layer, int64_t block, int slot, int kv_head, float* out) const;
+  void load_v(int layer, int64_t block, int slot, int kv_head, float* out) const;
+
+  // `count` consecutive slots [first_slot, first_slot + count) of one kv head
+  // of one block, dequantized into out (count × head_dim floats, slot-major).
+  // What attention uses; load_k / load_v are the one-slot case.
+  void dequantize_k(int layer, int64_t block, int kv_head, int first_slot, int count, float* out) const;
+  void dequantize_v(int layer, int64_t block, int kv_head, int first_slot, int count, float* out) const;
+
+ private:
+  struct Layer {
+    KvLayerFormat format;
+    size_t element_bytes = 0;
+    size_t k_offset = 0;  // byte offsets into storage_
+    size_t v_offset = 0;
+    // FP8 only: code -> float(code) × scale, the exact dequantized values.
+    std::array<float, 256> k_table{};
+    std::array<float, 256> v_table{};
+  };
+
+  void check_address(const char* what, int layer, int64_t block, int slot) const;
+  void check_run(const char* what, int layer, int64_t block, int kv_head, int first_slot, int count) const;
+  void dequantize(const Layer& l, size_t base, const std::array<float, 256>& table, int64_t block, int kv_head,
+                  int first_slot, int count, float* out) const;
+
+  KvCacheShape shape_;
+  std::vector<Layer> layers_;
+  uint64_t bytes_ = 0;
+  std::unique_ptr<std::byte[]> storage_;
+};
+
+}  // namespace fp8lm::cpu

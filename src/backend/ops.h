@@ -1,0 +1,79 @@
+// The op interface the model is written against. A backend (CPU now, CUDA
+// next) implements every op on its own memory; the model never sees which.
+//
+// Activations are 2-D row-major matrices [rows, cols] in the backend's memory
+// and element type (float32 on the CPU). Weights are uploaded once, from the
+// loader's host descriptions, into opaque handles only their backend reads.
+// Scratch tensors live until the next reset_scratch(), so one forward pass
+// allocates nothing after its first call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/linear.h"
+#include "backend/paged_kv_types.h"
+#include "model/rope.h"
+
+namespace fp8lm::backend {
+
+struct Tensor {
+  void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// A weight in a backend's memory (linear layer, vector, embedding table).
+class Weight {
+ public:
+  virtual ~Weight() = default;
+};
+
+// The paged KV cache's storage; blocks are handed out by engine::BlockAllocator.
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+  virtual const KvCacheShape& shape() const = 0;
+  virtual const KvLayerFormat& layer_format(int layer) const = 0;
+  virtual uint64_t bytes() const = 0;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string name() const = 0;
+
+  // ---- weights, from the loader's host descriptions
+  virtual std::unique_ptr<Weight> upload_linear(const cpu::LinearWeights& w) = 0;
+  virtual std::unique_ptr<Weight> upload_vector(std::vector<float> values) = 0;
+  // An embedding table [vocab, dim] (high precision storage; rows are gathered).
+  virtual std::unique_ptr<Weight> upload_embedding(const cpu::LinearWeights& table) = 0;
+  virtual std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& shape, std::vector<KvLayerFormat> layers) = 0;
+
+  // ---- scratch
+  virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
+  virtual void reset_scratch() = 0;
+
+  // ---- ops (every output is written, never accumulated into, unless said)
+  virtual void embedding(const Weight& table, std::span<const int32_t> ids, Tensor out) = 0;
+  // out = x / sqrt(mean(x²) + eps) · w, per row.
+  virtual void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) = 0;
+  // The same over each head_dim-wide slice of every row, in place (Qwen3's q/k norm).
+  virtual void head_rms_norm(Tensor x, int64_t head_dim, const Weight& w, float eps) = 0;
+  virtual void add(Tensor acc, Tensor x) = 0;  // acc += x
+  virtual void linear(Tensor x, const Weight& w, Tensor y) = 0;  // y = x·Wᵀ (+ b)
+  // Rotates every head_dim-wide slice of row r by position positions[r] (rotate-half layout).
+  virtual void rope(Tensor x, int64_t head_dim, std::span<const int64_t> positions, const model::RopeTable& rope) = 0;
+  virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;  // out = silu(gate) · up
+  // Stores the new K/V into the cache, then attends over the cached positions.
+  virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, std::span<const AttentionSequence> sequences,
+                         const AttentionParams& params, KvCache& cache, int layer) = 0;
+  virtual void gather_rows(Tensor x, std::span<const int64_t> rows, Tensor out) = 0;
+  virtual void to_host(Tensor x, std::span<float> out) = 0;  // rows·cols float32 values
+};
+
+}  // namespace fp8lm::backend

@@ -1,0 +1,84 @@
+// `fp8lm generate --model M --prompt TEXT`: one completion, streamed to stdout
+// as it is generated; what was loaded and how fast it ran go to stderr, so
+// the output pipes cleanly. `--json` prints one JSON object instead (text,
+// token ids, finish reason, timings) for scripts and tests.
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "cli/run_flags.h"
+#include "common/error.h"
+#include "engine/generate.h"
+
+namespace fp8lm::cli {
+namespace {
+
+struct GenerateFlags {
+  std::string prompt;
+  CLI::Option* prompt_option = nullptr;
+  bool json = false;
+  bool no_special = false;
+};
+
+void print_speed(const engine::GenerationResult& r) {
+  const auto generated = int64_t(r.tokens.size());
+  std::fprintf(stderr, "fp8lm: prompt %lld tokens in %.3f s (%.1f tok/s); generated %lld tokens",
+               static_cast<long long>(r.prompt_tokens), r.prefill_seconds,
+               r.prefill_seconds > 0 ? double(r.prompt_tokens) / r.prefill_seconds : 0.0,
+               static_cast<long long>(generated));
+  if (generated > 1)
+    std::fprintf(stderr, ", decode %.1f tok/s", double(generated - 1) / r.decode_seconds);
+  std::fprintf(stderr, "; finish: %s\n", r.finish_reason.c_str());
+}
+
+void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const GenerateFlags& gf) {
+  const engine::SamplingParams params = sf.params();  // bad flags fail before the model loads
+  const engine::RuntimeOptions options = rf.options();
+  std::string prompt = gf.prompt;
+  if (gf.prompt_option->count() == 0) prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
+  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
+  print_load_summary(*rt, rf);
+  const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, !gf.no_special);
+  const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
+  engine::GenerationResult r;
+  if (gf.json) {
+    r = engine::generate(*rt, prompt_ids, params);
+    nlohmann::json out = {{"text", r.text},
+                          {"prompt_ids", prompt_ids},
+                          {"token_ids", r.tokens},
+                          {"finish_reason", r.finish_reason},
+                          {"prompt_tokens", r.prompt_tokens},
+                          {"completion_tokens", r.tokens.size()},
+                          {"prefill_seconds", r.prefill_seconds},
+                          {"decode_seconds", r.decode_seconds}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    r = engine::generate(*rt, prompt_ids, params, [](std::string_view piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    });
+    std::printf("\n");
+  }
+  print_speed(r);
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("generate", "Generate a completion of a prompt, streamed to stdout");
+  auto mf = add_model_flags(cmd);
+  auto rf = add_run_flags(cmd);
+  auto sf = add_sampling_flags(cmd);
+  auto gf = std::make_shared<GenerateFlags>();
+  gf->prompt_option = cmd->add_option("--prompt,-p", gf->prompt, "The prompt (read from stdin when not given)");
+  cmd->add_flag("--json", gf->json, "Print one JSON object (text, token ids, timings) instead of streaming");
+  cmd->add_flag("--no-special", gf->no_special, "Do not add the tokenizer's special tokens (BOS) to the prompt");
+  cmd->callback([mf, rf, sf, gf] { run(*mf, *rf, *sf, *gf); });
+}
+
+}  // namespace fp8lm::cli

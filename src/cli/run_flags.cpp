@@ -1,0 +1,92 @@
+#include "cli/run_flags.h"
+
+#include <sched.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "common/error.h"
+
+namespace fp8lm::cli {
+namespace {
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+engine::RuntimeOptions RunFlags::options() const {
+  engine::RuntimeOptions o;
+  if (threads < 0) throw Error("--threads: " + std::to_string(threads) + " is negative (0 = all cores)");
+  o.threads = threads == 0 ? usable_cores() : threads;
+  if (kv_cache_tokens < 0) throw Error("--kv-cache-tokens: " + std::to_string(kv_cache_tokens) + " is negative");
+  o.kv_cache_tokens = kv_cache_tokens;
+  if (kernels == "auto") o.kernels = KernelChoice::kAuto;
+  else if (kernels == "scalar") o.kernels = KernelChoice::kScalar;
+  else if (kernels == "avx2") o.kernels = KernelChoice::kAvx2;
+  else if (kernels == "avx512") o.kernels = KernelChoice::kAvx512;
+  else throw Error("--cpu-kernels: '" + kernels + "' is not one of auto, scalar, avx2, avx512");
+  return o;
+}
+
+std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
+  auto f = std::make_shared<RunFlags>();
+  cmd->add_option("--threads", f->threads, "CPU threads (0 = all usable cores)");
+  cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens, "KV cache capacity in tokens (0 = one full context)");
+  cmd->add_option("--cpu-kernels", f->kernels, "CPU vector loops: auto, scalar, avx2, avx512");
+  return f;
+}
+
+std::shared_ptr<SamplingFlags> add_sampling_flags(CLI::App* cmd) {
+  auto f = std::make_shared<SamplingFlags>();
+  f->base.max_tokens = 256;
+  f->base.temperature = 0.0f;
+  engine::SamplingParams& p = f->base;
+  cmd->add_option("--max-tokens", p.max_tokens, "Most tokens to generate (capped by the context)");
+  cmd->add_option("--temperature", p.temperature, "Sampling temperature (0 = greedy, the default)");
+  cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens (0 = off)");
+  cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass in (0, 1] (1 = off)");
+  cmd->add_option("--min-p", p.min_p, "Drop tokens below min-p × the top probability (0 = off)");
+  cmd->add_option("--repetition-penalty", p.repetition_penalty, "Penalty on prompt and output tokens (1 = off)");
+  cmd->add_option("--presence-penalty", p.presence_penalty, "OpenAI presence penalty (0 = off)");
+  cmd->add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty (0 = off)");
+  f->seed_option = cmd->add_option("--seed", f->seed, "Random seed (same seed, same tokens)");
+  cmd->add_option("--stop", p.stop, "Stop string (repeatable); not included in the output");
+  cmd->add_option("--stop-token-id", p.stop_token_ids, "Token id that ends generation (repeatable)");
+  cmd->add_flag("--ignore-eos", p.ignore_eos, "Keep generating past the end-of-sequence token");
+  return f;
+}
+
+engine::SamplingParams SamplingFlags::params() const {
+  engine::SamplingParams p = base;
+  if (seed_option != nullptr && seed_option->count() > 0) p.seed = seed;
+  p.validate();
+  return p;
+}
+
+void print_load_summary(const engine::Runtime& rt, const RunFlags& flags) {
+  (void)flags;
+  const ModelConfig& c = rt.config();
+  // "FP8 fp8-e4m3 w:channel a:dynamic-token (70 of 71 linear layers)" or "BF16".
+  size_t quantized = 0;
+  std::string scheme;
+  for (const io::LinearLayerSpec& l : rt.spec().linears)
+    if (l.scheme.quantized) {
+      if (quantized++ == 0) scheme = l.scheme.describe();
+    }
+  const std::string weights = quantized == 0 ? std::string(name(c.dtype))
+                                             : "FP8 " + scheme + " (" + std::to_string(quantized) + " of " +
+                                                   std::to_string(rt.spec().linears.size() + (c.tie_word_embeddings ? 1 : 0)) +
+                                                   " linear layers)";
+  const KvCacheDType kv = rt.spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
+                                                                            : rt.spec().kv_cache().dtype;
+  std::fprintf(stderr, "fp8lm: %s, %d layers, weights %s, %.1f MiB; KV cache %s, %.1f MiB; %s\n",
+               c.architecture.c_str(), c.num_hidden_layers, weights.c_str(), double(rt.weight_bytes()) / (1 << 20),
+               std::string(name(kv)).c_str(), double(rt.kv_cache_bytes()) / (1 << 20), rt.backend_name().c_str());
+  for (const std::string& n : rt.notes()) std::fprintf(stderr, "fp8lm: note: %s\n", n.c_str());
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,107 @@
+#include "engine/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+#include "engine/stop_checker.h"
+
+namespace fp8lm::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Blocks of one sequence, returned to the allocator however generation ends.
+class SequenceBlocks {
+ public:
+  SequenceBlocks(BlockAllocator& a, int block_size) : alloc_(a), block_size_(block_size) {}
+  ~SequenceBlocks() { alloc_.free(table_); }
+  SequenceBlocks(const SequenceBlocks&) = delete;
+  SequenceBlocks& operator=(const SequenceBlocks&) = delete;
+
+  // Makes room for `positions` positions.
+  void reserve(int64_t positions) {
+    const int64_t needed = blocks_for_tokens(positions, block_size_) - int64_t(table_.size());
+    if (needed <= 0) return;
+    std::optional<std::vector<int64_t>> got = alloc_.allocate(needed);
+    if (!got)
+      throw Error("the KV cache is full: " + std::to_string(positions) + " positions need " +
+                  std::to_string(blocks_for_tokens(positions, block_size_)) + " blocks of " +
+                  std::to_string(block_size_) + ", " + std::to_string(alloc_.num_free()) +
+                  " are free (a larger --kv-cache-tokens helps)");
+    table_.insert(table_.end(), got->begin(), got->end());
+  }
+  std::span<const int64_t> table() const { return table_; }
+
+ private:
+  BlockAllocator& alloc_;
+  int block_size_;
+  std::vector<int64_t> table_;
+};
+
+}  // namespace
+
+GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const SamplingParams& params,
+                          const std::function<void(std::string_view)>& on_text) {
+  params.validate();
+  const int64_t context = rt.config().max_position_embeddings;
+  if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
+  if (int64_t(prompt.size()) >= context)
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens; the model's context is " +
+                std::to_string(context) + " tokens, which leaves no room to generate");
+  const int64_t max_new = std::min<int64_t>(params.max_tokens, context - int64_t(prompt.size()));
+
+  GenerationResult r;
+  r.prompt_tokens = int64_t(prompt.size());
+  Sampler sampler(params, prompt);
+  StopChecker stops(params.stop);
+  tokenizer::IncrementalDecoder decoder = rt.tokenizer().incremental_decoder(/*skip_special_tokens=*/true);
+  auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return;
+    r.text += piece;
+    if (on_text) on_text(piece);
+  };
+
+  SequenceBlocks blocks(rt.blocks(), rt.block_size());
+  std::vector<float> logits;
+  std::vector<int32_t> step(prompt.begin(), prompt.end());
+  int64_t position = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto decode_start = start;
+  r.finish_reason = "length";
+  while (int64_t(r.tokens.size()) < max_new) {
+    blocks.reserve(position + int64_t(step.size()));
+    const model::SequenceInput in{step, position, blocks.table(), false};
+    rt.model().forward({&in, 1}, rt.kv_cache(), logits);
+    position += int64_t(step.size());
+    const int32_t token = sampler.sample(logits);
+    r.tokens.push_back(token);
+    if (r.tokens.size() == 1) {
+      r.prefill_seconds = seconds_since(start);
+      decode_start = std::chrono::steady_clock::now();
+    }
+    if (params.stops_on(token, rt.eos_ids())) {
+      r.finish_reason = "stop";
+      break;
+    }
+    const StopChecker::Step s = stops.push(decoder.push(uint32_t(token)));
+    emit(s.text);
+    if (s.stopped) {
+      r.finish_reason = "stop";
+      break;
+    }
+    step.assign(1, token);
+  }
+  if (!stops.stopped()) {
+    const StopChecker::Step s = stops.push(decoder.finish());
+    emit(s.text);
+    if (s.stopped) r.finish_reason = "stop";
+    else emit(stops.finish());
+  }
+  if (r.tokens.size() > 1) r.decode_seconds = seconds_since(decode_start);
+  return r;
+}
+
+}  // namespace fp8lm::engine

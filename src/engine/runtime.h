@@ -1,0 +1,67 @@
+// A model loaded and ready to run: the checked checkpoint, its tokenizer, the
+// weights on a backend, the paged KV cache and its block allocator. Every
+// front-end (generate, chat, eval, bench, serve) starts from one of these.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "engine/block_allocator.h"
+#include "io/model_spec.h"
+#include "loader/host_weights.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fp8lm::engine {
+
+struct RuntimeOptions {
+  int threads = 1;
+  KernelChoice kernels = KernelChoice::kAuto;
+  int block_size = 16;
+  // KV-cache capacity in tokens; 0 = one full context (max_position_embeddings).
+  int64_t kv_cache_tokens = 0;
+  // Explicit KV scales (per layer), overriding the checkpoint's; empty = none.
+  std::vector<float> k_scales, v_scales;
+};
+
+class Runtime {
+ public:
+  // Reads, checks and loads `model_dir` (config, tokenizer, weights) on the
+  // CPU backend. notes() then says what a user should know (e.g. FP8 KV
+  // scales of 1.0). Throws fp8lm::Error naming what is wrong.
+  static std::unique_ptr<Runtime> load(const std::filesystem::path& model_dir, const io::LoadOverrides& overrides,
+                                       const RuntimeOptions& options);
+
+  const io::ModelSpec& spec() const { return spec_; }
+  const ModelConfig& config() const { return spec_.config; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  model::LlamaModel& model() { return *model_; }
+  backend::KvCache& kv_cache() { return *kv_cache_; }
+  BlockAllocator& blocks() { return *blocks_; }
+  int block_size() const { return kv_cache_->shape().block_size; }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t kv_cache_bytes() const { return kv_cache_->bytes(); }
+  std::string backend_name() const { return ops_->name(); }
+  // The ids that end generation: config.json's eos_token_id(s), else the tokenizer's EOS.
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  Runtime() = default;
+  io::ModelSpec spec_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<backend::Ops> ops_;
+  std::unique_ptr<model::LlamaModel> model_;
+  std::unique_ptr<backend::KvCache> kv_cache_;
+  std::unique_ptr<BlockAllocator> blocks_;
+  uint64_t weight_bytes_ = 0;
+  std::vector<int32_t> eos_ids_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace fp8lm::engine

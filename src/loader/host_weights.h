@@ -1,0 +1,46 @@
+// The loader: a checked ModelSpec → every weight of a Llama-family model as a
+// host description the backends upload from. High-precision and FP8 tensors
+// point into the memory-mapped checkpoint (never copied, never expanded);
+// scales become float32 multipliers; with --quantization fp8 each BF16 weight
+// is quantized here, one tensor at a time, so two full copies of the model
+// never exist at once.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/linear.h"
+#include "io/model_spec.h"
+
+namespace fp8lm::loader {
+
+struct HostLayer {
+  std::vector<float> input_norm, post_attention_norm;
+  std::vector<float> q_norm, k_norm;  // Qwen3 only (head_dim values)
+  cpu::LinearWeights q, k, v, o, gate, up, down;
+};
+
+struct HostModelWeights {
+  cpu::LinearWeights embedding;  // [vocab, hidden], high precision
+  std::vector<HostLayer> layers;
+  std::vector<float> final_norm;
+  cpu::LinearWeights lm_head;    // the embedding table again when tied
+  // Per-layer KV-cache scales from the checkpoint (empty: none stored).
+  std::vector<float> k_scales, v_scales;
+};
+
+// Called after each decoder layer is loaded (layer index, layer count).
+using LoadProgress = std::function<void(int layer, int layers)>;
+
+// Throws fp8lm::Error naming the tensor for anything the model cannot run:
+// an MoE architecture (not yet implemented), a non-finite or non-positive scale,
+// per-head KV scales.
+HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress = {});
+
+// Bytes the weights occupy in memory as loaded (FP8 codes at 1 byte, scales,
+// high-precision tensors at their stored width), for statistics.
+uint64_t resident_weight_bytes(const HostModelWeights& w);
+
+}  // namespace fp8lm::loader

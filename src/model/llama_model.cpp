@@ -1,0 +1,155 @@
+#include "model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace fp8lm::model {
+
+LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights& w, backend::Ops& ops)
+    : config_(config), ops_(ops), rope_(config) {
+  if (int(w.layers.size()) != config.num_hidden_layers)
+    throw Error("model: weights for " + std::to_string(w.layers.size()) + " layers, config says " +
+                std::to_string(config.num_hidden_layers));
+  embedding_ = ops.upload_embedding(w.embedding);
+  final_norm_ = ops.upload_vector(w.final_norm);
+  lm_head_ = ops.upload_linear(w.lm_head);
+  for (int i = 0; i < config.num_hidden_layers; ++i) {
+    const loader::HostLayer& h = w.layers[size_t(i)];
+    Layer l;
+    l.input_norm = ops.upload_vector(h.input_norm);
+    l.post_attention_norm = ops.upload_vector(h.post_attention_norm);
+    if (config.qk_norm) {
+      l.q_norm = ops.upload_vector(h.q_norm);
+      l.k_norm = ops.upload_vector(h.k_norm);
+    }
+    l.q = ops.upload_linear(h.q);
+    l.k = ops.upload_linear(h.k);
+    l.v = ops.upload_linear(h.v);
+    l.o = ops.upload_linear(h.o);
+    l.gate = ops.upload_linear(h.gate);
+    l.up = ops.upload_linear(h.up);
+    l.down = ops.upload_linear(h.down);
+    if (config.sliding_window && i >= config.sliding_window_from_layer) l.sliding_window = config.sliding_window;
+    layers_.push_back(std::move(l));
+  }
+}
+
+backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blocks) const {
+  return {config_.num_hidden_layers, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
+}
+
+void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits) {
+  const ModelConfig& c = config_;
+  const int block_size = cache.shape().block_size;
+
+  // Flatten the batch: one row per new token.
+  std::vector<int32_t> ids;
+  std::vector<int64_t> positions, logit_rows;
+  std::vector<backend::AttentionSequence> seqs;
+  for (const SequenceInput& s : batch) {
+    const auto n = int64_t(s.tokens.size());
+    if (n == 0) throw Error("model: a sequence in the batch has no new tokens");
+    if (s.start_position < 0 || s.start_position + n > c.max_position_embeddings)
+      throw Error("model: positions " + std::to_string(s.start_position) + ".." +
+                  std::to_string(s.start_position + n - 1) + " exceed the context of " +
+                  std::to_string(c.max_position_embeddings) + " tokens");
+    const int64_t needed = (s.start_position + n + block_size - 1) / block_size;
+    if (int64_t(s.block_table.size()) < needed)
+      throw Error("model: a block table of " + std::to_string(s.block_table.size()) + " blocks cannot hold " +
+                  std::to_string(s.start_position + n) + " positions");
+    seqs.push_back({int64_t(ids.size()), n, s.start_position, s.block_table});
+    for (int64_t i = 0; i < n; ++i) {
+      if (s.all_logits || i == n - 1) logit_rows.push_back(int64_t(ids.size()));
+      ids.push_back(s.tokens[size_t(i)]);
+      positions.push_back(s.start_position + i);
+    }
+  }
+  const auto rows = int64_t(ids.size());
+  const int64_t hidden = c.hidden_size, hd = c.head_dim;
+  const int64_t q_width = c.num_attention_heads * hd, kv_width = c.num_key_value_heads * hd;
+
+  ops_.reset_scratch();
+  backend::Tensor h = ops_.alloc(rows, hidden);
+  backend::Tensor x = ops_.alloc(rows, hidden);
+  backend::Tensor q = ops_.alloc(rows, q_width);
+  backend::Tensor k = ops_.alloc(rows, kv_width);
+  backend::Tensor v = ops_.alloc(rows, kv_width);
+  backend::Tensor attn = ops_.alloc(rows, q_width);
+  backend::Tensor proj = ops_.alloc(rows, hidden);
+  backend::Tensor gate = ops_.alloc(rows, c.intermediate_size);
+  backend::Tensor up = ops_.alloc(rows, c.intermediate_size);
+  backend::Tensor act = ops_.alloc(rows, c.intermediate_size);
+  const auto eps = float(c.rms_norm_eps);
+
+  ops_.embedding(*embedding_, ids, h);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    Layer& l = layers_[size_t(i)];
+    // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of norm(h).
+    ops_.rms_norm(h, *l.input_norm, eps, x);
+    ops_.linear(x, *l.q, q);
+    ops_.linear(x, *l.k, k);
+    ops_.linear(x, *l.v, v);
+    if (c.qk_norm) {
+      ops_.head_rms_norm(q, hd, *l.q_norm, eps);
+      ops_.head_rms_norm(k, hd, *l.k_norm, eps);
+    }
+    ops_.rope(q, hd, positions, rope_);
+    ops_.rope(k, hd, positions, rope_);
+    const backend::AttentionParams params{c.num_attention_heads, c.num_key_value_heads, hd,
+                                          1.0f / std::sqrt(float(hd)), l.sliding_window};
+    ops_.attention(q, k, v, attn, seqs, params, cache, i);
+    ops_.linear(attn, *l.o, proj);
+    ops_.add(h, proj);
+    // MLP block: h += down(silu(gate(x)) · up(x)) of norm(h).
+    ops_.rms_norm(h, *l.post_attention_norm, eps, x);
+    ops_.linear(x, *l.gate, gate);
+    ops_.linear(x, *l.up, up);
+    ops_.silu_mul(gate, up, act);
+    ops_.linear(act, *l.down, proj);
+    ops_.add(h, proj);
+  }
+  backend::Tensor last = ops_.alloc(int64_t(logit_rows.size()), hidden);
+  ops_.gather_rows(h, logit_rows, last);
+  backend::Tensor normed = ops_.alloc(last.rows, hidden);
+  ops_.rms_norm(last, *final_norm_, eps, normed);
+  backend::Tensor out = ops_.alloc(last.rows, c.vocab_size);
+  ops_.linear(normed, *lm_head_, out);
+  logits.resize(size_t(out.rows * out.cols));
+  ops_.to_host(out, logits);
+}
+
+std::vector<backend::KvLayerFormat> kv_layer_formats(const ModelConfig& c, const KvCacheScheme& s,
+                                                     const std::vector<float>& k_scales,
+                                                     const std::vector<float>& v_scales,
+                                                     std::vector<std::string>* notes) {
+  backend::KvLayerFormat base;
+  switch (s.dtype) {
+    case KvCacheDType::kAuto:
+    case KvCacheDType::kBF16: base.element = backend::KvElement::kBF16; break;
+    case KvCacheDType::kF32: base.element = backend::KvElement::kF32; break;
+    case KvCacheDType::kFP8E4M3: base.element = backend::KvElement::kE4M3; break;
+    case KvCacheDType::kFP8E5M2: base.element = backend::KvElement::kE5M2; break;
+  }
+  const bool fp8 = is_fp8(s.dtype);
+  const bool have_scales = fp8 && int(k_scales.size()) == c.num_hidden_layers &&
+                           int(v_scales.size()) == c.num_hidden_layers;
+  if (fp8 && !have_scales && notes)
+    notes->push_back(std::string("KV cache ") + std::string(name(s.dtype)) +
+                     " with scale 1.0 for every layer: the checkpoint has no k/v scales (calibrated scales, "
+                     "e.g. from `fp8lm quantize --kv-cache-dtype fp8`, are more accurate)");
+  std::vector<backend::KvLayerFormat> out(size_t(c.num_hidden_layers), base);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    backend::KvLayerFormat& f = out[size_t(i)];
+    if (std::find(s.skip_layers.begin(), s.skip_layers.end(), i) != s.skip_layers.end()) {
+      f = backend::KvLayerFormat{};  // BF16
+    } else if (have_scales) {
+      f.k_scale = k_scales[size_t(i)];
+      f.v_scale = v_scales[size_t(i)];
+    }
+  }
+  return out;
+}
+
+}  // namespace fp8lm::model

@@ -1,0 +1,72 @@
+// The Llama family — LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// MistralForCausalLM — as one forward pass over the backend op interface.
+// What differs between them is data in ModelConfig (biases, q/k norms, RoPE
+// scaling, sliding window, tied embeddings), never a branch on the name; how
+// each linear layer is quantized is data in its weights.
+//
+// One forward call runs a batch of sequences, each with some new tokens at its
+// own position (a prompt chunk or one decode token): prefill and decode mix
+// freely, and every row's result is independent of what it is batched with
+// (up to a dynamic per-tensor activation scale, which by definition spans the
+// whole call).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "loader/host_weights.h"
+#include "model/rope.h"
+#include "spec/model_config.h"
+
+namespace fp8lm::model {
+
+struct SequenceInput {
+  std::span<const int32_t> tokens;       // new tokens, at least one
+  int64_t start_position = 0;            // tokens of this sequence already in the cache
+  std::span<const int64_t> block_table;  // blocks for positions [0, start_position + tokens.size())
+  bool all_logits = false;               // logits for every new token (scoring) or the last only
+};
+
+class LlamaModel {
+ public:
+  // Uploads the weights to `ops`' backend; `ops` must outlive the model.
+  LlamaModel(const ModelConfig& config, const loader::HostModelWeights& weights, backend::Ops& ops);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t vocab_size() const { return config_.vocab_size; }
+
+  backend::KvCacheShape kv_cache_shape(int block_size, int64_t num_blocks) const;
+
+  // Runs the batch; `logits` receives [rows, vocab] float32, the rows in
+  // sequence order (every new token's with all_logits, else the last one's).
+  // Throws fp8lm::Error for positions beyond the context, short block tables,
+  // token ids outside the vocabulary.
+  void forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits);
+
+ private:
+  struct Layer {
+    std::unique_ptr<backend::Weight> input_norm, post_attention_norm, q_norm, k_norm;
+    std::unique_ptr<backend::Weight> q, k, v, o, gate, up, down;
+    std::optional<int64_t> sliding_window;
+  };
+
+  ModelConfig config_;
+  backend::Ops& ops_;
+  RopeTable rope_;
+  std::unique_ptr<backend::Weight> embedding_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+};
+
+// Each layer's KV-cache element type and scales: the scheme's dtype (kAuto =
+// BF16), FP8 scales from the checkpoint or 1.0, skipped layers in BF16.
+// `notes` receives what a user should know (e.g. that scales of 1.0 are used).
+std::vector<backend::KvLayerFormat> kv_layer_formats(const ModelConfig& config, const KvCacheScheme& scheme,
+                                                     const std::vector<float>& k_scales,
+                                                     const std::vector<float>& v_scales,
+                                                     std::vector<std::string>* notes = nullptr);
+
+}  // namespace fp8lm::model

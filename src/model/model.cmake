@@ -1,0 +1,16 @@
+# ---- loader + model: checkpoint → weights on a backend → the forward pass ------
+# Included from src/CMakeLists.txt. The CPU backend's op implementation
+# (backend/cpu/cpu_ops) lives here too: it is where the op interface the model
+# is written against meets the CPU kernels of fp8lm_cpu.
+add_library(fp8lm_model STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/rope.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/llama_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../loader/host_weights.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../backend/cpu/cpu_ops.cpp)
+target_link_libraries(fp8lm_model PUBLIC fp8lm_cpu fp8lm_io)
+
+# The runtime and generation loop: model + tokenizer + sampler + KV blocks.
+add_library(fp8lm_runtime STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/../engine/runtime.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../engine/generate.cpp)
+target_link_libraries(fp8lm_runtime PUBLIC fp8lm_model fp8lm_engine fp8lm_tokenizer)

@@ -1,0 +1,108 @@
+// Greedy generation on the shipped model against transformers
+// (tools/make_model_fixtures.py: 64 greedy tokens per prompt, float32), and
+// the errors a user meets: an empty prompt, one longer than the context, a
+// KV cache too small.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/error.h"
+#include "cpp/model_fixtures.h"
+#include "engine/generate.h"
+
+namespace fp8lm::test {
+namespace {
+
+std::filesystem::path shipped_dir() {
+  return std::filesystem::path(FP8LM_SOURCE_DIR) / model_manifest()["shipped"]["dir"].get<std::string>();
+}
+
+std::unique_ptr<engine::Runtime> load_shipped(const char* kv) {
+  io::LoadOverrides o;
+  o.kv_cache_dtype = io::parse_kv_cache_dtype(kv);
+  engine::RuntimeOptions opt;
+  opt.threads = 2;
+  return engine::Runtime::load(shipped_dir(), o, opt);
+}
+
+engine::SamplingParams greedy(int32_t n) {
+  engine::SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = n;
+  p.ignore_eos = true;
+  return p;
+}
+
+// With a float32 KV cache fp8lm computes what transformers computes in
+// float32, so every token must match. With the BF16 cache users get by
+// default, K/V are rounded; a divergence is accepted only at a near-tie of the
+// reference: a top-2 margin below 0.05, about three times the largest logit
+// change a BF16 cache causes (0.018 on the tiny models' bf16_kv_bf16 cases).
+// It is printed when it happens.
+void check_greedy(const char* kv, bool exact) {
+  auto rt = load_shipped(kv);
+  for (const nlohmann::json& p : model_manifest()["shipped"]["prompts"]) {
+    SCOPED_TRACE(p["text"].get<std::string>());
+    const std::vector<int32_t> prompt = ids_of(p["ids"]);
+    const std::vector<int32_t> want = ids_of(p["greedy"]);
+    const std::vector<float> margins = p["margins"].get<std::vector<float>>();
+    const engine::GenerationResult r = engine::generate(*rt, prompt, greedy(int32_t(want.size())));
+    ASSERT_EQ(r.tokens.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (r.tokens[i] == want[i]) continue;
+      if (exact) {
+        ADD_FAILURE() << "token " << i << ": " << r.tokens[i] << " != " << want[i] << " (margin " << margins[i] << ")";
+      } else {
+        EXPECT_LT(margins[i], 0.05f) << "token " << i << " differs without a near-tie";
+        std::printf("[ diverged ] at token %zu, reference top-2 margin %.4f\n", i, double(margins[i]));
+      }
+      break;
+    }
+    EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total()) << "generation must return its blocks";
+  }
+}
+
+TEST(GenerateShipped, GreedyEqualsTransformersFloat32Kv) { check_greedy("fp32", true); }
+TEST(GenerateShipped, GreedyWithBf16KvDivergesOnlyAtNearTies) { check_greedy("bf16", false); }
+
+TEST(GenerateShipped, LastPromptLogitsMatchTransformers) {
+  auto rt = load_shipped("fp32");
+  for (const nlohmann::json& p : model_manifest()["shipped"]["prompts"]) {
+    const std::vector<int32_t> prompt = ids_of(p["ids"]);
+    const std::vector<float> ref = read_array<float>("models", p["last_logits"]);
+    std::vector<int64_t> blocks(size_t((prompt.size() + 15) / 16));
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = int64_t(i);
+    const model::SequenceInput in{prompt, 0, blocks, false};
+    std::vector<float> logits;
+    rt->model().forward({&in, 1}, rt->kv_cache(), logits);
+    ASSERT_EQ(logits.size(), ref.size());
+    EXPECT_LE(max_abs_diff(logits, ref), 0x1p-8 * max_abs(ref));  // bf16 rounding, as in test_model_logits
+  }
+}
+
+TEST(GenerateErrors, NamedErrors) {
+  engine::RuntimeOptions opt;
+  opt.kv_cache_tokens = 32;
+  auto rt = engine::Runtime::load(shipped_dir(), {}, opt);
+  const int64_t context = rt->config().max_position_embeddings;
+  const auto message = [&](std::span<const int32_t> prompt, int32_t n) {
+    try {
+      engine::generate(*rt, prompt, greedy(n));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message({}, 4).find("empty"), std::string::npos);
+  const std::vector<int32_t> too_long(size_t(context), 100);
+  EXPECT_NE(message(too_long, 4).find("context"), std::string::npos);
+  const std::vector<int32_t> fits(40, 100);  // 40 positions > 32 cached tokens
+  EXPECT_NE(message(fits, 4).find("KV cache is full"), std::string::npos);
+  EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
+  engine::SamplingParams bad = greedy(4);
+  bad.top_p = 0.0f;
+  EXPECT_THROW(engine::generate(*rt, std::vector<int32_t>{1, 2}, bad), Error);
+}
+
+}  // namespace
+}  // namespace fp8lm::test

@@ -1,0 +1,826 @@
+#!/usr/bin/env python3
+"""Make the reference logits of the model forward-pass tests (tests/fixtures/models/).
+
+What it writes (see tests/fixtures/models/README.md for the exact semantics of every case):
+
+1. Tiny random models, one folder each (config.json + model.safetensors, BF16, written by
+   transformers `save_pretrained`): llama (llama3 RoPE), qwen2 (yarn RoPE, q/k/v biases),
+   qwen3 (q/k norms, tied embeddings, linear RoPE), mistral (sliding window 8). Hidden 128,
+   intermediate 320 (not a multiple of 128: ragged FP8 blocks), 2 layers, 4 heads / 2 KV heads,
+   vocab 512. Every RMSNorm weight and the qwen2 biases are randomised, so none is a no-op.
+2. For three seeded prompts per model (7, 19 and 33 tokens), the float32 logits of every
+   position, computed by transformers (model in float32, eager attention, each prompt alone)
+   under these cases: bf16 (plain), bf16_kv_bf16 (K/V rounded to BF16), fp8_tensor /
+   fp8_channel / fp8_block / fp8_weight_only (every linear but lm_head emulated in FP8 E4M3
+   exactly as fp8lm's --quantization fp8:* does it) and kv_fp8_e4m3 / kv_fp8_e4m3_scaled /
+   kv_fp8_e5m2 (K after RoPE and V through an FP8 round trip).
+3. Two LLM Compressor checkpoints made from the tiny models (FP8_DYNAMIC llama; static FP8 +
+   FP8 KV-cache scales qwen3), the logits transformers + compressed-tensors compute for them
+   (transformers_compressed_tensors) and a float32 emulation of fp8lm running them on the
+   checkpoint's own codes and scales (fp8lm_semantics), plus measured facts about what
+   compressed-tensors does (ct_facts, max_abs_diffs in the manifest).
+4. The shipped model models/fp8lm-gutenberg-22m: four prompts, their greedy continuations
+   (64 tokens), the top-1/top-2 margin of every step and the last prompt position's logits.
+
+Arrays are raw little-endian float32, row-major (tools/fixture_arrays.py); manifest.json
+lists them. Deterministic (seeded, one thread): run it twice and `git diff` shows nothing.
+
+    /tmp/torchvenv/bin/python tools/make_model_fixtures.py                  # or .venv-tools
+        [--out tests/fixtures/models] [--llmc-python PATH | --skip-llmc]
+
+The venv running it needs tools/requirements-fixtures.txt. LLM Compressor pins its own torch /
+transformers / compressed-tensors, so it lives in a second venv (`python3 -m venv .venv-llmc &&
+.venv-llmc/bin/pip install llmcompressor`; --llmc-python defaults to .venv-llmc/bin/python).
+The script runs itself in that venv as a subprocess (`--llmc-worker`) to make the two
+checkpoints with oneshot and to load them with that venv's stack for a cross-check.
+--skip-llmc keeps the committed LLM Compressor folders, logits and manifest entries as they
+are and regenerates everything else. About 35 s on one CPU thread.
+"""
+
+import argparse
+import copy
+import inspect
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fixture_arrays import ArrayWriter  # noqa: E402
+# The online-quantization formulas the CPU linear layer is already tested against: reusing
+# them (rather than a copy) keeps the model fixtures and the linear fixtures in lockstep.
+from make_linear_fixtures import FMAX, quantize_activation, quantize_weight  # noqa: E402
+
+SEED = 0
+E5M2_MAX = 57344.0
+ARCHS = ["llama", "qwen2", "qwen3", "mistral"]
+PROMPT_LENGTHS = (7, 19, 33)  # 33 > the mistral window of 8
+VOCAB = 512
+NORM_STD = 0.1   # RMSNorm weights = 1 + 0.1 N(0,1): far enough from 1 that a missing norm shows
+BIAS_STD = 0.2   # qwen2 q/k/v biases: about a fifth of the projections' own spread
+ATTN = "fp8lm_kv"  # our attention function: rounds K/V, then transformers' eager attention
+SHIPPED = "models/fp8lm-gutenberg-22m"
+SHIPPED_NEW_TOKENS = 64
+
+
+# ---------------------------------------------------------------- tiny models
+
+def tiny_config(arch: str):
+    import transformers
+    common = dict(hidden_size=128, intermediate_size=320, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=32, vocab_size=VOCAB, max_position_embeddings=256,
+                  rms_norm_eps=1e-6,
+                  # 0.08 instead of the default 0.02: the logits then spread (std ~0.9 over the
+                  # vocab), so argmax and tolerances mean something; checked in make_tiny().
+                  initializer_range=0.08, bos_token_id=1, eos_token_id=2)
+    if arch == "llama":
+        return transformers.LlamaConfig(**common, tie_word_embeddings=False, rope_parameters={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32, "rope_theta": 10000.0})
+    if arch == "qwen2":
+        # transformers warns that factor 4 != max_position_embeddings / original (= 8) and uses
+        # the explicit factor; the mismatch is deliberate: an engine must read the factor (and
+        # yarn's attention factor 0.1 ln(4) + 1 derived from it), not derive it from lengths.
+        return transformers.Qwen2Config(**common, tie_word_embeddings=False, rope_parameters={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32,
+            "rope_theta": 1000000.0})
+    if arch == "qwen3":
+        return transformers.Qwen3Config(**common, tie_word_embeddings=True, rope_parameters={
+            "rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0})
+    if arch == "mistral":
+        return transformers.MistralConfig(**common, tie_word_embeddings=False, sliding_window=8,
+                                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    raise ValueError(arch)
+
+
+def clean(folder: Path):
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+
+
+def load_f32(folder: Path):
+    """A checkpoint as the reference runs it: loaded as saved, computed in float32, eager attention."""
+    from transformers import AutoModelForCausalLM
+    # dtype float32 = the BF16 weights widened exactly (= model.float()), while the RoPE
+    # inv_freq buffers are computed in float32 as on load; model.to(bf16).float() would
+    # instead round inv_freq to BF16 (transformers casts buffers too).
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    return model.eval()
+
+
+@torch.no_grad()
+def run_logits(model, prompts) -> list:
+    """[len, vocab] float32 logits of every position; each prompt alone (no padding, no cache)."""
+    return [model(input_ids=torch.tensor([p]), use_cache=False).logits[0].float().contiguous()
+            for p in prompts]
+
+
+def make_tiny(arch: str, index: int, folder: Path):
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(SEED + index)
+    model = AutoModelForCausalLM.from_config(tiny_config(arch), dtype=torch.float32, attn_implementation="eager")
+    g = torch.Generator().manual_seed(1000 + index)
+    with torch.no_grad():
+        for _, mod in model.named_modules():
+            # transformers initialises norms to 1 and biases to 0: either would hide a missing
+            # or misplaced norm / bias in the C++ forward pass.
+            if type(mod).__name__.endswith("RMSNorm"):
+                mod.weight.copy_(1.0 + NORM_STD * torch.randn(mod.weight.shape, generator=g))
+            if isinstance(mod, nn.Linear) and mod.bias is not None:
+                mod.bias.copy_(BIAS_STD * torch.randn(mod.bias.shape, generator=g))
+        # The reference model holds the BF16-rounded weights in float32; only parameters are
+        # rounded (model.to(bfloat16) would round the RoPE inv_freq buffers as well).
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    clean(folder)
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(folder)
+    (folder / "generation_config.json").unlink(missing_ok=True)
+    return model.eval()
+
+
+def make_prompts(index: int) -> list:
+    g = torch.Generator().manual_seed(2000 + index)
+    return [torch.randint(3, VOCAB, (n,), generator=g).tolist() for n in PROMPT_LENGTHS]
+
+
+# ---------------------------------------------------------------- K/V rounding
+
+class KvRounding:
+    """What our attention function does to K (after RoPE) and V before the eager attention."""
+
+    def __init__(self):
+        self.set("fp32")
+        self.check = None  # callable(module, key, value) for the post-RoPE check
+
+    def set(self, mode: str, k_scales=None, v_scales=None):
+        self.mode, self.k_scales, self.v_scales = mode, k_scales, v_scales
+        self.amax_k, self.amax_v = {}, {}
+
+    def apply(self, module, key, value):
+        layer = module.layer_idx
+        # key/value are [batch, kv_heads, seq, head_dim]: the KV heads before repeat_kv (GQA)
+        assert key.shape[1] == module.config.num_key_value_heads, key.shape
+        if self.check is not None:
+            self.check(module, key, value)
+        if self.mode == "fp32":
+            return key, value
+        if self.mode == "record":  # amax over every prompt, for the scaled FP8 case
+            self.amax_k[layer] = max(self.amax_k.get(layer, 0.0), float(key.abs().amax()))
+            self.amax_v[layer] = max(self.amax_v.get(layer, 0.0), float(value.abs().amax()))
+            return key, value
+        if self.mode == "bf16":
+            return key.to(torch.bfloat16).float(), value.to(torch.bfloat16).float()
+        dtype, fmax = {"fp8_e4m3": (torch.float8_e4m3fn, FMAX), "fp8_e5m2": (torch.float8_e5m2, E5M2_MAX)}[self.mode]
+        ks = torch.tensor(self.k_scales[layer] if self.k_scales else 1.0, dtype=torch.float32)
+        vs = torch.tensor(self.v_scales[layer] if self.v_scales else 1.0, dtype=torch.float32)
+        return fp8_round_trip(key, ks, dtype, fmax), fp8_round_trip(value, vs, dtype, fmax)
+
+
+def fp8_round_trip(t: torch.Tensor, scale: torch.Tensor, dtype, fmax: float) -> torch.Tensor:
+    """codes = saturate(t / scale) (float32, one division), back to codes * scale (float32)."""
+    return torch.clamp(t.float() / scale, -fmax, fmax).to(dtype).float() * scale
+
+
+KV = KvRounding()
+
+
+def kv_attention(module, query, key, value, attention_mask, **kwargs):
+    key, value = KV.apply(module, key, value)
+    # each architecture's own eager attention (softmax in float32, repeat_kv for GQA)
+    eager = sys.modules[type(module).__module__].eager_attention_forward
+    return eager(module, query, key, value, attention_mask, **kwargs)
+
+
+def register_attention():
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    AttentionInterface.register(ATTN, kv_attention)
+    # Without a registered mask function transformers builds *no* mask for an unknown
+    # attention implementation (not even the causal one): use the eager one.
+    AttentionMaskInterface.register(ATTN, eager_mask)
+
+
+def use_kv_attention(model):
+    model.set_attn_implementation(ATTN)
+    assert model.config._attn_implementation == ATTN
+    return model
+
+
+def check_post_rope(model, prompt):
+    """Asserts that the key our attention function sees is k_proj (-> k_norm) -> RoPE, not repeated."""
+    mod = sys.modules[type(model.model.layers[0].self_attn).__module__]
+    captured, seen = {}, []
+
+    def pre_hook(m, args, kwargs):
+        captured["pos"] = kwargs["position_embeddings"]
+
+    def k_hook(m, args, out):
+        captured["k"] = out
+
+    handles = []
+    for layer in model.model.layers:
+        attn = layer.self_attn
+        handles.append(attn.register_forward_pre_hook(pre_hook, with_kwargs=True))
+        handles.append((attn.k_norm if hasattr(attn, "k_norm") else attn.k_proj).register_forward_hook(k_hook))
+
+    def check(m, key, value):
+        cos, sin = captured["pos"]
+        k = captured["k"].view(*captured["k"].shape[:2], -1, m.head_dim).transpose(1, 2)
+        _, k_rot = mod.apply_rotary_pos_emb(k, k, cos, sin)
+        assert torch.equal(k_rot, key), "the key given to the attention function is not k after RoPE"
+        seen.append(m.layer_idx)
+
+    KV.check = check
+    try:
+        KV.set("fp32")
+        run_logits(model, [prompt])
+    finally:
+        KV.check = None
+        for h in handles:
+            h.remove()
+    assert seen == list(range(model.config.num_hidden_layers)), seen
+
+
+# ---------------------------------------------------------------- FP8 linear emulation
+
+class Fp8Linear(nn.Module):
+    """y = dequant(x) @ dequant(W).T in float64, to float32, + bias (float32).
+
+    W is given dequantized (float64 of codes * scale, exact); `act` is a quantize_activation
+    mode (dynamic_tensor / dynamic_token / dynamic_group / static_tensor) or "none" (W8A16).
+    `accum` float32 is only for the sensitivity twin (see twin()).
+    """
+
+    def __init__(self, w_deq: torch.Tensor, bias, act: str, static_scale: float = 0.0):
+        super().__init__()
+        self.w_deq, self.bias, self.act, self.static_scale = w_deq, bias, act, static_scale
+        self.accum = torch.float64
+
+    def forward(self, x):
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, x.shape[-1]).float()  # [tokens, K]: one call = one prompt
+        if self.act == "none":
+            xd = x2.double()
+        else:
+            codes, _, full = quantize_activation(x2, self.act, self.static_scale, 0.0)
+            xd = codes.double() * full.double()
+        y = (xd.to(self.accum) @ self.w_deq.to(self.accum).T).float()
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*lead, -1)
+
+
+class F64Linear(nn.Module):
+    """A plain linear layer accumulated in float64 (sensitivity twin of a float32 nn.Linear)."""
+
+    def __init__(self, lin: nn.Linear):
+        super().__init__()
+        self.weight, self.bias = lin.weight, lin.bias
+
+    def forward(self, x):
+        y = (x.double() @ self.weight.double().T).float()
+        return y if self.bias is None else y + self.bias
+
+
+ONLINE = {  # case: (fp8lm --quantization, weight layout, activation mode)
+    "fp8_tensor": ("fp8:tensor", "tensor", "dynamic_tensor"),
+    "fp8_channel": ("fp8:channel", "channel", "dynamic_token"),
+    "fp8_block": ("fp8:block", "block128", "dynamic_group"),
+    "fp8_weight_only": ("fp8:weight-only", "channel", "none"),
+}
+
+
+def replace_linears(model, make, include_lm_head=False):
+    """Replaces every nn.Linear (but lm_head) by make(name, linear)."""
+    for name, mod in list(model.named_modules()):
+        if isinstance(mod, nn.Linear) and (include_lm_head or name != "lm_head"):
+            parent, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, attr, make(name, mod))
+    return model
+
+
+def online_fp8(model, layout: str, act: str):
+    def make(name, lin):
+        _, _, w_deq = quantize_weight(lin.weight.detach().float(), layout)
+        bias = None if lin.bias is None else lin.bias.detach().float().clone()
+        return Fp8Linear(w_deq, bias, act)
+    return replace_linears(copy.deepcopy(model), make)
+
+
+def twin(model):
+    """The same model with every linear layer accumulated in the *other* precision: FP8 ones in
+    float32 instead of float64, plain ones in float64 instead of float32. The two differ by
+    about an ulp per dot product; how far the logits then move measures how close the case sits
+    to FP8 rounding boundaries (a code that flips changes a value by a whole FP8 step and the
+    change propagates), i.e. the noise floor any other implementation will see too."""
+    m = copy.deepcopy(model)
+    for mod in m.modules():
+        if isinstance(mod, Fp8Linear):
+            mod.accum = torch.float32
+    return replace_linears(m, lambda name, lin: F64Linear(lin), include_lm_head=True)
+
+
+# ---------------------------------------------------------------- cases
+
+def max_diff(a: list, b: list) -> float:
+    return max(per_prompt(a, b))
+
+
+def per_prompt(a: list, b: list) -> list:
+    """max |a - b| of each prompt (the C++ test sizes its tolerances per prompt)."""
+    return [float((x - y).abs().max()) for x, y in zip(a, b)]
+
+
+def mean_diff(a: list, b: list) -> float:
+    return float(torch.cat([(x - y).abs().flatten() for x, y in zip(a, b)]).mean())
+
+
+def top1_agreement(a: list, b: list) -> float:
+    return float(torch.cat([x.argmax(-1) == y.argmax(-1) for x, y in zip(a, b)]).float().mean())
+
+
+def tiny_cases(name: str, model, prompts: list, w: ArrayWriter) -> list:
+    cases = []
+    ref = None
+
+    def add(case, quant, kv_dtype, kv_scales, m):
+        nonlocal ref
+        logits = run_logits(m, prompts)
+        noise = per_prompt(logits, run_logits(twin(m), prompts))
+        ref = ref if ref is not None else logits
+        d = max_diff(logits, ref)
+        print(f"  {name:8s} {case:19s} vs bf16: max {d:<8.4g} mean {mean_diff(logits, ref):<8.3g} "
+              f"top-1 agree {top1_agreement(logits, ref):.3f} | twin max {max(noise):.3g}")
+        if case != "bf16":
+            assert 0 < d < 2.0, (name, case, d)  # must differ, by a modest amount
+        cases.append({"name": case, "quantization": quant, "kv_cache_dtype": kv_dtype, "kv_scales": kv_scales,
+                      "max_abs_diff_vs_bf16": per_prompt(logits, ref), "mean_abs_diff_vs_bf16": mean_diff(logits, ref),
+                      "max_abs_diff_accumulation_twin": noise,
+                      "logits": [w.array(f"{name}_{case}_p{i}", t) for i, t in enumerate(logits)]})
+        return logits
+
+    plain = add("bf16", None, "fp32", None, model)
+    for case, (quant, layout, act) in ONLINE.items():
+        add(case, quant, "fp32", None, online_fp8(model, layout, act))
+
+    if getattr(model.config, "sliding_window", None):
+        # The window must matter: without it, positions >= window change and earlier ones do not.
+        win = model.config.sliding_window
+        full = copy.deepcopy(model)
+        full.config.sliding_window = None
+        nowin = run_logits(full, prompts)
+        assert all(torch.equal(a[:win], b[:win]) for a, b in zip(plain, nowin)), name
+        assert not torch.equal(plain[-1][win:], nowin[-1][win:]), name
+
+    kvm = use_kv_attention(copy.deepcopy(model))
+    check_post_rope(kvm, prompts[-1])
+    KV.set("fp32")  # our attention function without rounding must be transformers' eager exactly
+    assert all(torch.equal(a, b) for a, b in zip(run_logits(kvm, prompts), plain)), name
+    KV.set("record")
+    run_logits(kvm, prompts)
+    # float32 amax / 448 over all three prompts of the plain model, as a static calibration would
+    n = model.config.num_hidden_layers
+    k_scales = [float(torch.tensor(KV.amax_k[i], dtype=torch.float32) / FMAX) for i in range(n)]
+    v_scales = [float(torch.tensor(KV.amax_v[i], dtype=torch.float32) / FMAX) for i in range(n)]
+    for case, mode, ks, vs in [("bf16_kv_bf16", "bf16", None, None), ("kv_fp8_e4m3", "fp8_e4m3", None, None),
+                               ("kv_fp8_e4m3_scaled", "fp8_e4m3", k_scales, v_scales),
+                               ("kv_fp8_e5m2", "fp8_e5m2", None, None)]:
+        KV.set(mode, ks, vs)
+        add(case, None, mode, None if ks is None else {"k": ks, "v": vs}, kvm)
+    KV.set("fp32")
+    return cases
+
+
+# ---------------------------------------------------------------- LLM Compressor
+
+KV_CACHE_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+LLMC = [  # fixture name, source tiny model, preset, kv_cache_scheme, calibrate
+    ("llmc_fp8_dynamic_llama", "llama", "FP8_DYNAMIC", None, False),
+    ("llmc_fp8_static_kv_qwen3", "qwen3", "FP8", KV_CACHE_SCHEME, True),
+]
+LLMC_FILES = ["config.json", "model.safetensors", "recipe.yaml"]
+CALIB_SEQS, CALIB_LEN = 8, 64
+
+
+def llmc_versions() -> dict:
+    import compressed_tensors
+    import transformers
+    v = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__,
+         "compressed_tensors": compressed_tensors.__version__}
+    try:
+        import llmcompressor
+        v["llmcompressor"] = llmcompressor.__version__
+    except ImportError:
+        pass
+    return v
+
+
+def llmc_worker(spec: dict):
+    """Runs inside the LLM Compressor venv (its own torch / transformers / compressed-tensors).
+
+    "make": oneshot on a tiny model, save_compressed. "logits": load a checkpoint with that
+    venv's transformers + compressed-tensors (float32, eager) and save the prompts' logits.
+    """
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)
+    if spec["op"] == "logits":
+        model = AutoModelForCausalLM.from_pretrained(spec["src"], dtype=torch.float32,
+                                                     attn_implementation="eager").eval()
+        attn = model.model.layers[0].self_attn
+        torch.save({"logits": run_logits(model, spec["prompts"]), "versions": llmc_versions(),
+                    "kv_quantized": hasattr(attn, "k_scale") and getattr(attn, "quantization_scheme", None) is not None},
+                   spec["dst"])
+        return
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    model = AutoModelForCausalLM.from_pretrained(spec["src"], dtype=torch.bfloat16)
+    recipe = QuantizationModifier(targets="Linear", scheme=spec["scheme"], ignore=["lm_head"],
+                                  kv_cache_scheme=spec["kv_cache_scheme"])
+    kwargs = {}
+    if spec["calibrate"]:
+        from datasets import Dataset
+        g = torch.Generator().manual_seed(SEED)
+        ids = torch.randint(3, VOCAB, (CALIB_SEQS, CALIB_LEN), generator=g).tolist()
+        kwargs = dict(dataset=Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * CALIB_LEN] * CALIB_SEQS}),
+                      num_calibration_samples=CALIB_SEQS, max_seq_length=CALIB_LEN)
+    oneshot(model=model, recipe=recipe, **kwargs)
+    model.save_pretrained(spec["dst"], save_compressed=True)
+
+
+def call_worker(llmc_python: str, spec: dict, cwd: str):
+    # cwd = a temporary folder: whatever logs LLM Compressor leaves behind stay out of the repo
+    subprocess.run([llmc_python, str(Path(__file__).resolve()), "--llmc-worker", json.dumps(spec)],
+                   check=True, cwd=cwd)
+
+
+def make_llmc_checkpoint(out: Path, name: str, src: str, preset: str, kv, calib: bool, llmc_python: str):
+    with tempfile.TemporaryDirectory() as tmp:
+        dst = Path(tmp) / "out"
+        call_worker(llmc_python, {"op": "make", "src": str((out / src).resolve()), "dst": str(dst),
+                                  "scheme": preset, "kv_cache_scheme": kv, "calibrate": calib}, tmp)
+        folder = out / name
+        clean(folder)
+        for f in LLMC_FILES:
+            if (dst / f).exists():
+                shutil.copy(dst / f, folder / f)
+
+
+def llmc_venv_logits(folder: Path, prompts: list, llmc_python: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        dst = Path(tmp) / "logits.pt"
+        call_worker(llmc_python, {"op": "logits", "src": str(folder.resolve()), "dst": str(dst),
+                                  "prompts": prompts}, tmp)
+        return torch.load(dst)
+
+
+def checkpoint_emulation(folder: Path, with_kv: bool = True):
+    """The checkpoint run with fp8lm's semantics in float32 (the model of section 2, but the
+    checkpoint's own codes and scales): W = codes * weight_scale; activations per token with
+    the runtime floor (dynamic) or clamp(x / input_scale) (static); K/V through an E4M3 round
+    trip with k_scale / v_scale. Returns (model, kv_scales or None)."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sd = load_file(str(folder / "model.safetensors"))
+    qc = json.loads((folder / "config.json").read_text())["quantization_config"]
+    (group,) = qc["config_groups"].values()
+    ia = group["input_activations"]
+    cfg = AutoConfig.from_pretrained(folder)
+    del cfg.quantization_config
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="eager")
+    plain = {k: v.float() for k, v in sd.items() if v.dtype != torch.float8_e4m3fn and
+             not k.endswith(("weight_scale", "input_scale", "k_scale", "v_scale"))}
+    _, unexpected = model.load_state_dict(plain, strict=False)
+    assert not unexpected, unexpected
+
+    def make(name, lin):
+        codes = sd[name + ".weight"]
+        assert codes.dtype == torch.float8_e4m3fn, name
+        scale = sd[name + ".weight_scale"].float()  # [N, 1] channel or [1] tensor, BF16 on disk
+        w_deq = codes.double() * scale.double().reshape(-1, 1)
+        bias = None if lin.bias is None else sd[name + ".bias"].float()
+        if ia is None:
+            return Fp8Linear(w_deq, bias, "none")
+        if ia["dynamic"]:
+            assert ia["strategy"] == "token", ia
+            return Fp8Linear(w_deq, bias, "dynamic_token")
+        assert ia["strategy"] == "tensor", ia
+        return Fp8Linear(w_deq, bias, "static_tensor", float(sd[name + ".input_scale"].float()))
+
+    replace_linears(model, make)
+    # Everything the checkpoint did not hold in high precision is now an Fp8Linear (or tied lm_head).
+    have = set(plain) | ({"lm_head.weight"} if cfg.tie_word_embeddings else set())
+    assert set(model.state_dict()) <= have, set(model.state_dict()) - have
+    model.eval()
+    kv = None
+    if qc.get("kv_cache_scheme") and with_kv:
+        n = cfg.num_hidden_layers
+        kv = {"k": [float(sd[f"model.layers.{i}.self_attn.k_scale"].float()) for i in range(n)],
+              "v": [float(sd[f"model.layers.{i}.self_attn.v_scale"].float()) for i in range(n)]}
+        model = use_kv_attention(model)
+    return model, kv
+
+
+@torch.no_grad()
+def ct_facts(folder: Path) -> dict:
+    """Measures what transformers + compressed-tensors (this venv) do with the checkpoint, on
+    layer 0's q_proj: the weight it multiplies by, the activation quantization it applies, in
+    which dtype, and whether the attention's KV scales are used."""
+    from compressed_tensors.quantization.lifecycle.initialize import is_cached_attention_module
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+    sd = load_file(str(folder / "model.safetensors"))
+    qc = json.loads((folder / "config.json").read_text())["quantization_config"]
+    (group,) = qc["config_groups"].values()
+    ia = group["input_activations"]
+    name = "model.layers.0.self_attn.q_proj"
+    codes, scale = sd[name + ".weight"], sd[name + ".weight_scale"].float().reshape(-1, 1)
+    facts = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        tag = str(dtype).replace("torch.", "")
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager").eval()
+        lin = model.get_submodule(name)
+        cap = {}
+        h = lin.register_forward_hook(lambda m, a, o: cap.update(x=a[0].detach().clone(), y=o.detach().clone()))
+        model(input_ids=torch.tensor([list(range(3, 20))]), use_cache=False)  # decompresses on first use
+        h.remove()
+        w = lin.weight
+        f = {"weight_dtype": str(w.dtype).replace("torch.", ""),
+             "weight_is_codes_x_scale_f32": bool(torch.equal(w.float(), codes.float() * scale)),
+             "weight_is_bf16_of_codes_x_scale": bool(torch.equal(w.float(), (codes.float() * scale).bfloat16().float())),
+             "status_after_forward": str(lin.quantization_status).split(".")[-1]}
+        x = cap["x"]
+        if ia is None:
+            fq = {"none": x}
+        elif ia["dynamic"]:
+            s = x.abs().amax(dim=-1, keepdim=True) / torch.tensor(FMAX, dtype=x.dtype)  # in x's dtype
+            fq = {"per_token_in_model_dtype": torch.clamp(x / s, -FMAX, FMAX).to(torch.float8_e4m3fn).to(x.dtype) * s,
+                  "none": x}
+        else:
+            s = lin.input_scale.to(x.dtype)
+            fq = {"static_in_model_dtype": torch.clamp(x / s, -FMAX, FMAX).to(torch.float8_e4m3fn).to(x.dtype) * s,
+                  "none": x}
+        # F.linear in the model's dtype on the fake-quantized input reproduces the module exactly?
+        f["module_output_equals"] = [k for k, v in fq.items() if torch.equal(nn.functional.linear(v, w), cap["y"])]
+        attn = model.model.layers[0].self_attn
+        f["attention_recognized_as_kv_cached"] = bool(is_cached_attention_module(attn))
+        f["attention_has_k_scale"] = hasattr(attn, "k_scale")
+        facts[tag] = f
+    facts["attention_forward_parameters"] = list(inspect.signature(attn.forward).parameters)
+    return facts
+
+
+def emulation_logits(folder: Path, prompts: list, with_kv: bool, accum=torch.float64, as_twin=False) -> list:
+    model, kv = checkpoint_emulation(folder, with_kv)
+    for mod in model.modules():
+        if isinstance(mod, Fp8Linear):
+            mod.accum = accum
+    if as_twin:
+        model = twin(model)
+    KV.set("fp8_e4m3", kv["k"], kv["v"]) if kv else KV.set("fp32")
+    try:
+        return run_logits(model, prompts)
+    finally:
+        KV.set("fp32")
+
+
+def llmc_entry(name: str, src: str, preset: str, kv_scheme, calib: bool, folder: Path, prompts: list,
+               w: ArrayWriter, base_logits: list, llmc_python: str) -> dict:
+    from transformers import AutoModelForCausalLM
+    load = lambda dtype: AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager").eval()
+    ct = run_logits(load(torch.float32), prompts)
+    ct_bf16 = run_logits(load(torch.bfloat16), prompts)
+    _, kv = checkpoint_emulation(folder)
+    emu = emulation_logits(folder, prompts, True)
+    emu_f32 = emulation_logits(folder, prompts, True, torch.float32)
+    emu_noise = per_prompt(emu, emulation_logits(folder, prompts, True, as_twin=True))
+    other = llmc_venv_logits(folder, prompts, llmc_python)
+    # "f32acc": the emulation with its FP8 matmuls accumulated in float32 (torch's F.linear),
+    # i.e. the same arithmetic as compressed-tensors' fake quantization: a 0 there means
+    # identical semantics, whatever FP8 code flips the float64 reference sees.
+    diag = {"ct_vs_fp8lm_semantics": max_diff(ct, emu),
+            "ct_vs_fp8lm_semantics_f32acc": max_diff(ct, emu_f32),
+            "llmc_venv_ct_vs_fp8lm_semantics": max_diff(other["logits"], emu),
+            "llmc_venv_ct_vs_fp8lm_semantics_f32acc": max_diff(other["logits"], emu_f32),
+            "fp8lm_semantics_vs_its_f32acc": max_diff(emu, emu_f32),
+            "ct_bf16_load_vs_fp8lm_semantics": max_diff(ct_bf16, emu),
+            "ct_vs_bf16_source_model": max_diff(ct, base_logits)}
+    # ct equals the emulation (without the KV round trip when ct drops it) accumulated in float32;
+    # the same emulation accumulated in float64 is then ct's "twin".
+    ct_noise = per_prompt(ct, emulation_logits(folder, prompts, False))
+    if kv:
+        nk = emulation_logits(folder, prompts, False, torch.float32)
+        diag["ct_vs_fp8lm_semantics_without_kv_f32acc"] = max_diff(ct, nk)
+        diag["llmc_venv_ct_vs_fp8lm_semantics_without_kv_f32acc"] = max_diff(other["logits"], nk)
+    print(f"  {name}: max|dlogits| {json.dumps({k: float(f'{v:.3g}') for k, v in diag.items()})}")
+    facts = ct_facts(folder)
+    v = other["versions"]
+    return {
+        "dir": name, "source": src, "prompts": prompts,
+        "recipe": f"QuantizationModifier(targets='Linear', scheme={preset!r}, ignore=['lm_head'], "
+                  f"kv_cache_scheme={kv_scheme!r})" +
+                  (f"; calibration: {CALIB_SEQS} sequences x {CALIB_LEN} ids, "
+                   f"torch.Generator().manual_seed({SEED}), randint(3, {VOCAB})" if calib else ""),
+        # The source model's plain logits (bf16 case) for the same prompts: the quantization
+        # effect, e.g. to size a tolerance.
+        "source_bf16_logits": [w.array(f"{src}_bf16_p{i}", t) for i, t in enumerate(base_logits)],
+        "ct_facts": facts, "max_abs_diffs": diag,
+        # The producer's own stack, as a cross-check only (its logits are not stored: they equal
+        # fp8lm_semantics, see max_abs_diffs["llmc_venv_ct_vs_fp8lm_semantics*"]).
+        "llmc_venv_semantics": f"transformers {v['transformers']} + compressed-tensors {v['compressed_tensors']} "
+                               f"(torch {v['torch']}), from_pretrained(dtype=float32), eager: " + LLMC_VENV_SEMANTICS[name],
+        "cases": [
+            # quantization null: the checkpoint's own scheme (no --quantization override)
+            {"name": "transformers_compressed_tensors", "semantics": CT_SEMANTICS[name], "quantization": None,
+             "kv_cache_dtype": "fp32", "kv_scales": None, "max_abs_diff_vs_bf16": per_prompt(ct, base_logits),
+             "max_abs_diff_accumulation_twin": ct_noise,
+             "logits": [w.array(f"{name}_ct_p{i}", t) for i, t in enumerate(ct)]},
+            {"name": "fp8lm_semantics", "semantics": FP8LM_SEMANTICS[name], "quantization": None,
+             "kv_cache_dtype": "fp8_e4m3" if kv else "fp32", "kv_scales": kv,
+             "max_abs_diff_vs_bf16": per_prompt(emu, base_logits), "max_abs_diff_accumulation_twin": emu_noise,
+             "logits": [w.array(f"{name}_fp8lm_p{i}", t) for i, t in enumerate(emu)]},
+        ]}, v
+
+
+# ---------------------------------------------------------------- shipped model
+
+SHIPPED_PROMPTS = [
+    ("text", "It was a dark and stormy night"),
+    ("text", "The old man looked at the sea and"),
+    ("chat", "Tell me a short story about a lighthouse keeper."),
+    ("text", "She opened the letter, read the first line, and"),
+]
+
+
+@torch.no_grad()
+def shipped(w: ArrayWriter) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+    folder = REPO / SHIPPED
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="eager")
+    model = model.float().eval()
+    out = {"dir": SHIPPED, "new_tokens": SHIPPED_NEW_TOKENS, "prompts": []}
+    for i, (kind, text) in enumerate(SHIPPED_PROMPTS):
+        entry = {"kind": kind}
+        if kind == "chat":
+            entry["messages"] = [{"role": "user", "content": text}]
+            text = tok.apply_chat_template(entry["messages"], add_generation_prompt=True, tokenize=False)
+        ids = tok(text)["input_ids"]  # the tokenizer's defaults (it adds no BOS)
+        full = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].float()
+        # Greedy by hand, with a KV cache: argmax of the raw logits, never stopping at EOS and
+        # never suppressing it (generate()'s min_new_tokens would mask EOS out of the argmax).
+        cache = DynamicCache(config=model.config)
+        step = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True).logits[0, -1].float()
+        assert torch.equal(step, full[-1]) or float((step - full[-1]).abs().max()) < 1e-4
+        greedy, margins = [], []
+        for _ in range(SHIPPED_NEW_TOKENS):
+            top = torch.topk(step, 2)
+            greedy.append(int(top.indices[0]))
+            margins.append(float(top.values[0] - top.values[1]))
+            step = model(input_ids=torch.tensor([[greedy[-1]]]), cache=cache, use_cache=True).logits[0, -1].float()
+        entry.update({"text": text, "ids": ids, "greedy": greedy, "margins": margins,
+                      "last_logits": w.array(f"shipped_p{i}_last", full[-1].contiguous())})
+        if i == 0:
+            out["full_logits"] = {"prompt": 0, "file": w.array("shipped_p0_full", full.contiguous())}
+        out["prompts"].append(entry)
+        print(f"  shipped p{i}: {len(ids)} ids, min margin {min(margins):.4g}, "
+              f"greedy {tok.decode(greedy)[:50]!r}")
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(REPO / "tests/fixtures/models"))
+    ap.add_argument("--llmc-python", default=str(REPO / ".venv-llmc/bin/python"),
+                    help="python of a venv with llmcompressor (default: .venv-llmc/bin/python)")
+    ap.add_argument("--skip-llmc", action="store_true",
+                    help="keep the LLM Compressor checkpoints, their logits and manifest entries as they are")
+    ap.add_argument("--llmc-worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.llmc_worker:
+        return llmc_worker(json.loads(args.llmc_worker))
+    if not args.skip_llmc and not Path(args.llmc_python).exists():
+        sys.exit(f"{args.llmc_python} not found: pass --llmc-python PATH (a venv with llmcompressor) or --skip-llmc")
+
+    import compressed_tensors
+    import safetensors
+    import transformers
+    from transformers.utils import logging as hf_logging
+
+    # One thread: float32 GEMMs then add up in one order, so the logits are the same bytes on
+    # every run (and every machine with the same ISA).
+    torch.set_num_threads(1)
+    hf_logging.set_verbosity_error()
+    register_attention()
+    out = Path(args.out)
+    manifest_path = out / "manifest.json"
+    old = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    kept = {}
+    if args.skip_llmc:  # carry the LLM Compressor part over: its arrays are about to be cleared
+        for name, *_ in LLMC:
+            assert name in old.get("models", {}), f"no {name} in {manifest_path}: run without --skip-llmc"
+            for case in old["models"][name]["cases"]:
+                for f in case["logits"]:
+                    kept[f] = (out / f).read_bytes()
+    w = ArrayWriter(out)
+    manifest = {"generated_by": {
+        "script": "tools/make_model_fixtures.py", "torch": torch.__version__.split("+")[0],
+        "transformers": transformers.__version__, "compressed_tensors": compressed_tensors.__version__,
+        "safetensors": safetensors.__version__, "threads": 1, "attention": "eager"}, "models": {}}
+
+    base_logits = {}
+    for index, arch in enumerate(ARCHS):
+        folder = out / arch
+        ref = make_tiny(arch, index, folder)
+        model = load_f32(folder)
+        prompts = make_prompts(index)
+        logits = run_logits(model, prompts)
+        # The saved files reproduce the model that was saved, bit for bit.
+        assert all(torch.equal(a, b) for a, b in zip(logits, run_logits(ref, prompts))), arch
+        std = min(float(t.std(dim=-1).min()) for t in logits)
+        print(f"{arch}: smallest std of the logits over the vocab (any position) = {std:.3f}")
+        assert std >= 0.5, (arch, std)
+        base_logits[arch] = logits
+        manifest["models"][arch] = {"dir": arch, "architecture": type(model).__name__, "prompts": prompts,
+                                    "cases": tiny_cases(arch, model, prompts, w)}
+
+    if args.skip_llmc:
+        for f, data in kept.items():
+            (out / f).write_bytes(data)
+        for name, *_ in LLMC:
+            manifest["models"][name] = old["models"][name]
+        manifest["generated_by"]["llmc_venv"] = old["generated_by"]["llmc_venv"]
+    else:
+        for name, src, preset, kv_scheme, calib in LLMC:
+            make_llmc_checkpoint(out, name, src, preset, kv_scheme, calib, args.llmc_python)
+            prompts = manifest["models"][src]["prompts"]
+            manifest["models"][name], v = llmc_entry(name, src, preset, kv_scheme, calib, out / name, prompts,
+                                                     w, base_logits[src], args.llmc_python)
+            manifest["generated_by"]["llmc_venv"] = v
+
+    manifest["shipped"] = shipped(w)
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"{total} bytes in {out}")
+
+
+# What each LLM Compressor case computes; the evidence is in the manifest's ct_facts /
+# max_abs_diffs and in tests/fixtures/models/README.md.
+_CT = ("transformers 5.24.0 + compressed-tensors 0.20.1 (the pinned stack), from_pretrained(dtype=float32), eager "
+       "attention. Weights: the first forward decompresses every quantized Linear (ModelCompressor decompress hook "
+       "-> FloatQuantizationCompressor.decompress -> quantization.lifecycle.forward.dequantize): "
+       "W = float32(codes) * weight_scale (BF16 on disk, float32 in the model), exact. Activations: each quantized "
+       "Linear's forward is wrapped (set_forward_quantized -> forward_quantize -> fake_quantize -> "
+       "_quantize_dequantize), computed in the model dtype, here float32: ")
+_DYN = ("dynamic per token (compute_dynamic_scales_and_zp, strategy token): scale = amax(|x| over the hidden "
+        "dim) / 448 (calculate_qparams; a scale of exactly 0 becomes the dtype's eps, no other floor), "
+        "x' = fp8(clamp(x / scale, +-448)) * scale; y = F.linear(x', W) in float32. ")
+_STA = ("static per tensor: x' = fp8(clamp(x / input_scale, +-448)) * input_scale, float32 division; "
+        "y = F.linear(x', W) in float32. ")
+_KV_DROPPED = ("KV cache NOT quantized: compressed-tensors 0.20.1 attaches its QuantizedKVCache only to attention "
+               "modules whose forward has a past_key_value(s) parameter (initialize.is_cached_attention_module), "
+               "and transformers 5.24 renamed it to `cache`; self_attn.k_scale / v_scale are reported UNEXPECTED "
+               "and dropped at load. So this is the checkpoint's linear layers with a float32 KV cache (fp8lm: "
+               "this checkpoint with --kv-cache-dtype overridden to a high-precision cache); it equals "
+               "fp8lm_semantics without the KV round trip, bit for bit when that emulation accumulates in float32. ")
+_LM = "lm_head (ignored by the recipe) runs in float32."
+CT_SEMANTICS = {
+    "llmc_fp8_dynamic_llama": _CT + _DYN + "No KV-cache scheme. " + _LM +
+    " fp8lm equivalent: this checkpoint as is (channel weights, dynamic per-token activations, float32 KV); "
+    "fp8lm floors the per-token scale at 1/(448*512), which only matters for tokens with amax < 1/512.",
+    "llmc_fp8_static_kv_qwen3": _CT + _STA + _KV_DROPPED + _LM,
+}
+LLMC_VENV_SEMANTICS = {
+    "llmc_fp8_dynamic_llama": "weights and activations exactly as in transformers_compressed_tensors (float32); "
+    "equals fp8lm_semantics (bit for bit when that accumulates in float32).",
+    "llmc_fp8_static_kv_qwen3": "weights and static activations as in transformers_compressed_tensors, and the KV cache "
+    "IS fake-quantized, as the checkpoint intends: transformers 5.17's attention forward still takes "
+    "`past_key_values`, so compressed-tensors registers QuantizedKVCache, whose update() (called after RoPE, before "
+    "the GQA repeat) applies forward_quantize(attn, key, 'k') with the static self_attn.k_scale (likewise V with "
+    "v_scale): t' = fp8(clamp(t / scale, +-448)) * scale in float32. Equals fp8lm_semantics (bit for bit when "
+    "that accumulates in float32).",
+}
+_EMU = ("float32 emulation of fp8lm running this checkpoint (script's Fp8Linear on the checkpoint's own codes and "
+        "scales; no transformers quantizer involved): W = codes * weight_scale (BF16 scale widened to float32); ")
+FP8LM_SEMANTICS = {
+    "llmc_fp8_dynamic_llama": _EMU + "x per token: scale = max(amax / 448, 1 / (448 * 512)) in float32, "
+    "x' = fp8(clamp(x / scale, +-448)) * scale; y = x' @ W.T in float64, then float32. lm_head float32; KV float32.",
+    "llmc_fp8_static_kv_qwen3": _EMU + "x' = fp8(clamp(x / input_scale, +-448)) * input_scale (float32 division); "
+    "y = x' @ W.T in float64, then float32; K (after RoPE, before the GQA repeat) and V: "
+    "t' = fp8(clamp(t / s, +-448)) * s in float32 with the checkpoint's per-layer k_scale / v_scale (kv_scales). "
+    "lm_head float32. This is the checkpoint's intended semantics: the LLM Compressor venv's transformers + compressed-tensors "
+    "compute exactly this (see llmc_venv_semantics and max_abs_diffs).",
+}
+
+if __name__ == "__main__":
+    main()
