@@ -12,28 +12,11 @@ cd "$(dirname "$0")/.."
 step() { printf '\n==== %s\n' "$*"; }
 jobs=$(nproc)
 
-step "Debian packages"
-packages=(cmake ninja-build g++ git python3 python3-venv libgtest-dev libgmock-dev
-          libbenchmark-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-14-dev
-          libpcre2-dev libutf8proc-dev pkg-config)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
-fi
-echo "all of: ${packages[*]}"
+bash scripts/build.sh
 
 step "Python environment for the Python-driven tests (.venv-test)"
 [[ -x .venv-test/bin/python ]] || python3 -m venv .venv-test
 .venv-test/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
-
-step "Build (build/)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j "$jobs"
 
 step "C++ tests"
 ctest --test-dir build --output-on-failure -j "$jobs"

@@ -8,6 +8,7 @@ io::LoadOverrides ModelFlags::overrides() const {
   if (!kv_cache_dtype.empty()) o.kv_cache_dtype = io::parse_kv_cache_dtype(kv_cache_dtype);
   if (!kv_cache_skip_layers.empty()) o.kv_cache_skip_layers = io::parse_layer_list(kv_cache_skip_layers);
   o.keep_bf16 = keep_bf16;
+  o.fp8_embeddings = fp8_embeddings;
   return o;
 }
 
@@ -25,6 +26,9 @@ std::shared_ptr<ModelFlags> add_model_flags(CLI::App* cmd) {
                   "Comma-separated layers whose KV cache stays BF16 (with an FP8 KV cache)");
   cmd->add_option("--keep-bf16", f->keep_bf16,
                   "With --quantization: keep this module (name, ancestor, or re:<regex>) in BF16; repeatable");
+  cmd->add_flag("--fp8-embeddings", f->fp8_embeddings,
+               "Also store the token embedding table and lm_head in FP8 E4M3 with one scale per row (weight-only; "
+               "vLLM keeps both in BF16): for models whose vocabulary is a large share of the weights");
   return f;
 }
 

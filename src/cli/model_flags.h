@@ -18,6 +18,7 @@ struct ModelFlags {
   std::string kv_cache_dtype;        // "auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"
   std::string kv_cache_skip_layers;  // "0,1,31"
   std::vector<std::string> keep_bf16;
+  bool fp8_embeddings = false;
 
   // Throws fp8lm::Error for an invalid value.
   io::LoadOverrides overrides() const;

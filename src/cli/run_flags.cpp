@@ -77,10 +77,13 @@ void print_load_summary(const engine::Runtime& rt, const RunFlags& flags) {
     if (l.scheme.quantized) {
       if (quantized++ == 0) scheme = l.scheme.describe();
     }
-  const std::string weights = quantized == 0 ? std::string(name(c.dtype))
-                                             : "FP8 " + scheme + " (" + std::to_string(quantized) + " of " +
-                                                   std::to_string(rt.spec().linears.size() + (c.tie_word_embeddings ? 1 : 0)) +
-                                                   " linear layers)";
+  const bool fp8_embeddings = rt.spec().quantization.fp8_embeddings;
+  const size_t linears = rt.spec().linears.size() + (c.tie_word_embeddings ? 1 : 0);
+  if (fp8_embeddings) ++quantized;  // lm_head (the spec never quantizes it)
+  std::string weights = quantized == 0 ? std::string(name(c.dtype))
+                                       : "FP8 " + scheme + " (" + std::to_string(quantized) + " of " +
+                                             std::to_string(linears) + " linear layers)";
+  if (fp8_embeddings) weights += ", FP8 embeddings";
   const KvCacheDType kv = rt.spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
                                                                             : rt.spec().kv_cache().dtype;
   std::fprintf(stderr, "fp8lm: %s, %d layers, weights %s, %.1f MiB; KV cache %s, %.1f MiB; %s\n",

@@ -14,6 +14,8 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->spec_ = io::read_model_spec(dir, overrides);
   const ModelConfig& c = rt->spec_.config;
+  loader::check_supported(rt->spec_);
+  const model::RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
   rt->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
 
   for (int64_t id : c.eos_token_ids) rt->eos_ids_.push_back(int32_t(id));

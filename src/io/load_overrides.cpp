@@ -106,6 +106,7 @@ void apply_overrides(CheckpointQuantization& quant, const LoadOverrides& o, std:
     for (const std::string& p : o.keep_bf16) q.keep_high_precision.emplace_back(p, PatternStyle::kKeepList, "--keep-bf16");
   }
 
+  q.fp8_embeddings = q.fp8_embeddings || o.fp8_embeddings;
   if (o.kv_cache_dtype) {
     switch (*o.kv_cache_dtype) {
       case KvCacheDType::kAuto:

@@ -5,6 +5,7 @@
 //   --kv-cache-dtype auto|bf16|fp32|fp8|fp8_e4m3|fp8_e5m2
 //   --kv-cache-dtype-skip-layers 0,1,31            layers whose KV cache stays BF16
 //   --keep-bf16 PATTERN (repeatable)               module name or re:<regex> kept unquantized
+//   --fp8-embeddings                               embedding table and lm_head in FP8 (per row)
 //
 // docs/checkpoints.md ("Loading overrides") explains each and the default.
 #pragma once
@@ -34,6 +35,7 @@ struct LoadOverrides {
   std::optional<KvCacheDType> kv_cache_dtype;
   std::vector<int> kv_cache_skip_layers;
   std::vector<std::string> keep_bf16;  // module names (or ancestors) or "re:<regex>"
+  bool fp8_embeddings = false;         // embedding table and lm_head in FP8 too
 };
 
 // Flag parsers; each throws fp8lm::Error that names the flag and the value.

@@ -92,6 +92,7 @@ std::string CheckpointQuantization::describe() const {
     s += "; kept in high precision:";
     for (const ModulePattern& p : keep_high_precision) s += " " + p.text();
   }
+  if (fp8_embeddings) s += "; embeddings and lm_head: fp8-e4m3 per row (weight-only)";
   s += "; kv cache: " + std::string(name(kv_cache.dtype));
   return s;
 }

@@ -40,6 +40,9 @@ struct CheckpointQuantization {
   // HF "fp8" scale_fmt "ue8m0": scales are powers of two, and run-time
   // activation scales must be rounded up to one (DeepSeek V3.1+).
   bool power_of_two_scales = false;
+  // --fp8-embeddings: the token embedding table and lm_head stored in FP8
+  // (per-row scales, weight-only), which no checkpoint format does.
+  bool fp8_embeddings = false;
 
   KvCacheScheme kv_cache;
 

@@ -113,6 +113,27 @@ cpu::LinearWeights load_linear(const TensorSource& src, const io::LinearLayerSpe
   return w;
 }
 
+// --fp8-embeddings: a [rows, cols] high-precision table as FP8 with one scale
+// per row and no activation quantization, so the embedding lookup and the
+// output projection both read 1-byte codes.
+cpu::LinearWeights quantize_per_row(const TensorSource& src, const std::string& name, int64_t rows, int64_t cols) {
+  LinearQuantScheme s;
+  s.quantized = true;
+  s.weights_serialized = false;
+  s.weight_scales = ScaleLayout::channel();
+  s.activation = ActivationQuant::kNone;
+  cpu::LinearWeights w;
+  if (src.info(name).dtype == DType::kBF16) {
+    const cpu::LinearWeights hp = src.matrix(name, rows, cols);
+    w = cpu::quantize_weights_online(MatrixView::bf16(static_cast<const uint16_t*>(hp.data), rows, cols), s);
+  } else {
+    const std::vector<float> f = src.floats(name);
+    w = cpu::quantize_weights_online(MatrixView::f32(f.data(), rows, cols), s);
+  }
+  io::release_pages(src.bytes(name));
+  return w;
+}
+
 std::string layer_name(const std::string& pattern, int layer) {
   std::string s = pattern;
   const size_t at = s.find("{layer}");
@@ -131,14 +152,21 @@ float kv_scale(const TensorSource& src, const std::string& name) {
 
 }  // namespace
 
-HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress) {
+void check_supported(const io::ModelSpec& spec) {
   const ModelConfig& c = spec.config;
   if (c.is_moe())
     throw Error(spec.directory.string() + ": " + c.architecture +
                 " is a mixture-of-experts model; fp8lm runs the dense Llama family (Llama, Qwen2, Qwen3, Mistral) so far");
+}
+
+HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress) {
+  check_supported(spec);
+  const ModelConfig& c = spec.config;
   const TensorSource src(spec);
   HostModelWeights w;
-  w.embedding = src.matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
+  const bool fp8_embeddings = spec.quantization.fp8_embeddings;
+  w.embedding = fp8_embeddings ? quantize_per_row(src, "model.embed_tokens.weight", c.vocab_size, c.hidden_size)
+                               : src.matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
   w.final_norm = src.floats("model.norm.weight");
 
   std::map<std::string, const io::LinearLayerSpec*> by_name;
@@ -168,7 +196,9 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
     w.layers.push_back(std::move(l));
     if (progress) progress(i + 1, c.num_hidden_layers);
   }
-  w.lm_head = c.tie_word_embeddings ? w.embedding : linear("lm_head");
+  if (c.tie_word_embeddings) w.lm_head = w.embedding;
+  else if (fp8_embeddings) w.lm_head = quantize_per_row(src, "lm_head.weight", c.vocab_size, c.hidden_size);
+  else w.lm_head = linear("lm_head");
 
   const KvCacheScheme& kv = spec.kv_cache();
   if (!kv.k_scale_name.empty() && !kv.v_scale_name.empty()) {

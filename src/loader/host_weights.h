@@ -39,6 +39,10 @@ using LoadProgress = std::function<void(int layer, int layers)>;
 // per-head KV scales.
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress = {});
 
+// The cheap part of those checks (the architecture), for callers that want to
+// refuse a model before loading anything else.
+void check_supported(const io::ModelSpec& spec);
+
 // Bytes the weights occupy in memory as loaded (FP8 codes at 1 byte, scales,
 // high-precision tensors at their stored width), for statistics.
 uint64_t resident_weight_bytes(const HostModelWeights& w);

@@ -67,8 +67,9 @@ std::unique_ptr<backend::Weight> CpuOps::upload_vector(std::vector<float> values
 }
 
 std::unique_ptr<backend::Weight> CpuOps::upload_embedding(const LinearWeights& table) {
-  if (table.is_fp8()) throw Error("cpu ops: an embedding table must be high precision");
   validate(table);
+  if (table.is_fp8() && table.scale_layout.granularity != Granularity::kChannel)
+    throw Error("cpu ops: an FP8 embedding table needs one scale per row");
   return std::make_unique<LinearWeight>(table);
 }
 
@@ -89,12 +90,17 @@ void CpuOps::embedding(const backend::Weight& table, std::span<const int32_t> id
   const LinearWeights& t = as<LinearWeight>(table, "embedding table").w;
   require_shape(out, int64_t(ids.size()), t.k, "embedding");
   const LinearKernels& kern = select_linear_kernels(kernels_);
-  const int64_t width = t.storage == WeightStorage::kF32 ? 4 : 2;
+  const int64_t width = t.storage == WeightStorage::kF32 ? 4 : t.is_fp8() ? 1 : 2;
   for (size_t r = 0; r < ids.size(); ++r) {
     if (ids[r] < 0 || ids[r] >= t.n)
       throw Error("token id " + std::to_string(ids[r]) + " is outside the vocabulary [0, " + std::to_string(t.n) + ")");
-    const auto* row = static_cast<const std::byte*>(t.data) + int64_t(ids[r]) * t.k * width;
-    kern.to_float(row, t.storage, t.k, f32(out) + int64_t(r) * t.k);
+    float* dst = f32(out) + int64_t(r) * t.k;
+    if (t.is_fp8()) {
+      const auto* codes = static_cast<const uint8_t*>(t.data) + int64_t(ids[r]) * t.k;
+      kern.fp8_to_float(codes, t.k, t.format, t.scales[size_t(ids[r])], dst);
+    } else {
+      kern.to_float(static_cast<const std::byte*>(t.data) + int64_t(ids[r]) * t.k * width, t.storage, t.k, dst);
+    }
   }
 }
 

@@ -1,0 +1,258 @@
+"""`fp8lm generate` and `fp8lm chat` on the shipped model as a user runs them.
+Greedy tokens are checked against Hugging Face transformers' float32 reference
+(tests/fixtures/models/manifest.json, "shipped"); other outputs are checked for
+their properties (determinism, stop strings, lengths), not for their text."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
+CHECKPOINTS = REPO / "tests" / "fixtures" / "checkpoints"
+SHIPPED = json.loads((REPO / "tests" / "fixtures" / "models" / "manifest.json").read_text())["shipped"]
+PROMPTS = SHIPPED["prompts"]
+CONTEXT = json.loads((MODEL / "config.json").read_text())["max_position_embeddings"]
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# Where the reference's top-1 and top-2 logits are closer than this, another
+# correct implementation may pick the other token (fixtures README: smallest 0.0043).
+TIE_MARGIN = 0.01
+
+
+def generate(run, *args, input=""):
+    return run("generate", str(MODEL), "--threads", "2", *args, input=input)
+
+
+def generate_json(run, *args, input=""):
+    r = generate(run, "--json", *args, input=input)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def greedy_args(prompt, tokens):
+    return ("--prompt", prompt, "--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", str(tokens))
+
+
+def assert_clean_error(r):
+    assert r.returncode != 0, r.stdout
+    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
+        assert bad not in r.stderr
+    assert "fp8lm: error:" in r.stderr
+    return r.stderr
+
+
+def chat(run, *args, input):
+    return run("chat", str(MODEL), "--threads", "2", *args, input=input)
+
+
+# ---- generate: the Hugging Face reference -------------------------------------------------
+
+
+@pytest.mark.parametrize("index", range(len(PROMPTS)), ids=lambda i: f"p{i}-{PROMPTS[i]['kind']}")
+def test_greedy_matches_transformers(run, index):
+    p = PROMPTS[index]
+    n = SHIPPED["new_tokens"]
+    got = generate_json(run, *greedy_args(p["text"], n))
+    assert got["prompt_ids"] == p["ids"]
+    assert got["prompt_tokens"] == len(p["ids"])
+    assert got["finish_reason"] == "length"
+    assert got["completion_tokens"] == n == len(got["token_ids"])
+    for step, (ours, ref) in enumerate(zip(got["token_ids"], p["greedy"])):
+        if ours != ref:
+            # only a near-tie may go the other way; after it the continuations differ
+            assert p["margins"][step] < TIE_MARGIN, (step, got["token_ids"], p["greedy"])
+            break
+
+
+@pytest.mark.parametrize("index", [0, 2])
+def test_streamed_output_is_the_text_and_stats_go_to_stderr(run, index):
+    args = greedy_args(PROMPTS[index]["text"], 24)
+    got = generate_json(run, *args)
+    r = generate(run, *args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == got["text"] + "\n"
+    assert "tok/s" in r.stderr and "finish: length" in r.stderr
+    assert "tok/s" not in r.stdout and "fp8lm:" not in r.stdout
+
+
+def test_prompt_from_stdin(run):
+    p = PROMPTS[0]
+    got = generate_json(run, "--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", "8", input=p["text"])
+    assert got["prompt_ids"] == p["ids"]
+    assert got["token_ids"] == p["greedy"][:8]
+
+
+# ---- generate: FP8 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["fp8", "fp8:tensor", "fp8:block", "fp8:weight-only"])
+def test_online_fp8_quantization_generates(run, scheme):
+    r = generate(run, "--json", "--quantization", scheme, "--prompt", PROMPTS[1]["text"], "--ignore-eos",
+                 "--max-tokens", "8")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["completion_tokens"] == 8 and got["finish_reason"] == "length"
+    assert got["text"].strip()
+    assert "weights FP8" in r.stderr
+
+
+def test_fp8_kv_cache_generates_and_notes_unit_scales(run):
+    r = generate(run, "--json", "--kv-cache-dtype", "fp8", "--prompt", PROMPTS[1]["text"], "--ignore-eos",
+                 "--max-tokens", "8")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["completion_tokens"] == 8 and got["text"].strip()
+    notes = [line for line in r.stderr.splitlines() if "note:" in line]
+    assert any("1.0" in line and "scale" in line for line in notes), r.stderr
+
+
+# ---- generate: sampling -------------------------------------------------------------------
+
+
+def test_same_seed_same_text(run):
+    args = ("--prompt", PROMPTS[0]["text"], "--temperature", "0.8", "--seed", "1234", "--max-tokens", "24")
+    first, second = generate_json(run, *args), generate_json(run, *args)
+    assert first["token_ids"] == second["token_ids"]
+    assert first["text"] == second["text"]
+
+
+def test_stop_string_ends_the_output_before_it(run):
+    args = greedy_args(PROMPTS[0]["text"], 64)
+    full = generate_json(run, *args)["text"]
+    middle = len(full) // 2
+    stop = full[middle:middle + 5]
+    assert stop.strip()
+    before = full[: full.find(stop)]
+    got = generate_json(run, *args, "--stop", stop)
+    assert got["finish_reason"] == "stop"
+    assert got["text"] == before
+    assert stop not in got["text"]
+    r = generate(run, *args, "--stop", stop)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == before + "\n"
+    assert "finish: stop" in r.stderr
+
+
+def test_max_tokens_limits_the_length(run):
+    got = generate_json(run, "--prompt", PROMPTS[3]["text"], "--ignore-eos", "--max-tokens", "5")
+    assert got["completion_tokens"] == 5 == len(got["token_ids"])
+    assert got["finish_reason"] == "length"
+
+
+# ---- generate: errors ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags, named", [
+    (("--temperature", "-1"), "temperature"),
+    (("--top-p", "0"), "top_p"),
+    (("--max-tokens", "0"), "max_tokens"),
+    (("--max-tokens", "-4"), "max_tokens"),
+    (("--quantization", "fp9"), "fp9"),
+    (("--kv-cache-dtype", "int4"), "int4"),
+    (("--threads", "-1"), "--threads"),
+], ids=lambda v: " ".join(v) if isinstance(v, tuple) else None)
+def test_bad_flags_are_named(run, flags, named):
+    err = assert_clean_error(run("generate", str(MODEL), "--prompt", "Hello", *flags))
+    assert named.replace("_", "-") in err.replace("_", "-")
+
+
+def test_prompt_longer_than_the_context(run):
+    r = generate(run, "--prompt", "the sea and the old man " * CONTEXT, "--max-tokens", "4")
+    err = assert_clean_error(r)
+    assert "context" in err and str(CONTEXT) in err
+    assert r.stdout == ""
+
+
+def test_empty_prompt(run):
+    err = assert_clean_error(generate(run, input=""))
+    assert "empty" in err
+
+
+def test_missing_model_directory(run, tmp_path):
+    r = run("generate", str(tmp_path / "missing"), "--prompt", "Hello")
+    err = assert_clean_error(r)
+    assert "missing" in err
+
+
+def model_with_shipped_tokenizer(tmp_path, checkpoint: Path) -> Path:
+    """A checkpoint folder plus the shipped model's tokenizer (the tiny ones have none)."""
+    out = tmp_path / checkpoint.name
+    out.mkdir()
+    for f in checkpoint.iterdir():
+        (out / f.name).symlink_to(f)
+    for name in TOKENIZER_FILES:
+        if not (out / name).exists():
+            (out / name).symlink_to(MODEL / name)
+    return out
+
+
+def test_unsupported_architecture_lists_the_supported_ones(run, tmp_path):
+    model = model_with_shipped_tokenizer(tmp_path, MODEL)
+    cfg = json.loads((MODEL / "config.json").read_text())
+    cfg["architectures"] = ["GPT2LMHeadModel"]
+    cfg["model_type"] = "gpt2"
+    (model / "config.json").unlink()
+    (model / "config.json").write_text(json.dumps(cfg))
+    err = assert_clean_error(run("generate", str(model), "--prompt", "Hello"))
+    assert "GPT2LMHeadModel" in err
+    assert "LlamaForCausalLM" in err and "Qwen3ForCausalLM" in err
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe_bf16", "mixtral_bf16"])
+def test_mixture_of_experts_is_refused(run, tmp_path, name):
+    model = model_with_shipped_tokenizer(tmp_path, CHECKPOINTS / name)
+    err = assert_clean_error(run("generate", str(model), "--prompt", "Hello"))
+    assert "mixture-of-experts" in err
+
+
+def test_checkpoint_without_tokenizer_is_named(run):
+    err = assert_clean_error(run("generate", str(CHECKPOINTS / "llama_bf16"), "--prompt", "Hello"))
+    assert "tokenizer" in err
+
+
+# ---- chat ---------------------------------------------------------------------------------
+
+
+def test_chat_replies_and_exits(run):
+    r = chat(run, "--max-tokens", "8", input="Hello\n/exit\nnever read\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+    assert "tok/s" not in r.stdout and "fp8lm:" not in r.stdout
+
+
+def test_chat_renders_the_template_like_transformers(run):
+    p = next(p for p in PROMPTS if p["kind"] == "chat")
+    args = ("--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", "24")
+    expected = generate_json(run, "--prompt", p["text"], *args)["text"]
+    r = chat(run, *args, input=p["messages"][0]["content"] + "\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected + "\n"
+
+
+def test_chat_reset_starts_over(run):
+    args = ("--max-tokens", "12", "--ignore-eos")
+    once = chat(run, *args, input="Hello\n")
+    assert once.returncode == 0, once.stderr
+    assert once.stdout.strip()
+    twice = chat(run, *args, input="Hello\n/reset\nHello\n")
+    assert twice.returncode == 0, twice.stderr
+    assert twice.stdout == once.stdout * 2
+
+
+def test_chat_with_a_system_message(run):
+    r = chat(run, "--system", "You are a sailor who answers briefly.", "--max-tokens", "8", input="Hello\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+
+
+def test_chat_goes_on_after_a_turn_longer_than_the_context(run):
+    r = chat(run, "--max-tokens", "6", "--ignore-eos", input="word " * CONTEXT + "\nHello\n")
+    assert r.returncode == 0, r.stderr
+    assert "context" in r.stderr and "/reset" in r.stderr
+    assert r.stdout.strip() and r.stdout.count("\n") >= 1
+
+
+def test_chat_bad_flag_is_named(run):
+    err = assert_clean_error(chat(run, "--temperature", "-1", input="Hello\n"))
+    assert "temperature" in err
