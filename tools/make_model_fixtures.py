@@ -55,7 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixture_arrays import ArrayWriter  # noqa: E402
 # The online-quantization formulas the CPU linear layer is already tested against: reusing
 # them (rather than a copy) keeps the model fixtures and the linear fixtures in lockstep.
-from make_linear_fixtures import FMAX, quantize_activation, quantize_weight  # noqa: E402
+from make_linear_fixtures import FMAX, quantize_activation  # noqa: E402
+from make_numerics_fixtures import ct_case  # noqa: E402
 
 SEED = 0
 E5M2_MAX = 57344.0
@@ -306,9 +307,23 @@ def replace_linears(model, make, include_lm_head=False):
     return model
 
 
+def ct_weight(w: torch.Tensor, layout: str) -> torch.Tensor:
+    """The weight quantized as fp8lm's --quantization fp8 does it, which is what LLM Compressor
+    writes (so that online quantization and `fp8lm quantize` give the same bytes): compressed-
+    tensors' own calculate_qparams / quantize on the BF16 weight, i.e. scale = bf16(amax / 448),
+    codes = fp8(clamp(bf16(W / scale))). Returns the dequantized weight, float64."""
+    strategy = {"tensor": "tensor", "channel": "channel", "block128": "block"}[layout]
+    codes, scale = ct_case(w.to(torch.bfloat16), strategy)
+    n, k = w.shape
+    full = {"tensor": lambda: scale.float().reshape(1, 1).expand(n, k),
+            "channel": lambda: scale.float().reshape(n, 1).expand(n, k),
+            "block": lambda: scale.float().repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]}[strategy]()
+    return codes.double() * full.double()
+
+
 def online_fp8(model, layout: str, act: str):
     def make(name, lin):
-        _, _, w_deq = quantize_weight(lin.weight.detach().float(), layout)
+        w_deq = ct_weight(lin.weight.detach(), layout)
         bias = None if lin.bias is None else lin.bias.detach().float().clone()
         return Fp8Linear(w_deq, bias, act)
     return replace_linears(copy.deepcopy(model), make)

@@ -69,6 +69,25 @@ class TensorSource {
   std::shared_ptr<const void> owner_;  // keeps the mappings alive
 };
 
+// A stored high-precision weight quantized with quantize_weight (F16 is widened
+// to float32 first), as LinearWeights that own their codes.
+cpu::LinearWeights online_fp8(const TensorSource& src, const std::string& name, int64_t n, int64_t k,
+                              const LinearQuantScheme& s) {
+  QuantizedMatrix q;
+  if (src.info(name).dtype == DType::kBF16) {
+    const cpu::LinearWeights hp = src.matrix(name, n, k);
+    q = quantize_weight(MatrixView::bf16(static_cast<const uint16_t*>(hp.data), n, k), s);
+  } else {
+    const std::vector<float> f = src.floats(name);
+    q = quantize_weight(MatrixView::f32(f.data(), n, k), s);
+  }
+  io::release_pages(src.bytes(name));
+  auto codes = std::make_shared<std::vector<uint8_t>>(std::move(q.codes));
+  cpu::LinearWeights w = cpu::fp8_weights(codes->data(), n, k, s, std::move(q.scales));
+  w.owner = codes;
+  return w;
+}
+
 void check_scales(const std::vector<float>& scales, const std::string& name) {
   for (float s : scales)
     if (!std::isfinite(s) || s <= 0.0f)
@@ -94,17 +113,9 @@ cpu::LinearWeights load_linear(const TensorSource& src, const io::LinearLayerSpe
     w = cpu::fp8_weights(codes, n, k, s, std::move(scales), input_scale);
     w.owner = src.owner();
   } else {
-    // Online quantization: from the stored element type, then the BF16 pages
-    // are dropped from resident memory so only the FP8 copy stays.
-    const TensorInfo& t = src.info(l.weight_name);
-    if (t.dtype == DType::kBF16) {
-      const cpu::LinearWeights hp = src.matrix(l.weight_name, n, k);
-      w = cpu::quantize_weights_online(MatrixView::bf16(static_cast<const uint16_t*>(hp.data), n, k), s);
-    } else {
-      const std::vector<float> f = src.floats(l.weight_name);
-      w = cpu::quantize_weights_online(MatrixView::f32(f.data(), n, k), s);
-    }
-    io::release_pages(src.bytes(l.weight_name));
+    // Online quantization, then the high-precision pages are dropped from
+    // resident memory so only the FP8 copy stays.
+    w = online_fp8(src, l.weight_name, n, k, s);
   }
   if (l.module.has_bias) {
     w.bias = src.floats(l.module.name + ".bias");
@@ -122,16 +133,7 @@ cpu::LinearWeights quantize_per_row(const TensorSource& src, const std::string& 
   s.weights_serialized = false;
   s.weight_scales = ScaleLayout::channel();
   s.activation = ActivationQuant::kNone;
-  cpu::LinearWeights w;
-  if (src.info(name).dtype == DType::kBF16) {
-    const cpu::LinearWeights hp = src.matrix(name, rows, cols);
-    w = cpu::quantize_weights_online(MatrixView::bf16(static_cast<const uint16_t*>(hp.data), rows, cols), s);
-  } else {
-    const std::vector<float> f = src.floats(name);
-    w = cpu::quantize_weights_online(MatrixView::f32(f.data(), rows, cols), s);
-  }
-  io::release_pages(src.bytes(name));
-  return w;
+  return online_fp8(src, name, rows, cols, s);
 }
 
 std::string layer_name(const std::string& pattern, int layer) {
@@ -208,6 +210,12 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
     }
   }
   return w;
+}
+
+QuantizedMatrix quantize_weight(const MatrixView& weight, const LinearQuantScheme& scheme) {
+  if (!scheme.quantized) throw Error("quantize_weight: the scheme is not quantized");
+  const QuantSpec spec{scheme.weight_format, scheme.weight_scales, ScaleRule::compressed_tensors(weight.dtype)};
+  return quantize_dynamic(weight, spec);
 }
 
 uint64_t resident_weight_bytes(const HostModelWeights& w) {

@@ -43,6 +43,13 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
 // refuse a model before loading anything else.
 void check_supported(const io::ModelSpec& spec);
 
+// The one weight quantizer of fp8lm: `--quantization fp8` at load and
+// `fp8lm quantize` both call it, so the same model and scheme give the same
+// bytes. It does what LLM Compressor writes (compressed-tensors' arithmetic in
+// the weight's own dtype: scale = dtype(amax / 448), code = fp8(dtype(w / scale)),
+// docs/numerics.md), in the scheme's weight layout.
+QuantizedMatrix quantize_weight(const MatrixView& weight, const LinearQuantScheme& scheme);
+
 // Bytes the weights occupy in memory as loaded (FP8 codes at 1 byte, scales,
 // high-precision tensors at their stored width), for statistics.
 uint64_t resident_weight_bytes(const HostModelWeights& w);

@@ -88,6 +88,7 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
     Layer& l = layers_[size_t(i)];
     // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of norm(h).
     ops_.rms_norm(h, *l.input_norm, eps, x);
+    observe(i, LinearInput::kQkv, x);
     ops_.linear(x, *l.q, q);
     ops_.linear(x, *l.k, k);
     ops_.linear(x, *l.v, v);
@@ -99,14 +100,24 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
     ops_.rope(k, hd, positions, rope_);
     const backend::AttentionParams params{c.num_attention_heads, c.num_key_value_heads, hd,
                                           1.0f / std::sqrt(float(hd)), l.sliding_window};
+    if (observer_ != nullptr) {
+      observed_.resize(size_t(k.rows * k.cols));
+      observed_v_.resize(size_t(v.rows * v.cols));
+      ops_.to_host(k, observed_);
+      ops_.to_host(v, observed_v_);
+      observer_->key_value(i, observed_, observed_v_, k.rows, k.cols);
+    }
     ops_.attention(q, k, v, attn, seqs, params, cache, i);
+    observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);
     ops_.add(h, proj);
     // MLP block: h += down(silu(gate(x)) · up(x)) of norm(h).
     ops_.rms_norm(h, *l.post_attention_norm, eps, x);
+    observe(i, LinearInput::kGateUp, x);
     ops_.linear(x, *l.gate, gate);
     ops_.linear(x, *l.up, up);
     ops_.silu_mul(gate, up, act);
+    observe(i, LinearInput::kDown, act);
     ops_.linear(act, *l.down, proj);
     ops_.add(h, proj);
   }
@@ -118,6 +129,23 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
   ops_.linear(normed, *lm_head_, out);
   logits.resize(size_t(out.rows * out.cols));
   ops_.to_host(out, logits);
+}
+
+void LlamaModel::observe(int layer, LinearInput input, backend::Tensor x) {
+  if (observer_ == nullptr) return;
+  observed_.resize(size_t(x.rows * x.cols));
+  ops_.to_host(x, observed_);
+  observer_->linear_input(layer, input, observed_, x.rows, x.cols);
+}
+
+std::vector<std::string> modules_reading(LinearInput input) {
+  switch (input) {
+    case LinearInput::kQkv: return {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+    case LinearInput::kO: return {"self_attn.o_proj"};
+    case LinearInput::kGateUp: return {"mlp.gate_proj", "mlp.up_proj"};
+    case LinearInput::kDown: return {"mlp.down_proj"};
+  }
+  return {};
 }
 
 std::vector<backend::KvLayerFormat> kv_layer_formats(const ModelConfig& c, const KvCacheScheme& s,

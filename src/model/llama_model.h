@@ -31,6 +31,25 @@ struct SequenceInput {
   bool all_logits = false;               // logits for every new token (scoring) or the last only
 };
 
+// Which activation of a decoder layer an observer sees: the input shared by
+// q/k/v_proj, the input of o_proj, the input shared by gate/up_proj, the input
+// of down_proj.
+enum class LinearInput : uint8_t { kQkv, kO, kGateUp, kDown };
+
+// The projections that read each LinearInput ("self_attn.q_proj", ...).
+std::vector<std::string> modules_reading(LinearInput input);
+
+// Sees activations during a forward pass, for calibration (fp8lm quantize, KV
+// scales at load). Values are float32 copies in host memory, row-major.
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  virtual void linear_input(int layer, LinearInput input, std::span<const float> x, int64_t rows, int64_t cols) = 0;
+  // K after q/k norm and RoPE (what the cache stores) and V, [rows, kv_heads × head_dim] each.
+  virtual void key_value(int layer, std::span<const float> k, std::span<const float> v, int64_t rows,
+                         int64_t width) = 0;
+};
+
 class LlamaModel {
  public:
   // Uploads the weights to `ops`' backend; `ops` must outlive the model.
@@ -47,6 +66,9 @@ class LlamaModel {
   // token ids outside the vocabulary.
   void forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits);
 
+  // Observes every following forward pass (nullptr: none, the default).
+  void set_observer(ForwardObserver* observer) { observer_ = observer; }
+
  private:
   struct Layer {
     std::unique_ptr<backend::Weight> input_norm, post_attention_norm, q_norm, k_norm;
@@ -59,6 +81,10 @@ class LlamaModel {
   RopeTable rope_;
   std::unique_ptr<backend::Weight> embedding_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
+  ForwardObserver* observer_ = nullptr;
+  std::vector<float> observed_, observed_v_;  // host copies for the observer
+
+  void observe(int layer, LinearInput input, backend::Tensor x);
 };
 
 // Each layer's KV-cache element type and scales: the scheme's dtype (kAuto =
