@@ -24,6 +24,7 @@ engine::RuntimeOptions RunFlags::options() const {
   o.threads = threads == 0 ? usable_cores() : threads;
   if (kv_cache_tokens < 0) throw Error("--kv-cache-tokens: " + std::to_string(kv_cache_tokens) + " is negative");
   o.kv_cache_tokens = kv_cache_tokens;
+  o.calibrate_kv_scales = !no_kv_calibration;
   if (kernels == "auto") o.kernels = KernelChoice::kAuto;
   else if (kernels == "scalar") o.kernels = KernelChoice::kScalar;
   else if (kernels == "avx2") o.kernels = KernelChoice::kAvx2;
@@ -37,6 +38,9 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
   cmd->add_option("--threads", f->threads, "CPU threads (0 = all usable cores)");
   cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens, "KV cache capacity in tokens (0 = one full context)");
   cmd->add_option("--cpu-kernels", f->kernels, "CPU vector loops: auto, scalar, avx2, avx512");
+  cmd->add_flag("--no-kv-calibration", f->no_kv_calibration,
+                "With an FP8 KV cache and no k/v scales in the checkpoint: use 1.0 instead of calibrating them at "
+                "load on the built-in text");
   return f;
 }
 

@@ -17,6 +17,7 @@ struct RunFlags {
   int threads = 0;              // 0 = every core this process may use
   int64_t kv_cache_tokens = 0;  // 0 = one full context
   std::string kernels = "auto";
+  bool no_kv_calibration = false;
 
   // Throws fp8lm::Error for a value out of range.
   engine::RuntimeOptions options() const;

@@ -27,6 +27,9 @@ struct RuntimeOptions {
   int64_t kv_cache_tokens = 0;
   // Explicit KV scales (per layer), overriding the checkpoint's; empty = none.
   std::vector<float> k_scales, v_scales;
+  // An FP8 E4M3 KV cache without scales (none in the checkpoint, none given):
+  // calibrate them at load on fp8lm's built-in text (true), or use 1.0 (false).
+  bool calibrate_kv_scales = true;
 };
 
 class Runtime {
@@ -50,6 +53,8 @@ class Runtime {
   // The ids that end generation: config.json's eos_token_id(s), else the tokenizer's EOS.
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   const std::vector<std::string>& notes() const { return notes_; }
+  // The KV cache's per-layer formats and scales in use (for logs and inspect).
+  std::vector<backend::KvLayerFormat> kv_formats() const;
 
  private:
   Runtime() = default;

@@ -164,9 +164,11 @@ std::vector<backend::KvLayerFormat> kv_layer_formats(const ModelConfig& c, const
   const bool have_scales = fp8 && int(k_scales.size()) == c.num_hidden_layers &&
                            int(v_scales.size()) == c.num_hidden_layers;
   if (fp8 && !have_scales && notes)
-    notes->push_back(std::string("KV cache ") + std::string(name(s.dtype)) +
-                     " with scale 1.0 for every layer: the checkpoint has no k/v scales (calibrated scales, "
-                     "e.g. from `fp8lm quantize --kv-cache-dtype fp8`, are more accurate)");
+    notes->push_back(std::string("KV cache ") + std::string(name(s.dtype)) + " with scale 1.0 for every layer" +
+                     (s.dtype == KvCacheDType::kFP8E5M2
+                          ? std::string(" (E5M2's range needs no scaling)")
+                          : std::string(": no k/v scales in the checkpoint and calibration at load is off "
+                                        "(--no-kv-calibration); calibrated scales are more accurate")));
   std::vector<backend::KvLayerFormat> out(size_t(c.num_hidden_layers), base);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     backend::KvLayerFormat& f = out[size_t(i)];

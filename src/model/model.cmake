@@ -13,4 +13,4 @@ target_link_libraries(fp8lm_model PUBLIC fp8lm_cpu fp8lm_io)
 add_library(fp8lm_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/../engine/runtime.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../engine/generate.cpp)
-target_link_libraries(fp8lm_runtime PUBLIC fp8lm_model fp8lm_engine fp8lm_tokenizer)
+target_link_libraries(fp8lm_runtime PUBLIC fp8lm_model fp8lm_engine fp8lm_tokenizer fp8lm_quantize)

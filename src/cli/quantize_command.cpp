@@ -1,0 +1,126 @@
+// `fp8lm quantize --model IN --out OUT --scheme FP8_DYNAMIC|FP8|FP8_BLOCK`:
+// post-training quantization of a BF16 checkpoint into the compressed-tensors
+// format that vLLM, SGLang, transformers and fp8lm all load. FP8 (static
+// activation scales) and --kv-cache-dtype fp8 calibrate on --calib FILE first,
+// running the BF16 model on the CPU. Progress goes to stderr.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "backend/cpu/cpu_ops.h"
+#include "cli/commands.h"
+#include "cli/run_flags.h"
+#include "common/error.h"
+#include "io/load_overrides.h"
+#include "loader/host_weights.h"
+#include "quantize/compressed_tensors_writer.h"
+
+namespace fp8lm::cli {
+namespace {
+
+struct QuantizeFlags {
+  std::string model, out, scheme = "FP8_DYNAMIC", kv_cache_dtype, calib;
+  int64_t calib_samples = 128;
+  int64_t calib_seq_len = 512;
+  std::vector<std::string> ignore;
+};
+
+// A one-line progress bar on stderr (redrawn in place on a terminal).
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string what) : what_(std::move(what)), tty_(isatty(STDERR_FILENO) != 0) {}
+  void update(size_t done, size_t total) {
+    if (!tty_ && done != total && done % std::max<size_t>(1, total / 10) != 0) return;
+    constexpr int kWidth = 30;
+    const int filled = total == 0 ? kWidth : int(double(done) / double(total) * kWidth);
+    std::fprintf(stderr, "%s%s [%s%s] %zu/%zu%s", tty_ ? "\r" : "", what_.c_str(), std::string(size_t(filled), '#').c_str(),
+                 std::string(size_t(kWidth - filled), ' ').c_str(), done, total, tty_ && done != total ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string what_;
+  bool tty_;
+};
+
+std::string read_calibration_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("--calib: cannot read '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error("--calib: '" + path + "' is empty: calibration needs text");
+  return text;
+}
+
+void run(const QuantizeFlags& f, const RunFlags& rf) {
+  quantize::QuantizeOptions o;
+  o.preset = quantize::parse_preset(f.scheme);
+  o.ignore = f.ignore;
+  if (!f.kv_cache_dtype.empty()) {
+    const KvCacheDType kv = io::parse_kv_cache_dtype(f.kv_cache_dtype);
+    if (kv != KvCacheDType::kFP8E4M3 && kv != KvCacheDType::kAuto && kv != KvCacheDType::kBF16)
+      throw Error("--kv-cache-dtype: quantize writes E4M3 KV-cache scales (fp8); '" + f.kv_cache_dtype +
+                  "' has no checkpoint form");
+    o.kv_cache_fp8 = kv == KvCacheDType::kFP8E4M3;
+  }
+  if (f.calib_samples <= 0) throw Error("--calib-samples: must be positive, got " + std::to_string(f.calib_samples));
+  if (f.calib_seq_len < 2) throw Error("--calib-seq-len: must be at least 2, got " + std::to_string(f.calib_seq_len));
+  const bool calibrate = quantize::needs_calibration(o.preset) || o.kv_cache_fp8;
+  if (calibrate && f.calib.empty())
+    throw Error(std::string(o.kv_cache_fp8 ? "--kv-cache-dtype fp8" : "--scheme FP8") +
+                " calibrates static scales: give a text file with --calib FILE");
+  if (std::filesystem::exists(f.out))
+    throw Error("--out: '" + f.out + "' already exists (fp8lm quantize never overwrites)");
+  const std::string calib_text = calibrate ? read_calibration_file(f.calib) : std::string();
+
+  const io::ModelSpec spec = io::read_model_spec(f.model);
+  std::optional<quantize::CalibrationStats> stats;
+  if (calibrate) {
+    const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(f.model);
+    const int64_t len = std::min<int64_t>(f.calib_seq_len, spec.config.max_position_embeddings);
+    const auto samples = quantize::calibration_samples(tok, calib_text, f.calib_samples, len);
+    cpu::CpuOps ops(rf.options().threads);
+    const loader::HostModelWeights w = loader::load_host_weights(spec);
+    model::LlamaModel m(spec.config, w, ops);
+    ProgressBar bar("calibrating");
+    stats = quantize::calibrate(m, ops, samples, [&](size_t done, size_t total) { bar.update(done, total); });
+    std::fprintf(stderr, "fp8lm: calibrated on %lld samples, %lld tokens of %s\n",
+                 static_cast<long long>(stats->samples), static_cast<long long>(stats->tokens), f.calib.c_str());
+  }
+  ProgressBar bar("writing");
+  const quantize::QuantizeSummary s = quantize::write_compressed_tensors(
+      spec, f.out, o, stats ? &*stats : nullptr,
+      [&](const std::string&, size_t done, size_t total) { bar.update(done, total); });
+  std::string kept;
+  for (const std::string& k : s.kept) kept += (kept.empty() ? "" : ", ") + k;
+  std::printf("wrote %s: %s, %zu linear layers in FP8 E4M3, kept in %s: %s%s; %.1f MiB of tensors\n", f.out.c_str(),
+              std::string(quantize::name(o.preset)).c_str(), s.quantized.size(), std::string(name(spec.config.dtype)).c_str(),
+              kept.empty() ? "none" : kept.c_str(), o.kv_cache_fp8 ? "; FP8 KV-cache scales" : "",
+              double(s.tensor_bytes) / (1 << 20));
+}
+
+}  // namespace
+
+void add_quantize_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "Quantize a BF16 checkpoint to FP8 in the compressed-tensors format (LLM Compressor's presets)");
+  auto f = std::make_shared<QuantizeFlags>();
+  cmd->add_option("model,--model", f->model, "Input model directory (BF16 or float32)")->required();
+  cmd->add_option("--out", f->out, "Output directory (must not exist)")->required();
+  cmd->add_option("--scheme", f->scheme,
+                  "FP8_DYNAMIC (per-channel weights, dynamic per-token activations; default), FP8 (per-tensor "
+                  "weights, static activation scales: needs --calib), FP8_BLOCK (128x128 weight blocks, dynamic 1x128 "
+                  "activation groups)");
+  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype, "fp8: also write calibrated KV-cache scales (needs --calib)");
+  cmd->add_option("--calib", f->calib, "Calibration text file (UTF-8)");
+  cmd->add_option("--calib-samples", f->calib_samples, "Calibration sequences (default 128)");
+  cmd->add_option("--calib-seq-len", f->calib_seq_len, "Tokens per calibration sequence (default 512)");
+  cmd->add_option("--ignore", f->ignore, "Linear module kept in BF16: exact name or re:<regex> (repeatable); lm_head always");
+  auto rf = add_run_flags(cmd);
+  cmd->callback([f, rf] { run(*f, *rf); });
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,114 @@
+#include "quantize/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace fp8lm::quantize {
+namespace {
+
+float amax_of(std::span<const float> x) {
+  float m = 0.0f;
+  for (float v : x) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+class RangeObserver final : public model::ForwardObserver {
+ public:
+  RangeObserver(CalibrationStats& stats, int layers, int kv_heads, int64_t head_dim)
+      : stats_(stats), kv_heads_(kv_heads), head_dim_(head_dim) {
+    stats_.k_amax.assign(size_t(layers), 0.0f);
+    stats_.v_amax.assign(size_t(layers), 0.0f);
+    stats_.k_head_amax.assign(size_t(layers), std::vector<float>(size_t(kv_heads), 0.0f));
+    stats_.v_head_amax.assign(size_t(layers), std::vector<float>(size_t(kv_heads), 0.0f));
+  }
+
+  void linear_input(int layer, model::LinearInput input, std::span<const float> x, int64_t, int64_t) override {
+    const float a = amax_of(x);
+    for (const std::string& m : model::modules_reading(input)) {
+      float& slot = stats_.input_amax["model.layers." + std::to_string(layer) + "." + m];
+      slot = std::max(slot, a);
+    }
+  }
+
+  void key_value(int layer, std::span<const float> k, std::span<const float> v, int64_t rows, int64_t width) override {
+    const auto l = size_t(layer);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int h = 0; h < kv_heads_; ++h) {
+        const size_t at = size_t(r * width + h * head_dim_);
+        float& kh = stats_.k_head_amax[l][size_t(h)];
+        float& vh = stats_.v_head_amax[l][size_t(h)];
+        kh = std::max(kh, amax_of(k.subspan(at, size_t(head_dim_))));
+        vh = std::max(vh, amax_of(v.subspan(at, size_t(head_dim_))));
+      }
+    stats_.k_amax[l] = *std::max_element(stats_.k_head_amax[l].begin(), stats_.k_head_amax[l].end());
+    stats_.v_amax[l] = *std::max_element(stats_.v_head_amax[l].begin(), stats_.v_head_amax[l].end());
+  }
+
+ private:
+  CalibrationStats& stats_;
+  int kv_heads_;
+  int64_t head_dim_;
+};
+
+// Detaches the observer however calibration ends.
+struct ObserverGuard {
+  model::LlamaModel& model;
+  ~ObserverGuard() { model.set_observer(nullptr); }
+};
+
+}  // namespace
+
+CalibrationStats calibrate(model::LlamaModel& model, backend::Ops& ops, std::span<const std::vector<int32_t>> samples,
+                           const std::function<void(size_t, size_t)>& progress) {
+  const ModelConfig& c = model.config();
+  if (samples.empty()) throw Error("calibration: no samples (the calibration text gave no tokens)");
+  size_t longest = 0;
+  for (const auto& s : samples) {
+    if (s.empty()) throw Error("calibration: an empty sample");
+    longest = std::max(longest, s.size());
+  }
+  if (int64_t(longest) > c.max_position_embeddings)
+    throw Error("calibration: samples of " + std::to_string(longest) + " tokens exceed the model's context of " +
+                std::to_string(c.max_position_embeddings));
+
+  constexpr int kBlock = 16;
+  const int64_t blocks = (int64_t(longest) + kBlock - 1) / kBlock;
+  std::vector<backend::KvLayerFormat> f32(size_t(c.num_hidden_layers), {backend::KvElement::kF32, 1.0f, 1.0f});
+  std::unique_ptr<backend::KvCache> cache = ops.make_kv_cache(model.kv_cache_shape(kBlock, blocks), f32);
+  std::vector<int64_t> table(static_cast<size_t>(blocks));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int64_t(i);
+
+  CalibrationStats stats;
+  RangeObserver observer(stats, c.num_hidden_layers, c.num_key_value_heads, c.head_dim);
+  model.set_observer(&observer);
+  const ObserverGuard guard{model};
+  std::vector<float> logits;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const model::SequenceInput in{samples[i], 0, table, false};
+    model.forward({&in, 1}, *cache, logits);  // each sample overwrites the same blocks from position 0
+    ++stats.samples;
+    stats.tokens += int64_t(samples[i].size());
+    if (progress) progress(i + 1, samples.size());
+  }
+  return stats;
+}
+
+float kv_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
+
+std::vector<std::vector<int32_t>> calibration_samples(const tokenizer::Tokenizer& tokenizer, std::string_view text,
+                                                      int64_t count, int64_t length) {
+  if (count <= 0 || length <= 0) throw Error("calibration: sample count and length must be positive");
+  const std::vector<uint32_t> ids = tokenizer.encode(text, /*add_special_tokens=*/true);
+  if (ids.empty()) throw Error("calibration: the calibration text gives no tokens");
+  std::vector<std::vector<int32_t>> out;
+  for (size_t start = 0; start < ids.size() && int64_t(out.size()) < count; start += size_t(length)) {
+    const size_t end = std::min(ids.size(), start + size_t(length));
+    if (end - start < 2) break;
+    out.emplace_back(ids.begin() + std::ptrdiff_t(start), ids.begin() + std::ptrdiff_t(end));
+  }
+  return out;
+}
+
+}  // namespace fp8lm::quantize

@@ -1,0 +1,318 @@
+#include "quantize/compressed_tensors_writer.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "common/error.h"
+#include "io/atomic_file.h"
+#include "io/json_file.h"
+#include "io/module_pattern.h"
+#include "io/safetensors_writer.h"
+#include "loader/host_weights.h"
+#include "numerics/fp8_format.h"
+
+namespace fp8lm::quantize {
+namespace {
+
+using io::DType;
+using nlohmann::json;
+
+constexpr float kE4M3Max = 448.0f;
+// The compressed-tensors version whose serialization the config block follows
+// (tests/fixtures/quantize/README.md lists the version-dependent fields).
+constexpr const char* kCompressedTensorsVersion = "0.19.0";
+
+// One QuantizationArgs object, every key spelled out (compressed-tensors
+// forbids unknown keys and readers treat each as optional, so all are written).
+json args(const char* strategy, bool dynamic, const char* observer, json group_size = nullptr,
+          json block_structure = nullptr) {
+  return {{"actorder", nullptr},   {"block_structure", std::move(block_structure)},
+          {"dynamic", dynamic},    {"group_size", std::move(group_size)},
+          {"num_bits", 8},         {"observer", observer == nullptr ? json(nullptr) : json(observer)},
+          {"observer_kwargs", json::object()}, {"scale_dtype", nullptr},
+          {"strategy", strategy},  {"symmetric", true},
+          {"type", "float"},       {"zp_dtype", nullptr}};
+}
+
+// The scale tensors' element type: the model's dtype (compressed-tensors keeps
+// scales in the dtype of the weight they belong to).
+DType scale_dtype(DType weight) { return weight == DType::kF32 ? DType::kF32 : DType::kBF16; }
+
+void put_scale(float s, DType dtype, std::byte* out) {
+  if (dtype == DType::kF32) {
+    std::memcpy(out, &s, 4);
+  } else {
+    const uint16_t b = float_to_bf16(s);
+    std::memcpy(out, &b, 2);
+  }
+}
+
+// A static scale from a calibrated range, as the observer computes it: amax / 448 in
+// the scale's dtype (float32 division, then rounded to BF16 for a BF16 model), a
+// zero scale replaced by that dtype's eps.
+float static_scale(float amax, DType dtype) {
+  float s = amax / kE4M3Max;
+  if (dtype == DType::kBF16) s = round_to_bf16(s);
+  if (s == 0.0f) s = dtype == DType::kBF16 ? 0x1p-7f : 0x1p-23f;
+  return s;
+}
+
+bool copied_beside_weights(const std::string& file) {
+  for (const char* prefix : {"tokenizer", "special_tokens_map", "generation_config", "chat_template", "added_tokens",
+                             "vocab", "merges", "preprocessor_config"})
+    if (file.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// The temporary output directory: removed unless committed.
+class StagingDir {
+ public:
+  explicit StagingDir(const std::filesystem::path& out)
+      : out_(out), path_(out.parent_path() / ("." + out.filename().string() + ".fp8lm-partial-" +
+                                              std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~StagingDir() {
+    if (!committed_) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  const std::filesystem::path& path() const { return path_; }
+  void commit() {
+    if (std::filesystem::exists(out_)) throw Error(out_.string() + ": appeared while quantizing; not overwritten");
+    std::filesystem::rename(path_, out_);
+    committed_ = true;
+  }
+
+ private:
+  std::filesystem::path out_, path_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+Preset parse_preset(std::string_view n) {
+  if (n == "FP8_DYNAMIC") return Preset::kFp8Dynamic;
+  if (n == "FP8") return Preset::kFp8;
+  if (n == "FP8_BLOCK") return Preset::kFp8Block;
+  throw Error("--scheme: '" + std::string(n) + "' is not one of FP8_DYNAMIC, FP8, FP8_BLOCK");
+}
+
+std::string_view name(Preset p) {
+  switch (p) {
+    case Preset::kFp8Dynamic: return "FP8_DYNAMIC";
+    case Preset::kFp8: return "FP8";
+    case Preset::kFp8Block: return "FP8_BLOCK";
+  }
+  return "?";
+}
+
+bool needs_calibration(Preset p) { return p == Preset::kFp8; }
+
+LinearQuantScheme preset_scheme(Preset p) {
+  LinearQuantScheme s;
+  s.quantized = true;
+  switch (p) {
+    case Preset::kFp8Dynamic:
+      s.weight_scales = ScaleLayout::channel();
+      s.activation = ActivationQuant::kDynamicToken;
+      break;
+    case Preset::kFp8:
+      s.weight_scales = ScaleLayout::tensor();
+      s.activation = ActivationQuant::kStaticTensor;
+      break;
+    case Preset::kFp8Block:
+      s.weight_scales = ScaleLayout::block(128, 128);
+      s.activation = ActivationQuant::kDynamicGroup;
+      s.activation_group = 128;
+      break;
+  }
+  return s;
+}
+
+json quantization_config(const QuantizeOptions& o, const std::vector<std::string>& ignore) {
+  json weights, input;
+  switch (o.preset) {
+    case Preset::kFp8Dynamic:
+      weights = args("channel", false, "memoryless_minmax");
+      input = args("token", true, nullptr);
+      break;
+    case Preset::kFp8:
+      weights = args("tensor", false, "memoryless_minmax");
+      input = args("tensor", false, "static_minmax");
+      break;
+    case Preset::kFp8Block:
+      weights = args("block", false, "memoryless_minmax", nullptr, json::array({128, 128}));
+      input = args("group", true, nullptr, 128);
+      break;
+  }
+  json group = {{"format", "float-quantized"},
+                {"input_activations", input},
+                {"output_activations", nullptr},
+                {"targets", json::array({"Linear"})},
+                {"weights", weights}};
+  return {{"config_groups", {{"group_0", group}}},
+          {"format", "float-quantized"},
+          {"global_compression_ratio", nullptr},
+          {"ignore", ignore},
+          {"kv_cache_scheme", o.kv_cache_fp8 ? args("tensor", false, "memoryless_minmax") : json(nullptr)},
+          {"quant_method", "compressed-tensors"},
+          {"quantization_status", "compressed"},
+          {"sparsity_config", json::object()},
+          {"transform_config", json::object()},
+          {"version", kCompressedTensorsVersion}};
+}
+
+QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::filesystem::path& out,
+                                         const QuantizeOptions& o, const CalibrationStats* calibration,
+                                         const WriteProgress& progress) {
+  const ModelConfig& c = src.config;
+  if (std::filesystem::exists(out))
+    throw Error(out.string() + ": already exists (fp8lm quantize never overwrites; choose a new --out)");
+  if (src.quantization.serialized())
+    throw Error(src.directory.string() + ": already quantized (" + src.quantization.format +
+                "); fp8lm quantize starts from a BF16 or float32 checkpoint");
+  if ((needs_calibration(o.preset) || o.kv_cache_fp8) && calibration == nullptr)
+    throw Error(std::string("quantize: ") + (o.kv_cache_fp8 ? "--kv-cache-dtype fp8" : "--scheme FP8") +
+                " needs calibration data (--calib FILE)");
+
+  std::vector<io::ModulePattern> ignore_patterns;
+  for (const std::string& p : o.ignore)
+    ignore_patterns.emplace_back(p, io::PatternStyle::kCompressedTensors, "--ignore");
+
+  const LinearQuantScheme scheme = preset_scheme(o.preset);
+  QuantizeSummary summary;
+  struct Target {
+    const io::LinearLayerSpec* layer;
+    DType weight_dtype;
+  };
+  std::map<std::string, Target> targets;  // by weight tensor name
+  for (const io::LinearLayerSpec& l : src.linears) {
+    const std::string& m = l.module.name;
+    bool keep = l.module.kind == LinearKind::kLmHead || l.module.kind == LinearKind::kRouter;
+    for (const io::ModulePattern& p : ignore_patterns) keep = keep || p.matches(m);
+    if (keep) {
+      summary.kept.push_back(m);
+      continue;
+    }
+    const DType d = src.files->tensor(l.weight_name).dtype;
+    if (d != DType::kBF16 && d != DType::kF32)
+      throw Error(src.directory.string() + ": tensor '" + l.weight_name + "' is " + std::string(io::dtype_name(d)) +
+                  "; fp8lm quantize reads BF16 or float32 weights");
+    if (needs_calibration(o.preset) && (!calibration->input_amax.count(m)))
+      throw Error("quantize: calibration recorded no input range for '" + m + "'");
+    targets[l.weight_name] = {&l, d};
+    summary.quantized.push_back(m);
+  }
+  // A tied lm_head is a Linear in the model too; LLM Compressor lists it.
+  if (c.tie_word_embeddings) summary.kept.insert(summary.kept.begin(), "lm_head");
+
+  // The scale grid of each target, computed once and shared by the scale
+  // tensor and the codes (written in whichever order the file layout puts them).
+  auto weight_view = [&](const Target& t) {
+    const std::span<const std::byte> b = src.files->bytes(t.layer->weight_name);
+    const int64_t n = t.layer->module.out_features, k = t.layer->module.in_features;
+    return t.weight_dtype == DType::kBF16 ? MatrixView::bf16(reinterpret_cast<const uint16_t*>(b.data()), n, k)
+                                          : MatrixView::f32(reinterpret_cast<const float*>(b.data()), n, k);
+  };
+  auto spec_of = [&](const Target& t) {
+    return QuantSpec{Fp8Format::kE4M3, scheme.weight_scales,
+                     ScaleRule::compressed_tensors(t.weight_dtype == DType::kBF16 ? HighPrecision::kBF16
+                                                                                  : HighPrecision::kF32)};
+  };
+  auto scales = std::make_shared<std::map<std::string, std::vector<float>>>();
+  auto scales_of = [&, scales](const Target& t) -> const std::vector<float>& {
+    auto it = scales->find(t.layer->weight_name);
+    if (it == scales->end()) it = scales->emplace(t.layer->weight_name, compute_scales(weight_view(t), spec_of(t))).first;
+    return it->second;
+  };
+
+  std::vector<io::TensorToWrite> tensors;
+  for (const std::string& name : src.files->tensor_names()) {
+    const io::TensorInfo& info = src.files->tensor(name);
+    const auto target = targets.find(name);
+    if (target == targets.end()) {
+      tensors.push_back({name, info.dtype, info.shape, src.files->bytes(name), {}});
+      continue;
+    }
+    const Target t = target->second;
+    const io::LinearLayerSpec& l = *t.layer;
+    const auto n = uint64_t(l.module.out_features), k = uint64_t(l.module.in_features);
+    const DType sd = scale_dtype(t.weight_dtype);
+    tensors.push_back({name, DType::kF8_E4M3, {n, k}, {}, [&, t](std::span<std::byte> dst) {
+                         const QuantizedMatrix q = quantize_static(weight_view(t), spec_of(t), scales_of(t));
+                         std::memcpy(dst.data(), q.codes.data(), q.codes.size());
+                         scales->erase(t.layer->weight_name);
+                       }});
+    const ScaleLayout& layout = scheme.weight_scales;
+    const std::vector<uint64_t> scale_shape =
+        layout.granularity == Granularity::kTensor    ? std::vector<uint64_t>{1}
+        : layout.granularity == Granularity::kChannel ? std::vector<uint64_t>{n, 1}
+                                                      : std::vector<uint64_t>{uint64_t(layout.scale_rows(int64_t(n))),
+                                                                              uint64_t(layout.scale_cols(int64_t(k)))};
+    tensors.push_back({l.module.name + ".weight_scale", sd, scale_shape, {}, [&, t, sd](std::span<std::byte> dst) {
+                         const std::vector<float>& s = scales_of(t);
+                         const size_t width = io::dtype_bits(sd) / 8;
+                         for (size_t i = 0; i < s.size(); ++i) put_scale(s[i], sd, dst.data() + i * width);
+                       }});
+    if (scheme.activation == ActivationQuant::kStaticTensor) {
+      const float s = static_scale(calibration->input_amax.at(l.module.name), sd);
+      tensors.push_back({l.module.name + ".input_scale", sd, {1}, {}, [s, sd](std::span<std::byte> dst) {
+                           put_scale(s, sd, dst.data());
+                         }});
+    }
+  }
+  if (o.kv_cache_fp8) {
+    const DType sd = c.dtype == ModelDType::kF32 ? DType::kF32 : DType::kBF16;
+    for (int i = 0; i < c.num_hidden_layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".self_attn.";
+      const float ks = static_scale(calibration->k_amax.at(size_t(i)), sd);
+      const float vs = static_scale(calibration->v_amax.at(size_t(i)), sd);
+      tensors.push_back({p + "k_scale", sd, {1}, {}, [ks, sd](std::span<std::byte> d) { put_scale(ks, sd, d.data()); }});
+      tensors.push_back({p + "v_scale", sd, {1}, {}, [vs, sd](std::span<std::byte> d) { put_scale(vs, sd, d.data()); }});
+    }
+  }
+  if (progress) {
+    const size_t total = tensors.size();
+    auto done = std::make_shared<size_t>(0);
+    for (io::TensorToWrite& t : tensors) {
+      auto inner = std::move(t.produce);
+      const std::span<const std::byte> data = t.data;
+      const std::string tensor_name = t.name;
+      t.produce = [inner, data, tensor_name, done, total, &progress](std::span<std::byte> dst) {
+        if (inner) inner(dst);
+        else std::memcpy(dst.data(), data.data(), data.size());
+        progress(tensor_name, ++*done, total);
+      };
+    }
+  }
+
+  StagingDir staging(out);
+  const io::ShardedWriteResult written = io::write_sharded_safetensors(staging.path(), tensors);
+  summary.tensor_bytes = written.total_size;
+
+  json config = io::read_json_file(src.directory / "config.json");
+  config["quantization_config"] = quantization_config(o, summary.kept);
+  {
+    io::AtomicFile f(staging.path() / "config.json");
+    const std::string text = config.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
+    f.write(std::as_bytes(std::span(text.data(), text.size())));
+    f.finish();
+    f.commit();
+  }
+  for (const auto& e : std::filesystem::directory_iterator(src.directory)) {
+    const std::string file = e.path().filename().string();
+    if (e.is_regular_file() && copied_beside_weights(file))
+      std::filesystem::copy_file(e.path(), staging.path() / file);
+  }
+  staging.commit();
+  return summary;
+}
+
+}  // namespace fp8lm::quantize
