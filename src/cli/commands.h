@@ -11,5 +11,8 @@ void add_inspect_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace fp8lm::cli

@@ -210,8 +210,14 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
     targets[l.weight_name] = {&l, d};
     summary.quantized.push_back(m);
   }
-  // A tied lm_head is a Linear in the model too; LLM Compressor lists it.
+  // A tied lm_head is a Linear in the model too.
   if (c.tie_word_embeddings) summary.kept.insert(summary.kept.begin(), "lm_head");
+  // config.json's `ignore` is the recipe's list, as LLM Compressor writes it:
+  // lm_head, then the user's patterns as given, then MoE routers by pattern.
+  std::vector<std::string> ignore_list = {"lm_head"};
+  for (const std::string& p : o.ignore)
+    if (p != "lm_head") ignore_list.push_back(p);
+  if (c.is_moe()) ignore_list.push_back(c.mixtral_naming() ? "re:.*block_sparse_moe.gate$" : "re:.*mlp.gate$");
 
   // The scale grid of each target, computed once and shared by the scale
   // tensor and the codes (written in whichever order the file layout puts them).
@@ -298,10 +304,11 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
   summary.tensor_bytes = written.total_size;
 
   json config = io::read_json_file(src.directory / "config.json");
-  config["quantization_config"] = quantization_config(o, summary.kept);
+  config["quantization_config"] = quantization_config(o, ignore_list);
   {
     io::AtomicFile f(staging.path() / "config.json");
-    const std::string text = config.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
+    // As compressed-tensors re-dumps it: sorted keys, indent 2, ASCII escapes, no final newline.
+    const std::string text = config.dump(2, ' ', /*ensure_ascii=*/true);
     f.write(std::as_bytes(std::span(text.data(), text.size())));
     f.finish();
     f.commit();

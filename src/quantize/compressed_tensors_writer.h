@@ -45,7 +45,7 @@ struct QuantizeOptions {
 
 struct QuantizeSummary {
   std::vector<std::string> quantized;  // module names
-  std::vector<std::string> kept;       // linear modules left in high precision (config `ignore`)
+  std::vector<std::string> kept;       // linear modules left in high precision
   uint64_t tensor_bytes = 0;           // sum of the written tensors' sizes
 };
 
@@ -60,8 +60,9 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& source, const std:
                                          const QuantizeOptions& options, const CalibrationStats* calibration,
                                          const WriteProgress& progress = {});
 
-// The `quantization_config` object for config.json (every QuantizationArgs key
-// spelled out, as compressed-tensors serializes it).
+// The `quantization_config` object for config.json, as compressed-tensors 0.19
+// serializes it (every QuantizationArgs key spelled out; later versions omit
+// null ones, and both read both forms: tests/fixtures/quantize/README.md).
 nlohmann::json quantization_config(const QuantizeOptions& options, const std::vector<std::string>& ignore);
 
 }  // namespace fp8lm::quantize

@@ -1,0 +1,387 @@
+// `fp8lm bench latency MODEL --batch-size B --input-len I --output-len O`:
+// the latency of one batch of B synthetic prompts of I tokens, each extended
+// by O tokens. Per iteration: one batched prefill forward call (TTFT), then
+// O − 1 batched decode steps of one token per sequence (TPOT), greedy argmax
+// of each logits row. Medians over iterations go to a table on stdout, and
+// with --json FILE every number and the configuration to FILE. The model and
+// KV cache come from engine::Runtime, so any backend the runtime loads onto
+// is measured the same way.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "cli/run_flags.h"
+#include "common/error.h"
+#include "engine/runtime.h"
+#include "io/atomic_file.h"
+#include "io/model_spec.h"
+
+namespace fp8lm::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct LatencyFlags {
+  int64_t batch_size = 1;
+  int64_t input_len = 128;
+  int64_t output_len = 128;
+  int64_t warmup = 1;
+  int64_t iters = 3;
+  std::string json;
+};
+
+// One iteration's numbers (seconds; tok/s).
+struct IterationResult {
+  double ttft = 0.0;
+  double prefill_tok_s = 0.0;
+  std::vector<double> steps;  // every decode step's time
+  double tpot_mean = 0.0;
+  double tpot_median = 0.0;
+  double decode_tok_s = 0.0;
+  double total = 0.0;
+  double cpu = 0.0;  // process CPU time (every thread): wall ≫ cpu / threads means a busy machine
+};
+
+struct Memory {
+  int64_t rss_kib = -1;  // VmRSS
+  int64_t hwm_kib = -1;  // VmHWM (peak RSS)
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mib(double bytes) { return bytes / double(1 << 20); }
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// "VmRSS:   12345 kB" → 12345; -1 when /proc is unavailable.
+Memory read_memory() {
+  Memory m;
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto value = [&](const char* key, int64_t& out) {
+      const std::string k(key);
+      if (line.compare(0, k.size(), k) == 0) out = std::stoll(line.substr(k.size()));
+    };
+    value("VmRSS:", m.rss_kib);
+    value("VmHWM:", m.hwm_kib);
+  }
+  return m;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  }
+  return "unknown";
+}
+
+// /proc/loadavg's first three fields ("0.52 0.58 0.59"): how busy the machine was.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  if (!(in >> a >> b >> c)) return "unknown";
+  return a + " " + b + " " + c;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The weights' scheme in words: "BF16" or "FP8 <scheme> (n of m linear layers)".
+std::string weight_description(const engine::Runtime& rt) {
+  size_t quantized = 0;
+  std::string scheme;
+  for (const io::LinearLayerSpec& l : rt.spec().linears)
+    if (l.scheme.quantized && quantized++ == 0) scheme = l.scheme.describe();
+  if (quantized == 0) return std::string(name(rt.config().dtype));
+  // The tied lm_head counts as a linear layer, as in the load summary.
+  const size_t linears = rt.spec().linears.size() + (rt.config().tie_word_embeddings ? 1 : 0);
+  return "FP8 " + scheme + " (" + std::to_string(quantized) + " of " + std::to_string(linears) + " linear layers)";
+}
+
+// Argmax of each [vocab] row of `logits` into `out`.
+void argmax_rows(const std::vector<float>& logits, int64_t vocab, std::vector<int32_t>& out) {
+  for (size_t r = 0; r < out.size(); ++r) {
+    const float* row = logits.data() + int64_t(r) * vocab;
+    out[r] = int32_t(std::max_element(row, row + vocab) - row);
+  }
+}
+
+// B deterministic prompts of I ids drawn uniformly from the vocabulary, never a
+// special token or an end-of-sequence id.
+std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t batch, int64_t input_len) {
+  const auto vocab = int64_t(
+      std::min<uint64_t>(uint64_t(rt.config().vocab_size), uint64_t(rt.tokenizer().vocab_size(true))));
+  std::vector<uint8_t> usable(static_cast<size_t>(vocab), 1);
+  for (int64_t id = 0; id < vocab; ++id)
+    if (rt.tokenizer().is_special(uint32_t(id))) usable[size_t(id)] = 0;
+  for (int32_t id : rt.eos_ids())
+    if (id >= 0 && id < vocab) usable[size_t(id)] = 0;
+  std::vector<int32_t> pool;
+  for (int64_t id = 0; id < vocab; ++id)
+    if (usable[size_t(id)]) pool.push_back(int32_t(id));
+  if (pool.empty()) throw Error("bench: the vocabulary has no ordinary (non-special) token to build prompts from");
+  std::mt19937_64 rng(0x66703862656e6368ULL);  // fixed: the same prompts every run
+  std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch),
+                                           std::vector<int32_t>(static_cast<size_t>(input_len)));
+  for (auto& p : prompts)
+    for (int32_t& t : p) t = pool[pick(rng)];
+  return prompts;
+}
+
+// One prefill + (O − 1) decode steps for the whole batch; blocks are freed on
+// every exit.
+IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
+                              int64_t output_len) {
+  const auto batch = int64_t(prompts.size());
+  const auto input_len = int64_t(prompts[0].size());
+  const int64_t vocab = rt.model().vocab_size();
+  const int64_t blocks_each = engine::blocks_for_tokens(input_len + output_len, rt.block_size());
+
+  struct Tables {
+    engine::BlockAllocator& alloc;
+    std::vector<std::vector<int64_t>> t;
+    ~Tables() {
+      for (const auto& b : t) alloc.free(b);
+    }
+  } tables{rt.blocks(), {}};
+  for (int64_t b = 0; b < batch; ++b) {
+    std::optional<std::vector<int64_t>> got = rt.blocks().allocate(blocks_each);
+    if (!got)
+      throw Error("bench: the KV cache is full: " + std::to_string(batch) + " sequences need " +
+                  std::to_string(blocks_each) + " blocks each, " + std::to_string(rt.blocks().num_free()) +
+                  " are free (--kv-cache-tokens too small?)");
+    tables.t.push_back(std::move(*got));
+  }
+
+  IterationResult r;
+  std::vector<float> logits;
+  std::vector<int32_t> next(static_cast<size_t>(batch));
+  std::vector<model::SequenceInput> inputs(static_cast<size_t>(batch));
+
+  const double cpu0 = process_cpu_seconds();
+  const auto t0 = Clock::now();
+  for (int64_t b = 0; b < batch; ++b) inputs[size_t(b)] = {prompts[size_t(b)], 0, tables.t[size_t(b)], false};
+  rt.model().forward(inputs, rt.kv_cache(), logits);
+  argmax_rows(logits, vocab, next);
+  const auto t1 = Clock::now();
+  r.ttft = std::chrono::duration<double>(t1 - t0).count();
+  r.prefill_tok_s = double(batch * input_len) / r.ttft;
+
+  r.steps.reserve(size_t(std::max<int64_t>(0, output_len - 1)));
+  for (int64_t s = 1; s < output_len; ++s) {
+    const auto s0 = Clock::now();
+    for (int64_t b = 0; b < batch; ++b)
+      inputs[size_t(b)] = {{&next[size_t(b)], 1}, input_len + s - 1, tables.t[size_t(b)], false};
+    rt.model().forward(inputs, rt.kv_cache(), logits);
+    argmax_rows(logits, vocab, next);
+    r.steps.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
+  }
+  r.total = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.cpu = process_cpu_seconds() - cpu0;
+  if (!r.steps.empty()) {
+    r.tpot_mean = std::accumulate(r.steps.begin(), r.steps.end(), 0.0) / double(r.steps.size());
+    r.tpot_median = median(r.steps);
+    r.decode_tok_s = double(batch) / r.tpot_median;
+  }
+  return r;
+}
+
+void check_positive(const char* flag, int64_t v) {
+  if (v <= 0) throw Error(std::string(flag) + ": " + std::to_string(v) + " must be at least 1");
+}
+
+void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& lf) {
+  check_positive("--batch-size", lf.batch_size);
+  check_positive("--input-len", lf.input_len);
+  check_positive("--output-len", lf.output_len);
+  check_positive("--iters", lf.iters);
+  if (lf.warmup < 0) throw Error("--warmup: " + std::to_string(lf.warmup) + " is negative");
+  engine::RuntimeOptions options = rf.options();
+  const io::LoadOverrides overrides = mf.overrides();
+
+  // The context check needs only config.json; it runs before the KV cache is sized.
+  const int64_t context = io::read_model_spec(mf.model, overrides).config.max_position_embeddings;
+  if (lf.input_len + lf.output_len > context)
+    throw Error("--input-len + --output-len: " + std::to_string(lf.input_len) + " + " +
+                std::to_string(lf.output_len) + " = " + std::to_string(lf.input_len + lf.output_len) +
+                " tokens is beyond the model's context of " + std::to_string(context));
+  const int64_t needed = lf.batch_size * engine::blocks_for_tokens(lf.input_len + lf.output_len, options.block_size) *
+                         options.block_size;
+  if (options.kv_cache_tokens > 0 && options.kv_cache_tokens < needed)
+    throw Error("--kv-cache-tokens: " + std::to_string(options.kv_cache_tokens) + " cannot hold " +
+                std::to_string(lf.batch_size) + " sequences of " + std::to_string(lf.input_len + lf.output_len) +
+                " tokens (" + std::to_string(needed) + " in blocks of " + std::to_string(options.block_size) +
+                "); leave it out to size the cache for the benchmark");
+  if (options.kv_cache_tokens == 0) options.kv_cache_tokens = needed;
+
+  const std::string load_before = load_average();
+  const Memory before_load = read_memory();
+  const auto load0 = Clock::now();
+  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
+  const double load_seconds = std::chrono::duration<double>(Clock::now() - load0).count();
+  print_load_summary(*rt, rf);
+  const Memory after_load = read_memory();
+
+  const auto prompts = synthetic_prompts(*rt, lf.batch_size, lf.input_len);
+  for (int64_t i = 0; i < lf.warmup; ++i) run_iteration(*rt, prompts, lf.output_len);
+  std::vector<IterationResult> its;
+  for (int64_t i = 0; i < lf.iters; ++i) its.push_back(run_iteration(*rt, prompts, lf.output_len));
+  const Memory at_end = read_memory();
+
+  auto med = [&](double IterationResult::*field) {
+    std::vector<double> v;
+    for (const IterationResult& r : its) v.push_back(r.*field);
+    return median(v);
+  };
+  const bool has_decode = lf.output_len > 1;
+  const double ttft = med(&IterationResult::ttft), prefill = med(&IterationResult::prefill_tok_s);
+  const double tpot_mean = med(&IterationResult::tpot_mean), tpot_median = med(&IterationResult::tpot_median);
+  const double decode = med(&IterationResult::decode_tok_s), total = med(&IterationResult::total);
+  const double cpu = med(&IterationResult::cpu);
+
+  const KvCacheDType kv = rt->spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
+                                                                              : rt->spec().kv_cache().dtype;
+  std::filesystem::path model_path = std::filesystem::path(mf.model).lexically_normal();
+  if (model_path.filename().empty()) model_path = model_path.parent_path();  // "models/m/" → "models/m"
+  const std::string model_name = model_path.filename().string();
+  const std::string weights = weight_description(*rt);
+
+  std::printf("fp8lm bench latency: %s, weights %s, KV cache %s, %s\n", model_name.c_str(), weights.c_str(),
+              std::string(name(kv)).c_str(), rt->backend_name().c_str());
+  std::printf("batch %lld, input %lld, output %lld; %lld warmup + %lld timed iterations (medians)\n",
+              static_cast<long long>(lf.batch_size), static_cast<long long>(lf.input_len),
+              static_cast<long long>(lf.output_len), static_cast<long long>(lf.warmup),
+              static_cast<long long>(lf.iters));
+  std::printf("  %-26s %12d\n", "threads", options.threads);
+  std::printf("  %-26s %12.1f\n", "prefill tok/s", prefill);
+  std::printf("  %-26s %12.2f\n", "TTFT ms", ttft * 1e3);
+  if (has_decode) {
+    std::printf("  %-26s %12.1f\n", "decode tok/s", decode);
+    std::printf("  %-26s %12.3f\n", "TPOT median ms", tpot_median * 1e3);
+    std::printf("  %-26s %12.3f\n", "TPOT mean ms", tpot_mean * 1e3);
+  }
+  std::printf("  %-26s %12.3f\n", "iteration s", total);
+  std::printf("  %-26s %12.3f\n", "iteration CPU s", cpu);
+  std::printf("  %-26s %12.1f\n", "weights MiB", mib(double(rt->weight_bytes())));
+  std::printf("  %-26s %12.1f\n", "KV cache MiB", mib(double(rt->kv_cache_bytes())));
+  std::printf("  %-26s %12.1f\n", "RSS after load MiB", double(after_load.rss_kib) / 1024.0);
+  std::printf("  %-26s %12.1f\n", "RSS at end MiB", double(at_end.rss_kib) / 1024.0);
+  std::printf("  %-26s %12.1f\n", "RSS peak MiB", double(at_end.hwm_kib) / 1024.0);
+
+  if (lf.json.empty()) return;
+  auto per_iteration = [&](double IterationResult::*field) {
+    std::vector<double> v;
+    for (const IterationResult& r : its) v.push_back(r.*field);
+    return v;
+  };
+  auto or_null = [&](double v) { return has_decode ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json out = {
+      {"benchmark", "latency"},
+      {"config",
+       {{"model", model_name},
+        {"model_path", mf.model},
+        {"quantization", mf.quantization.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.quantization)},
+        {"weights", weights},
+        {"kv_cache_dtype_flag", mf.kv_cache_dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.kv_cache_dtype)},
+        {"kv_cache_dtype", std::string(name(kv))},
+        {"backend", rt->backend_name()},
+        {"cpu_kernels", rf.kernels},
+        {"threads", options.threads},
+        {"batch_size", lf.batch_size},
+        {"input_len", lf.input_len},
+        {"output_len", lf.output_len},
+        {"warmup", lf.warmup},
+        {"iters", lf.iters},
+        {"block_size", rt->block_size()},
+        {"kv_cache_tokens", options.kv_cache_tokens},
+        {"cpu", cpu_model()},
+        {"load_average_before", load_before},
+        {"load_average_after", load_average()},
+        {"date", utc_now()},
+        {"version", FP8LM_VERSION}}},
+      {"results",
+       {{"ttft_s", ttft},
+        {"prefill_tok_s", prefill},
+        {"tpot_median_s", or_null(tpot_median)},
+        {"tpot_mean_s", or_null(tpot_mean)},
+        {"decode_tok_s", or_null(decode)},
+        {"iteration_s", total},
+        {"iteration_cpu_s", cpu},
+        {"load_s", load_seconds}}},
+      {"per_iteration",
+       {{"ttft_s", per_iteration(&IterationResult::ttft)},
+        {"prefill_tok_s", per_iteration(&IterationResult::prefill_tok_s)},
+        {"tpot_median_s", per_iteration(&IterationResult::tpot_median)},
+        {"tpot_mean_s", per_iteration(&IterationResult::tpot_mean)},
+        {"decode_tok_s", per_iteration(&IterationResult::decode_tok_s)},
+        {"iteration_s", per_iteration(&IterationResult::total)},
+        {"iteration_cpu_s", per_iteration(&IterationResult::cpu)}}},
+      {"memory",
+       {{"weight_bytes", rt->weight_bytes()},
+        {"kv_cache_bytes", rt->kv_cache_bytes()},
+        {"rss_before_load_kib", before_load.rss_kib},
+        {"rss_after_load_kib", after_load.rss_kib},
+        {"rss_peak_after_load_kib", after_load.hwm_kib},
+        {"rss_end_kib", at_end.rss_kib},
+        {"rss_peak_kib", at_end.hwm_kib}}}};
+  const std::string text = out.dump(2) + "\n";
+  io::AtomicFile file(lf.json);
+  file.write(std::as_bytes(std::span(text.data(), text.size())));
+  file.finish();
+  file.commit();
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Measure the model's speed and memory");
+  bench->require_subcommand(1);
+  CLI::App* cmd = bench->add_subcommand(
+      "latency", "One batch of synthetic prompts: prefill (TTFT) and decode (TPOT) times, tok/s, memory");
+  auto mf = add_model_flags(cmd);
+  auto rf = add_run_flags(cmd);
+  auto lf = std::make_shared<LatencyFlags>();
+  cmd->add_option("--batch-size", lf->batch_size, "Sequences run together (default 1)");
+  cmd->add_option("--input-len", lf->input_len, "Prompt tokens per sequence (default 128)");
+  cmd->add_option("--output-len", lf->output_len, "Tokens generated per sequence (default 128)");
+  cmd->add_option("--warmup", lf->warmup, "Untimed iterations first (default 1)");
+  cmd->add_option("--iters", lf->iters, "Timed iterations; medians are reported (default 3)");
+  cmd->add_option("--json", lf->json, "Also write every number and the configuration to this JSON file");
+  cmd->callback([mf, rf, lf] { run_latency(*mf, *rf, *lf); });
+}
+
+}  // namespace fp8lm::cli
