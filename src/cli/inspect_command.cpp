@@ -3,6 +3,7 @@
 // scheme of every linear layer (grouped, exceptions listed), the KV-cache
 // scheme, and the memory the weights and each token's KV cache need in BF16
 // and in FP8. Reads headers only; the checkpoint is checked tensor by tensor.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "io/model_spec.h"
+#include "loader/host_weights.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -77,10 +79,10 @@ std::vector<Group> group_linears(const io::ModelSpec& spec) {
 std::vector<std::string> warnings_for(const io::ModelSpec& spec) {
   std::vector<std::string> w;
   const KvCacheScheme& kv = spec.kv_cache();
-  const bool fp8_kv = kv.dtype == KvCacheDType::kFP8E4M3 || kv.dtype == KvCacheDType::kFP8E5M2;
-  if (fp8_kv && kv.k_scale_name.empty())
-    w.push_back("FP8 KV cache without k/v scales in the checkpoint: scales of 1.0 lose accuracy; "
-                "calibrate them (fp8lm quantize --kv-cache-dtype fp8) or use a checkpoint that has them");
+  if (kv.dtype == KvCacheDType::kFP8E4M3 && kv.k_scale_name.empty())
+    w.push_back("FP8 KV cache without k/v scales in the checkpoint: fp8lm calibrates them at load on its built-in "
+                "text (--no-kv-calibration would use 1.0, which loses accuracy); `fp8lm quantize --kv-cache-dtype fp8 "
+                "--calib FILE` stores scales calibrated on your data");
   return w;
 }
 
@@ -123,9 +125,12 @@ json build_json(const io::ModelSpec& spec) {
   for (const Group& g : group_linears(spec))
     j["linear_groups"].push_back({{"pattern", g.pattern}, {"scheme", g.scheme}, {"count", g.count}, {"layers", g.layers}});
   const KvCacheScheme& kv = spec.kv_cache();
+  const auto [k_scales, v_scales] = loader::read_kv_scales(spec);
   j["kv_cache"] = {{"dtype", std::string(name(kv.dtype))},
                    {"k_scale_name", kv.k_scale_name},
                    {"v_scale_name", kv.v_scale_name},
+                   {"k_scales", k_scales},
+                   {"v_scales", v_scales},
                    {"skip_layers", kv.skip_layers}};
   j["memory"] = {{"weights_bf16_bytes", m.weights_bf16},
                  {"weights_fp8_bytes", m.weights_fp8},
@@ -189,7 +194,17 @@ void print_text(const json& j, const io::ModelSpec& spec) {
   if (c.tie_word_embeddings) std::printf("  %-48s tied to model.embed_tokens (not quantized)\n", "lm_head");
   const KvCacheScheme& kv = spec.kv_cache();
   std::string kv_text = std::string(name(kv.dtype));
-  if (!kv.k_scale_name.empty()) kv_text += ", scales " + kv.k_scale_name + " / " + kv.v_scale_name;
+  if (!kv.k_scale_name.empty()) {
+    const auto range = [](const json& a) {
+      const std::vector<float> v = a.get<std::vector<float>>();
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.4g..%.4g", double(*std::min_element(v.begin(), v.end())),
+                    double(*std::max_element(v.begin(), v.end())));
+      return std::string(buf);
+    };
+    kv_text += ", scales " + kv.k_scale_name + " / " + kv.v_scale_name + " (k " + range(j["kv_cache"]["k_scales"]) +
+               ", v " + range(j["kv_cache"]["v_scales"]) + " over layers)";
+  }
   if (!kv.skip_layers.empty()) kv_text += ", BF16 layers " + j["kv_cache"]["skip_layers"].dump();
   std::printf("kv cache      %s\n", kv_text.c_str());
   const auto& m = j["memory"];

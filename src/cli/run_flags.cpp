@@ -94,6 +94,17 @@ void print_load_summary(const engine::Runtime& rt, const RunFlags& flags) {
                c.architecture.c_str(), c.num_hidden_layers, weights.c_str(), double(rt.weight_bytes()) / (1 << 20),
                std::string(name(kv)).c_str(), double(rt.kv_cache_bytes()) / (1 << 20), rt.backend_name().c_str());
   for (const std::string& n : rt.notes()) std::fprintf(stderr, "fp8lm: note: %s\n", n.c_str());
+  if (is_fp8(kv)) {  // the scales in use, wherever they came from
+    std::string ks, vs;
+    for (const backend::KvLayerFormat& f : rt.kv_formats()) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%s%.4g", ks.empty() ? "" : " ", double(f.k_scale));
+      ks += buf;
+      std::snprintf(buf, sizeof buf, "%s%.4g", vs.empty() ? "" : " ", double(f.v_scale));
+      vs += buf;
+    }
+    std::fprintf(stderr, "fp8lm: KV scales per layer: k [%s], v [%s]\n", ks.c_str(), vs.c_str());
+  }
 }
 
 }  // namespace fp8lm::cli

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <memory>
 
 #include "common/error.h"
@@ -202,14 +203,20 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
   else if (fp8_embeddings) w.lm_head = quantize_per_row(src, "lm_head.weight", c.vocab_size, c.hidden_size);
   else w.lm_head = linear("lm_head");
 
-  const KvCacheScheme& kv = spec.kv_cache();
-  if (!kv.k_scale_name.empty() && !kv.v_scale_name.empty()) {
-    for (int i = 0; i < c.num_hidden_layers; ++i) {
-      w.k_scales.push_back(kv_scale(src, layer_name(kv.k_scale_name, i)));
-      w.v_scales.push_back(kv_scale(src, layer_name(kv.v_scale_name, i)));
-    }
-  }
+  std::tie(w.k_scales, w.v_scales) = read_kv_scales(spec);
   return w;
+}
+
+std::pair<std::vector<float>, std::vector<float>> read_kv_scales(const io::ModelSpec& spec) {
+  const KvCacheScheme& kv = spec.kv_cache();
+  std::vector<float> k, v;
+  if (kv.k_scale_name.empty() || kv.v_scale_name.empty()) return {k, v};
+  const TensorSource src(spec);
+  for (int i = 0; i < spec.config.num_hidden_layers; ++i) {
+    k.push_back(kv_scale(src, layer_name(kv.k_scale_name, i)));
+    v.push_back(kv_scale(src, layer_name(kv.v_scale_name, i)));
+  }
+  return {k, v};
 }
 
 QuantizedMatrix quantize_weight(const MatrixView& weight, const LinearQuantScheme& scheme) {

@@ -39,6 +39,10 @@ using LoadProgress = std::function<void(int layer, int layers)>;
 // per-head KV scales.
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress = {});
 
+// The checkpoint's per-layer KV-cache scales (k, v), read without loading
+// anything else; empty when it stores none.
+std::pair<std::vector<float>, std::vector<float>> read_kv_scales(const io::ModelSpec& spec);
+
 // The cheap part of those checks (the architecture), for callers that want to
 // refuse a model before loading anything else.
 void check_supported(const io::ModelSpec& spec);
