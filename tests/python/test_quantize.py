@@ -1,0 +1,89 @@
+"""`fp8lm quantize` as a user runs it: the output loads and runs in fp8lm, data-free presets
+equal LLM Compressor's files byte for byte (tests/fixtures/quantize), and bad input — an
+unknown scheme, a missing or empty calibration file, an output that exists, an FP8 input —
+is refused with a named error and leaves nothing behind."""
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "fixtures" / "models"
+REF = REPO / "tests" / "fixtures" / "quantize"
+SHIPPED = REPO / "models" / "fp8lm-gutenberg-22m"
+CALIB_TEXT = REPO / "src" / "quantize" / "calibration_text.txt"
+
+
+def assert_error(r, *needles):
+    assert r.returncode != 0, r.stdout
+    assert "fp8lm: error:" in r.stderr and "internal error" not in r.stderr, r.stderr
+    for n in needles:
+        assert n in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("model,scheme", [("llama", "FP8_DYNAMIC"), ("llama", "FP8_BLOCK"),
+                                          ("qwen3", "FP8_DYNAMIC"), ("qwen3", "FP8_BLOCK")])
+def test_data_free_presets_equal_llm_compressor(run, tmp_path, model, scheme):
+    out = tmp_path / "out"
+    r = run("quantize", str(TINY / model), "--out", str(out), "--scheme", scheme)
+    assert r.returncode == 0, r.stderr
+    for f in ("config.json", "model.safetensors"):
+        assert (out / f).read_bytes() == (REF / f"{model}_{scheme}" / f).read_bytes(), f
+
+
+def test_shipped_model_static_fp8_with_kv_scales_runs(run, tmp_path):
+    out = tmp_path / "q"
+    r = run("quantize", str(SHIPPED), "--out", str(out), "--scheme", "FP8", "--kv-cache-dtype", "fp8",
+            "--calib", str(CALIB_TEXT), "--calib-samples", "4", "--calib-seq-len", "128", "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    assert "calibrated on 4 samples" in r.stderr
+    cfg = json.loads((out / "config.json").read_text())
+    q = cfg["quantization_config"]
+    assert q["quant_method"] == "compressed-tensors" and q["kv_cache_scheme"]["type"] == "float"
+    assert q["config_groups"]["group_0"]["input_activations"]["strategy"] == "tensor"
+    # tokenizer and generation files come along; the input is untouched
+    for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        assert (out / f).read_bytes() == (SHIPPED / f).read_bytes()
+    info = json.loads(run("inspect", str(out), "--json").stdout)
+    assert len(info["kv_cache"]["k_scales"]) == 10 and min(info["kv_cache"]["k_scales"]) > 0
+    g = run("generate", str(out), "--prompt", "It was a dark and stormy night", "--max-tokens", "8", "--threads", "2")
+    assert g.returncode == 0, g.stderr
+    assert "KV scales per layer" in g.stderr and "calibrated at load" not in g.stderr
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["--scheme", "FP4"], ["--scheme", "FP4"]),
+    (["--scheme", "FP8"], ["--calib"]),
+    (["--kv-cache-dtype", "fp8"], ["--calib"]),
+    (["--scheme", "FP8", "--calib", "/nonexistent/calib.txt"], ["/nonexistent/calib.txt"]),
+    (["--kv-cache-dtype", "fp8_e5m2", "--calib", str(CALIB_TEXT)], ["fp8_e5m2"]),
+    (["--calib-samples", "0"], ["--calib-samples"]),
+    (["--ignore", "re:("], ["--ignore"]),
+])
+def test_bad_flags_are_named_and_leave_nothing(run, tmp_path, args, needles):
+    out = tmp_path / "out"
+    r = run("quantize", str(TINY / "llama"), "--out", str(out), *args)
+    assert_error(r, *needles)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_calibration_file(run, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    r = run("quantize", str(SHIPPED), "--out", str(tmp_path / "out"), "--scheme", "FP8", "--calib", str(empty))
+    assert_error(r, "empty")
+    assert not (tmp_path / "out").exists()
+
+
+def test_existing_output_is_never_overwritten(run, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    r = run("quantize", str(TINY / "llama"), "--out", str(out))
+    assert_error(r, "already exists")
+    assert (out / "mine.txt").read_text() == "keep me" and len(list(out.iterdir())) == 1
+
+
+def test_fp8_input_is_refused(run, tmp_path):
+    r = run("quantize", str(REF / "llama_FP8_DYNAMIC"), "--out", str(tmp_path / "out"))
+    assert_error(r, "already quantized")
