@@ -15,11 +15,18 @@
 //    fixture tool measured it on the reference itself, re-running each case
 //    with float64 instead of float32 accumulation ("accumulation twin" in the
 //    manifest) — most cases move by 1e-6, a few by up to 0.18 at one position.
-//    So the bulk is held tight and the worst position loosely, both relative
-//    to the effect of the quantization itself (reference vs unquantized):
-//      mean|Δ| ≤ 0.1 · mean|ref − ref_bf16|   and   max|Δ| ≤ 0.5 · max|ref − ref_bf16|.
-//    A different scheme (say per-tensor for per-channel) moves the logits
-//    about as far as quantization does, everywhere, and fails the first.
+//    With a dynamic per-tensor activation scale, one such flip that moves
+//    the largest element of a layer's input moves that layer's scale, and so
+//    every token's codes: the whole sequence shifts (seen on mistral fp8_tensor,
+//    mean|Δ| at 0.11 of the quantization effect). So the bulk is held to a
+//    quarter of the quantization effect and the worst position to a half,
+//    both relative to the reference vs the unquantized model:
+//      mean|Δ| ≤ 0.25 · mean|ref − ref_bf16|   and   max|Δ| ≤ 0.5 · max|ref − ref_bf16|.
+//    A scheme mix-up fails the first with room: between the fixture's own
+//    cases, tensor vs channel, channel vs block, channel vs weight-only and
+//    E4M3 KV with scale 1 vs calibrated differ by 0.64–1.72 of the effect
+//    (mean|Δ| ratios over all models and prompts; the smallest is channel
+//    vs weight-only).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,7 +103,7 @@ TEST_P(ModelLogits, MatchTransformers) {
     const std::vector<float> base = read_array<float>(dir, base_files[p]);
     const double effect_mean = mean_abs_diff(ref, base), effect_max = max_abs_diff(ref, base);
     ASSERT_GT(effect_mean, 0.0) << "the reference shows no quantization effect at all";
-    EXPECT_LE(mean_abs_diff(got, ref), 0.1 * effect_mean);
+    EXPECT_LE(mean_abs_diff(got, ref), 0.25 * effect_mean);
     EXPECT_LE(max_abs_diff(got, ref), 0.5 * effect_max);
     std::printf("[ measured ] prompt %zu: mean|Δ| %.2e (effect %.2e), max|Δ| %.2e (effect %.2e)\n", p,
                 mean_abs_diff(got, ref), effect_mean, double(max_abs_diff(got, ref)), effect_max);

@@ -97,14 +97,21 @@ def test_online_fp8_quantization_generates(run, scheme):
     assert "weights FP8" in r.stderr
 
 
-def test_fp8_kv_cache_generates_and_notes_unit_scales(run):
+def test_fp8_kv_cache_scales_are_calibrated_at_load_never_silently_one(run):
     r = generate(run, "--json", "--kv-cache-dtype", "fp8", "--prompt", PROMPTS[1]["text"], "--ignore-eos",
                  "--max-tokens", "8")
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["completion_tokens"] == 8 and got["text"].strip()
     notes = [line for line in r.stderr.splitlines() if "note:" in line]
-    assert any("1.0" in line and "scale" in line for line in notes), r.stderr
+    assert any("calibrated at load" in line for line in notes), r.stderr
+    scales = [line for line in r.stderr.splitlines() if "KV scales per layer" in line]
+    assert scales and "k [1 " not in scales[0], r.stderr
+    # Turning calibration off uses 1.0, and says so.
+    r = generate(run, "--json", "--kv-cache-dtype", "fp8", "--no-kv-calibration", "--prompt", PROMPTS[1]["text"],
+                 "--max-tokens", "4")
+    assert r.returncode == 0, r.stderr
+    assert any("1.0" in line and "--no-kv-calibration" in line for line in r.stderr.splitlines()), r.stderr
 
 
 # ---- generate: sampling -------------------------------------------------------------------
