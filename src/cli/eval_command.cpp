@@ -100,7 +100,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const PerplexityFlags& pf) {
     } catch (const Error& e) {
       throw Error(std::string("--kl-divergence-base: ") + e.what());
     }
-    std::fprintf(stderr, "fp8lm: base model %s: ", pf.base.c_str());
+    std::fprintf(stderr, "fp8lm: base model %s:\n", pf.base.c_str());
     print_load_summary(*base, rf);
   }
   const std::vector<int32_t> tokens = eval::tokenize_file(rt->tokenizer(), pf.data);
@@ -140,7 +140,11 @@ void run(const ModelFlags& mf, const RunFlags& rf, const PerplexityFlags& pf) {
 
 void add_eval_command(CLI::App& app) {
   CLI::App* eval_cmd = app.add_subcommand("eval", "Evaluate a model: perplexity, KL divergence from a base model");
-  eval_cmd->require_subcommand(1);
+  eval_cmd->require_subcommand(0, 1);
+  eval_cmd->callback([eval_cmd] {
+    if (eval_cmd->get_subcommands().empty())
+      throw Error("eval: say what to evaluate: perplexity (see fp8lm eval --help)");
+  });
   CLI::App* cmd = eval_cmd->add_subcommand(
       "perplexity", "Perplexity on a text file (windows of --ctx tokens), optionally KL divergence from a base model");
   auto mf = add_model_flags(cmd);
