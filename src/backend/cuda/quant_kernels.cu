@@ -1,0 +1,715 @@
+// FP8 activation quantization and the fused RMSNorm / SiLU·mul → FP8 kernels
+// (quant_kernels.h). Bit-exactness with the CPU reference rests on:
+//   * every float operation an explicit _rn intrinsic (nvcc contracts a·b + c
+//     into an FMA by default, and a plain `/` may be built approximate);
+//   * amax over |x| ignoring NaN (fmaxf), combined by max, which is exact and
+//     order-free, so any reduction tree gives the CPU's value;
+//   * the scale rule of numerics/quantize.cpp, its floors taken from ScaleRule;
+//   * device_float_to_fp8 (saturating RNE with the NaN's sign, fp8_convert.cuh).
+//
+// One block per row ("row kernels"): the block loads the row (8 elements per
+// thread and vector: one 16-byte load for BF16), computes the values (plain,
+// RMSNorm or SiLU·mul), reduces amax per scale cell in shared memory, turns the
+// amaxes into scales, then divides and stores the codes. Rows of up to
+// max_threads × 64 elements stay in registers between the passes; longer rows
+// are recomputed from memory in each pass (the "streaming" kernel). Per-tensor
+// scales take two launches over the data: amax (atomicMax on the float bits,
+// exact since |x| ≥ 0) and, after a one-thread kernel has made the scale, the
+// static-scale pass.
+#include "backend/cuda/quant_kernels.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/fp8_convert.cuh"
+#include "backend/cuda/silu.h"
+#include "common/error.h"
+
+namespace fp8lm::cuda {
+
+int64_t Fp8ActQuant::scale_count(int64_t m, int64_t k) const {
+  if (static_scale != nullptr) return 0;
+  switch (granularity) {
+    case Granularity::kTensor: return 1;
+    case Granularity::kToken:
+    case Granularity::kChannel: return m;
+    case Granularity::kGroup: return group_size > 0 ? m * ((k + group_size - 1) / group_size) : 0;
+    case Granularity::kBlock: break;
+  }
+  return 0;
+}
+
+namespace detail {
+RowKernelTuning& row_kernel_tuning() {
+  static RowKernelTuning tuning;
+  return tuning;
+}
+}  // namespace detail
+
+namespace {
+
+constexpr int kRegisterMaxThreads = 512;   // launch bound of the register kernels
+constexpr int kStreamingThreads = 1024;    // and of the streaming kernel
+constexpr int kMaxCells = 12000;           // scale cells per row in shared memory (< 48 KB with the rest)
+
+enum class Mode : int {
+  kAmax,     // per-tensor pass 1: the row's amax into *amax_out (atomicMax)
+  kStatic,   // one scale read from *static_scale
+  kDynamic,  // per-token / per-group scales computed and written
+};
+
+struct RowParams {
+  int k = 0;            // row length
+  int nv = 0;           // vectors of 8 per row, cdiv(k, 8)
+  Mode mode = Mode::kDynamic;
+  int group = 1;        // elements per scale cell along the row
+  int ngroups = 1;      // scale cells per row
+  int seg_lanes = 32;   // lanes whose vectors share a cell (power of two); 0: track cells per element
+  Fp8Format format = Fp8Format::kE4M3;
+  float fmax = 448.0f;
+  float amax_floor = 0.0f;
+  float scale_floor = 0.0f;
+  float scale_cap = 0.0f;  // > 0: scale = max(min(scale, cap), floor)
+  const float* static_scale = nullptr;
+  unsigned* amax_out = nullptr;
+  uint8_t* codes = nullptr;
+  float* scales = nullptr;
+};
+
+// ---- element helpers -------------------------------------------------------------
+
+template <bool kVec>
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, int n, float (&v)[8]) {
+  if constexpr (kVec) {
+    const uint4 r = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = __uint_as_float(w[j] << 16);
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+    }
+  } else {
+    const auto* u = reinterpret_cast<const uint16_t*>(p);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = j < n ? bf16_bits_to_float(u[j]) : 0.0f;
+  }
+}
+
+template <bool kVec>
+__device__ __forceinline__ void load8(const float* p, int n, float (&v)[8]) {
+  if constexpr (kVec) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0];
+    const float4 b = reinterpret_cast<const float4*>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = j < n ? p[j] : 0.0f;
+  }
+}
+
+// float -> BF16 bits exactly as fp8lm::float_to_bf16 (RNE, every NaN 0x7FC0).
+__device__ __forceinline__ uint32_t bf16_bits(float f) {
+  const uint32_t b = __float_as_uint(f);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0u;
+  return (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+}
+
+template <bool kVec>
+__device__ __forceinline__ void store8(__nv_bfloat16* p, int n, const float (&v)[8]) {
+  if constexpr (kVec) {
+    uint4 r;
+    r.x = bf16_bits(v[0]) | (bf16_bits(v[1]) << 16);
+    r.y = bf16_bits(v[2]) | (bf16_bits(v[3]) << 16);
+    r.z = bf16_bits(v[4]) | (bf16_bits(v[5]) << 16);
+    r.w = bf16_bits(v[6]) | (bf16_bits(v[7]) << 16);
+    *reinterpret_cast<uint4*>(p) = r;
+  } else {
+    auto* u = reinterpret_cast<uint16_t*>(p);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) u[j] = static_cast<uint16_t>(bf16_bits(v[j]));
+  }
+}
+
+template <bool kVec>
+__device__ __forceinline__ void store8(float* p, int n, const float (&v)[8]) {
+  if constexpr (kVec) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) p[j] = v[j];
+  }
+}
+
+// code = fp8(clamp(v / s)). A NaN keeps its sign (CUDA's division would make
+// it the positive canonical NaN); a NaN made by the division itself (±inf /
+// inf) becomes x86's default NaN 0xFFC00000, as the CPU reference's divss.
+__device__ __forceinline__ uint8_t quantize1(float v, float s, Fp8Format format) {
+  float q = v;
+  if (!isnan(v)) {
+    q = __fdiv_rn(v, s);
+    if (isnan(q)) q = __uint_as_float(0xFFC00000u);
+  }
+  return device_float_to_fp8(q, format, Saturation::kSatFinite);
+}
+
+// numerics/quantize.cpp's scale_from_amax for float32 arithmetic.
+__device__ __forceinline__ float scale_from_amax(float amax, const RowParams& p) {
+  const float a = fmaxf(amax, p.amax_floor);
+  float s = __fdiv_rn(a, p.fmax);
+  s = fmaxf(s, p.scale_floor);
+  if (p.scale_cap > 0.0f) s = fmaxf(fminf(s, p.scale_cap), p.scale_floor);
+  return s;
+}
+
+// ---- the value producers ------------------------------------------------------------
+
+template <typename T>
+struct PlainOp {
+  static constexpr bool kRms = false;
+  const T* x;
+  template <bool kVec>
+  __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
+    load8<kVec>(x + row * k + e0, k - e0, v);
+  }
+};
+
+template <typename T>
+struct SiluMulOp {
+  static constexpr bool kRms = false;
+  const T* gate;
+  const T* up;
+  template <bool kVec>
+  __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
+    float g[8], u[8];
+    load8<kVec>(gate + row * k + e0, k - e0, g);
+    load8<kVec>(up + row * k + e0, k - e0, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = silu_mul_f32(g[j], u[j]);
+  }
+};
+
+template <typename T>
+struct RmsNormOp {
+  static constexpr bool kRms = true;
+  const T* x;
+  const T* w;
+  float eps;
+  T* y_out;  // may be null
+  template <bool kVec>
+  __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
+    load8<kVec>(x + row * k + e0, k - e0, v);
+  }
+  // v = w · (x · inv)
+  template <bool kVec>
+  __device__ __forceinline__ void apply(int k, int e0, float inv, float (&v)[8]) const {
+    float wv[8];
+    load8<kVec>(w + e0, k - e0, wv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(wv[j], __fmul_rn(v[j], inv));
+  }
+  template <bool kVec>
+  __device__ __forceinline__ void store_y(int64_t row, int k, int e0, const float (&v)[8]) const {
+    if (y_out != nullptr) store8<kVec>(y_out + row * k + e0, k - e0, v);
+  }
+};
+
+// 1 / sqrt(float(sum / k) + eps), as cpu_ops' rms_row.
+__device__ __forceinline__ float rms_inv(double sum, int k, float eps) {
+  const float mean = __double2float_rn(__ddiv_rn(sum, static_cast<double>(k)));
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+}
+
+__device__ __forceinline__ double sum_squares(const float (&v)[8], double acc) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const double d = static_cast<double>(v[j]);
+    acc = __fma_rn(d, d, acc);  // d² is exact in double: the same as acc + d·d
+  }
+  return acc;
+}
+
+// Sum over the block in a fixed order; every thread gets the total.
+__device__ double block_sum(double v, double* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0.0;
+    for (int i = 0; i < int(blockDim.x / 32); ++i) s = __dadd_rn(s, red[i]);
+    red[32] = s;
+  }
+  __syncthreads();
+  return red[32];
+}
+
+// Adds a vector's |v| to the amax of its cell(s). Called by every lane of the
+// warp (the pre-reduction shuffles); elements at or beyond k are left out.
+template <bool kVec>
+__device__ __forceinline__ void amax_vector(const float (&v)[8], int e0, const RowParams& p,
+                                            unsigned* cells) {
+  const int n = p.k - e0;
+  if (p.seg_lanes > 0) {
+    float m = 0.0f;
+    if (kVec && n > 0) {  // k % 8 == 0: the whole vector is in the row
+#pragma unroll
+      for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(v[j]));  // fmaxf skips NaN
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (j < n) m = fmaxf(m, fabsf(v[j]));
+    }
+    for (int o = p.seg_lanes / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    if (n > 0 && (threadIdx.x & unsigned(p.seg_lanes - 1)) == 0)
+      atomicMax(&cells[p.ngroups == 1 ? 0 : e0 / p.group], __float_as_uint(m));
+  } else {
+    int cell = -1;
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (j >= n) break;
+      const int c = (e0 + j) / p.group;
+      if (c != cell) {
+        if (cell >= 0) atomicMax(&cells[cell], __float_as_uint(m));
+        cell = c;
+        m = 0.0f;
+      }
+      m = fmaxf(m, fabsf(v[j]));
+    }
+    if (cell >= 0) atomicMax(&cells[cell], __float_as_uint(m));
+  }
+}
+
+// The codes of 8 values under one finite scale: IEEE division, the converter
+// two values at a time, then every value's sign bit OR-ed into its code. For a
+// non-NaN value that is a no-op (its code carries its sign, −0 and values that
+// round to zero included; the scale is > 0); for a NaN, whose quotient the GPU
+// makes the positive canonical NaN (code 0x7F), it puts the NaN's sign back.
+__device__ __forceinline__ uint2 quantize8_finite_scale(const float (&v)[8], float s, Fp8Format format) {
+  const __nv_fp8_interpretation_t interp = format == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  uint32_t pair[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 q = make_float2(__fdiv_rn(v[2 * i], s), __fdiv_rn(v[2 * i + 1], s));
+    pair[i] = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, interp);  // low byte: q.x
+  }
+  const auto b = [&](int j) { return __float_as_uint(v[j]); };
+  const uint32_t sign_lo = __byte_perm(__byte_perm(b(0), b(1), 0x73), __byte_perm(b(2), b(3), 0x73), 0x5410);
+  const uint32_t sign_hi = __byte_perm(__byte_perm(b(4), b(5), 0x73), __byte_perm(b(6), b(7), 0x73), 0x5410);
+  return make_uint2((pair[0] | (pair[1] << 16)) | (sign_lo & 0x80808080u),
+                    (pair[2] | (pair[3] << 16)) | (sign_hi & 0x80808080u));
+}
+
+template <bool kVec>
+__device__ __forceinline__ void store_codes(const float (&v)[8], int64_t row, int e0, const RowParams& p,
+                                            const unsigned* cells, float s0) {
+  const int n = p.k - e0;
+  uint2 w;
+  if (p.ngroups == 1 || p.group % 8 == 0) {
+    const float s = p.ngroups == 1 ? s0 : __uint_as_float(cells[e0 / p.group]);
+    if (s < INFINITY) {
+      w = quantize8_finite_scale(v, s, p.format);
+    } else {  // amax = inf: ±inf / inf must give x86's default NaN (quantize1)
+      uint8_t c[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) c[j] = quantize1(v[j], s, p.format);
+      w.x = uint32_t(c[0]) | (uint32_t(c[1]) << 8) | (uint32_t(c[2]) << 16) | (uint32_t(c[3]) << 24);
+      w.y = uint32_t(c[4]) | (uint32_t(c[5]) << 8) | (uint32_t(c[6]) << 16) | (uint32_t(c[7]) << 24);
+    }
+  } else {  // cells narrower than or unaligned with the vector
+    uint8_t c[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      c[j] = j < n ? quantize1(v[j], __uint_as_float(cells[(e0 + j) / p.group]), p.format) : 0;
+    w.x = uint32_t(c[0]) | (uint32_t(c[1]) << 8) | (uint32_t(c[2]) << 16) | (uint32_t(c[3]) << 24);
+    w.y = uint32_t(c[4]) | (uint32_t(c[5]) << 8) | (uint32_t(c[6]) << 16) | (uint32_t(c[7]) << 24);
+  }
+  uint8_t* out = p.codes + row * p.k + e0;
+  if constexpr (kVec) {
+    *reinterpret_cast<uint2*>(out) = w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) out[j] = static_cast<uint8_t>((j < 4 ? w.x : w.y) >> (8 * (j % 4)));
+  }
+}
+
+// Between the amax pass and the stores: per-tensor pass 1 ends (false), else
+// the cells turn into scales; returns the row's single scale for ngroups == 1.
+__device__ __forceinline__ bool make_scales(int64_t row, const RowParams& p, unsigned* cells, float& s0) {
+  if (p.mode == Mode::kAmax) {
+    if (threadIdx.x == 0) atomicMax(p.amax_out, cells[0]);
+    return false;
+  }
+  if (p.mode == Mode::kStatic) {
+    s0 = *p.static_scale;
+    return true;
+  }
+  for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) {
+    const float s = scale_from_amax(__uint_as_float(cells[c]), p);
+    cells[c] = __float_as_uint(s);
+    p.scales[row * p.ngroups + c] = s;
+  }
+  __syncthreads();
+  s0 = p.ngroups > 0 ? __uint_as_float(cells[0]) : 0.0f;  // no cells: k = 0, nothing to store
+  return true;
+}
+
+// The row held in registers: VPT vectors of 8 per thread.
+template <int VPT, bool kVec, class Op>
+__global__ void __launch_bounds__(kRegisterMaxThreads) row_kernel(Op op, RowParams p) {
+  extern __shared__ unsigned cells[];
+  __shared__ double red[33];
+  const int64_t row = blockIdx.x;
+  for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) cells[c] = 0u;
+
+  float v[VPT][8];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
+    if (e0 < p.k) {
+      op.template load<kVec>(row, p.k, e0, v[i]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
+    }
+  }
+  if constexpr (Op::kRms) {
+    double ss = 0.0;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) ss = sum_squares(v[i], ss);
+    const float inv = rms_inv(block_sum(ss, red), p.k, op.eps);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
+      if (e0 < p.k) op.template apply<kVec>(p.k, e0, inv, v[i]);
+    }
+  }
+  __syncthreads();
+  if (p.mode != Mode::kStatic) {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) amax_vector<kVec>(v[i], (i * int(blockDim.x) + int(threadIdx.x)) * 8, p, cells);
+  }
+  __syncthreads();
+  float s0 = 0.0f;
+  if (!make_scales(row, p, cells, s0)) return;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
+    if (e0 < p.k) {
+      store_codes<kVec>(v[i], row, e0, p, cells, s0);
+      if constexpr (Op::kRms) op.template store_y<kVec>(row, p.k, e0, v[i]);
+    }
+  }
+}
+
+// Long rows: each pass re-reads (and recomputes) the row's values.
+template <bool kVec, class Op>
+__device__ __forceinline__ void compute_vector(const Op& op, int64_t row, int k, int e0, float inv, float (&v)[8]) {
+  if (e0 < k) {
+    op.template load<kVec>(row, k, e0, v);
+    if constexpr (Op::kRms) op.template apply<kVec>(k, e0, inv, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = 0.0f;
+  }
+}
+
+template <bool kVec, class Op>
+__global__ void __launch_bounds__(kStreamingThreads) row_kernel_streaming(Op op, RowParams p) {
+  extern __shared__ unsigned cells[];
+  __shared__ double red[33];
+  const int64_t row = blockIdx.x;
+  for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) cells[c] = 0u;
+  float inv = 0.0f;
+  if constexpr (Op::kRms) {
+    double ss = 0.0;
+    for (int vi = threadIdx.x; vi < p.nv; vi += blockDim.x) {
+      float v[8];
+      op.template load<kVec>(row, p.k, vi * 8, v);
+      ss = sum_squares(v, ss);
+    }
+    inv = rms_inv(block_sum(ss, red), p.k, op.eps);
+  }
+  __syncthreads();
+  if (p.mode != Mode::kStatic) {
+    for (int base = 0; base < p.nv; base += blockDim.x) {  // all lanes iterate: amax_vector shuffles
+      const int e0 = (base + int(threadIdx.x)) * 8;
+      float v[8];
+      compute_vector<kVec>(op, row, p.k, e0, inv, v);
+      amax_vector<kVec>(v, e0, p, cells);
+    }
+  }
+  __syncthreads();
+  float s0 = 0.0f;
+  if (!make_scales(row, p, cells, s0)) return;
+  for (int vi = threadIdx.x; vi < p.nv; vi += blockDim.x) {
+    float v[8];
+    compute_vector<kVec>(op, row, p.k, vi * 8, inv, v);
+    store_codes<kVec>(v, row, vi * 8, p, cells, s0);
+    if constexpr (Op::kRms) op.template store_y<kVec>(row, p.k, vi * 8, v);
+  }
+}
+
+__global__ void finalize_tensor_scale(float* scale, RowParams p) {
+  *scale = scale_from_amax(__uint_as_float(*reinterpret_cast<const unsigned*>(scale)), p);
+}
+
+// ---- host side -----------------------------------------------------------------------
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool aligned(const void* p, uintptr_t bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+template <class Kernel>
+void launch(Kernel kernel, int64_t m, int threads, size_t smem, cudaStream_t stream, const auto& op,
+            const RowParams& p) {
+  kernel<<<static_cast<unsigned>(m), static_cast<unsigned>(threads), smem, stream>>>(op, p);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+template <bool kVec, class Op>
+void launch_rows_vec(const Op& op, int64_t m, const RowParams& p, cudaStream_t stream) {
+  const detail::RowKernelTuning& tuning = detail::row_kernel_tuning();
+  const int max_threads = std::clamp((tuning.max_threads + 31) / 32 * 32, 32, kRegisterMaxThreads);
+  const size_t smem = size_t(p.ngroups) * sizeof(unsigned);
+  // Up to 4 vectors per thread in blocks of up to 256 threads; then blocks of
+  // up to max_threads with 4, then 8 (measured on the H200 at k = 4096 and
+  // 14336: 2 × 256 beats 1 × 512, 4 × 448 beats 8 × 224 by a third).
+  const int small_cap = std::min(256, max_threads);
+  int vpt = 1;
+  while (vpt < 4 && cdiv(p.nv, vpt) > small_cap) vpt *= 2;
+  if (cdiv(p.nv, vpt) > small_cap)
+    while (vpt < 8 && cdiv(p.nv, vpt) > max_threads) vpt *= 2;
+  const int64_t threads = std::max<int64_t>(32, cdiv(cdiv(p.nv, vpt), 32) * 32);
+  if (tuning.force_streaming || threads > max_threads) {
+    const int st = int(std::min<int64_t>(kStreamingThreads, std::max<int64_t>(32, cdiv(p.nv, 32) * 32)));
+    launch(row_kernel_streaming<kVec, Op>, m, st, smem, stream, op, p);
+    return;
+  }
+  switch (vpt) {
+    case 1: launch(row_kernel<1, kVec, Op>, m, int(threads), smem, stream, op, p); break;
+    case 2: launch(row_kernel<2, kVec, Op>, m, int(threads), smem, stream, op, p); break;
+    case 4: launch(row_kernel<4, kVec, Op>, m, int(threads), smem, stream, op, p); break;
+    default: launch(row_kernel<8, kVec, Op>, m, int(threads), smem, stream, op, p); break;
+  }
+}
+
+template <class Op>
+void launch_rows(const Op& op, int64_t m, const RowParams& p, bool vec, cudaStream_t stream) {
+  if (m == 0) return;
+  if (vec) launch_rows_vec<true>(op, m, p, stream);
+  else launch_rows_vec<false>(op, m, p, stream);
+}
+
+[[noreturn]] void fail(const char* op, const std::string& what) {
+  throw Error(std::string("cuda ") + op + ": " + what);
+}
+
+// Checks the shape and the granularity and fills the launch parameters.
+RowParams make_params(const char* op, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
+                      float* scales) {
+  if (m < 0 || k < 0)
+    fail(op, "shape [" + std::to_string(m) + ", " + std::to_string(k) + "] has a negative dimension");
+  if (m > 0x7FFFFFFF) fail(op, "at most 2^31 - 1 rows, got " + std::to_string(m));
+  if (k > (int64_t(1) << 30)) fail(op, "rows of at most 2^30 elements, got " + std::to_string(k));
+  if (m * k > 0 && codes == nullptr) fail(op, "codes is null");
+  RowParams p;
+  p.k = int(k);
+  p.nv = int(cdiv(k, 8));
+  p.codes = codes;
+  p.scales = scales;
+  p.format = q.format;
+  p.fmax = traits(q.format).max_finite;
+  if (q.static_scale != nullptr) {
+    p.mode = Mode::kStatic;
+    p.static_scale = q.static_scale;
+    return p;
+  }
+  if (scales == nullptr) fail(op, "scales is null");
+  p.mode = Mode::kDynamic;
+  switch (q.granularity) {
+    case Granularity::kTensor:
+    case Granularity::kToken:
+    case Granularity::kChannel: {
+      const ScaleRule rule = ScaleRule::runtime(q.format);
+      p.amax_floor = rule.amax_floor;
+      p.scale_floor = rule.scale_floor;
+      p.group = std::max(p.k, 1);
+      if (q.granularity != Granularity::kTensor && q.token_scale_upper_bound > 0.0f) {
+        if (!(q.token_scale_upper_bound < 3.4e38f))
+          fail(op, "token scale upper bound must be finite, got " + std::to_string(q.token_scale_upper_bound));
+        p.scale_cap = q.token_scale_upper_bound / p.fmax;  // as cpu::quantize_activations
+      } else if (!(q.token_scale_upper_bound >= 0.0f)) {
+        fail(op, "token scale upper bound must be >= 0, got " + std::to_string(q.token_scale_upper_bound));
+      }
+      break;
+    }
+    case Granularity::kGroup: {
+      if (q.group_size <= 0 || q.group_size > (int64_t(1) << 30))
+        fail(op, "group size must be in [1, 2^30], got " + std::to_string(q.group_size));
+      const ScaleRule rule = ScaleRule::vllm_group();
+      p.amax_floor = rule.amax_floor;
+      p.scale_floor = rule.scale_floor;
+      p.group = int(q.group_size);
+      p.ngroups = int(cdiv(k, q.group_size));
+      if (p.ngroups > kMaxCells)
+        fail(op, "at most " + std::to_string(kMaxCells) + " groups per row, got " + std::to_string(p.ngroups) +
+                     " (k " + std::to_string(k) + ", group " + std::to_string(q.group_size) + ")");
+      if (p.group % 8 != 0) {
+        p.seg_lanes = 0;
+      } else {
+        const int q8 = p.group / 8;
+        p.seg_lanes = std::min(32, q8 & -q8);  // largest power of two dividing g / 8
+      }
+      break;
+    }
+    case Granularity::kBlock:
+      fail(op, "block (2-D) scales are for weights, not activations");
+  }
+  return p;
+}
+
+// Runs the row kernels as q says; per-tensor dynamic takes the amax pass first.
+template <class Op>
+void run(const char* op_name, const Op& op, const Op& op_pass1, int64_t m, int64_t k, const Fp8ActQuant& q,
+         uint8_t* codes, float* scales, bool vec, cudaStream_t stream) {
+  RowParams p = make_params(op_name, m, k, q, codes, scales);
+  if (p.mode == Mode::kDynamic && q.granularity == Granularity::kTensor) {
+    FP8LM_CUDA_CHECK(cudaMemsetAsync(scales, 0, sizeof(float), stream));
+    RowParams a = p;
+    a.mode = Mode::kAmax;
+    a.amax_out = reinterpret_cast<unsigned*>(scales);
+    if (k > 0) launch_rows(op_pass1, m, a, vec, stream);
+    finalize_tensor_scale<<<1, 1, 0, stream>>>(scales, p);
+    FP8LM_CUDA_CHECK(cudaGetLastError());
+    p.mode = Mode::kStatic;
+    p.static_scale = scales;
+  }
+  launch_rows(op, m, p, vec, stream);
+}
+
+bool vec_ok(int64_t k, std::initializer_list<const void*> inputs, const uint8_t* codes) {
+  if (k % 8 != 0) return false;
+  for (const void* ptr : inputs)
+    if (!aligned(ptr, 16)) return false;
+  return aligned(codes, 8);
+}
+
+template <typename T>
+void quantize_impl(const T* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes, float* scales,
+                   cudaStream_t stream, const char* name) {
+  if (m * k > 0 && x == nullptr) fail(name, "x is null");
+  const PlainOp<T> op{x};
+  run(name, op, op, m, k, q, codes, scales, vec_ok(k, {x}, codes), stream);
+}
+
+template <typename T>
+void rms_impl(const T* x, const T* weight, float eps, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
+              float* scales, cudaStream_t stream, T* y_out) {
+  constexpr const char* name = "rms_norm_quantize_fp8";
+  if (m * k > 0 && (x == nullptr || weight == nullptr)) fail(name, "x or weight is null");
+  const RmsNormOp<T> op{x, weight, eps, y_out};
+  const RmsNormOp<T> pass1{x, weight, eps, nullptr};
+  run(name, op, pass1, m, k, q, codes, scales, vec_ok(k, {x, weight, y_out}, codes), stream);
+}
+
+template <typename T>
+void silu_impl(const T* gate, const T* up, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
+               float* scales, cudaStream_t stream) {
+  constexpr const char* name = "silu_mul_quantize_fp8";
+  if (m * k > 0 && (gate == nullptr || up == nullptr)) fail(name, "gate or up is null");
+  const SiluMulOp<T> op{gate, up};
+  run(name, op, op, m, k, q, codes, scales, vec_ok(k, {gate, up}, codes), stream);
+}
+
+__global__ void exp_bit_range_kernel(uint32_t first, size_t n, float* out) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float x = __uint_as_float(first + uint32_t(i));
+    out[i] = isnan(x) ? __uint_as_float(0x7FC00000u) : exp_f32(x);
+  }
+}
+
+__global__ void silu_mul_array_kernel(const float* g, const float* u, size_t n, float* out) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = silu_mul_f32(g[i], u[i]);
+}
+
+unsigned elementwise_blocks(size_t n) { return unsigned(std::min<size_t>((n + 255) / 256, size_t(132) * 64)); }
+
+}  // namespace
+
+namespace detail {
+
+void exp_f32_bit_range(uint32_t first, size_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return;
+  exp_bit_range_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(first, n, out);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+void silu_mul_f32_array(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return;
+  silu_mul_array_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(gate, up, n, out);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace detail
+
+void quantize_fp8_dynamic(const __nv_bfloat16* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
+                          float* scales, cudaStream_t stream) {
+  if (q.static_scale != nullptr) fail("quantize_fp8_dynamic", "given a static scale; use quantize_fp8_static");
+  quantize_impl(x, m, k, q, codes, scales, stream, "quantize_fp8_dynamic");
+}
+
+void quantize_fp8_dynamic(const float* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
+                          float* scales, cudaStream_t stream) {
+  if (q.static_scale != nullptr) fail("quantize_fp8_dynamic", "given a static scale; use quantize_fp8_static");
+  quantize_impl(x, m, k, q, codes, scales, stream, "quantize_fp8_dynamic");
+}
+
+void quantize_fp8_static(const __nv_bfloat16* x, int64_t m, int64_t k, const float* scale, uint8_t* codes,
+                         cudaStream_t stream, Fp8Format format) {
+  if (scale == nullptr) fail("quantize_fp8_static", "scale is null");
+  Fp8ActQuant q = Fp8ActQuant::static_tensor(scale);
+  q.format = format;
+  quantize_impl(x, m, k, q, codes, nullptr, stream, "quantize_fp8_static");
+}
+
+void quantize_fp8_static(const float* x, int64_t m, int64_t k, const float* scale, uint8_t* codes,
+                         cudaStream_t stream, Fp8Format format) {
+  if (scale == nullptr) fail("quantize_fp8_static", "scale is null");
+  Fp8ActQuant q = Fp8ActQuant::static_tensor(scale);
+  q.format = format;
+  quantize_impl(x, m, k, q, codes, nullptr, stream, "quantize_fp8_static");
+}
+
+void rms_norm_quantize_fp8(const __nv_bfloat16* x, const __nv_bfloat16* weight, float eps, int64_t m, int64_t k,
+                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream,
+                           __nv_bfloat16* y_out) {
+  rms_impl(x, weight, eps, m, k, q, codes, scales, stream, y_out);
+}
+
+void rms_norm_quantize_fp8(const float* x, const float* weight, float eps, int64_t m, int64_t k,
+                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream,
+                           float* y_out) {
+  rms_impl(x, weight, eps, m, k, q, codes, scales, stream, y_out);
+}
+
+void silu_mul_quantize_fp8(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t m, int64_t k,
+                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream) {
+  silu_impl(gate, up, m, k, q, codes, scales, stream);
+}
+
+void silu_mul_quantize_fp8(const float* gate, const float* up, int64_t m, int64_t k, const Fp8ActQuant& q,
+                           uint8_t* codes, float* scales, cudaStream_t stream) {
+  silu_impl(gate, up, m, k, q, codes, scales, stream);
+}
+
+}  // namespace fp8lm::cuda
