@@ -32,7 +32,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/quant_kernels.h"
-#include "backend/cuda/silu.h"
+#include "numerics/silu.h"
 #include "common/error.h"
 #include "numerics/fp8_format.h"
 #include "numerics/quantize.h"

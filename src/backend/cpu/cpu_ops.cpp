@@ -6,6 +6,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/kv_cache.h"
 #include "common/error.h"
+#include "numerics/silu.h"
 
 namespace fp8lm::cpu {
 namespace {
@@ -162,7 +163,8 @@ void CpuOps::silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor 
   const float* g = f32(gate);
   const float* u = f32(up);
   float* o = f32(out);
-  for (int64_t i = 0; i < gate.rows * gate.cols; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  // The shared SiLU (numerics/silu.h): the same bits as the CUDA backend's fused kernel.
+  for (int64_t i = 0; i < gate.rows * gate.cols; ++i) o[i] = silu_mul_f32(g[i], u[i]);
 }
 
 void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,

@@ -25,7 +25,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/fp8_convert.cuh"
-#include "backend/cuda/silu.h"
+#include "numerics/silu.h"
 #include "common/error.h"
 
 namespace fp8lm::cuda {

@@ -85,7 +85,7 @@ void rms_norm_quantize_fp8(const float* x, const float* weight, float eps, int64
                            float* y_out = nullptr);
 
 // ---- SiLU·mul → FP8 --------------------------------------------------------------
-// s = silu_mul_f32(gate, up) (backend/cuda/silu.h: g / (1 + exp(-g)) · u with
+// s = silu_mul_f32(gate, up) (numerics/silu.h: g / (1 + exp(-g)) · u with
 // fp8lm's reproducible exp, NaN → +qNaN), quantized as q says.
 void silu_mul_quantize_fp8(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t m, int64_t k,
                            const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream);
