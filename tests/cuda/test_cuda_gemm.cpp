@@ -56,6 +56,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/device_info.h"
+#include "cuda/cuda_test_util.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/stream.h"
 #include "common/error.h"
@@ -69,13 +70,6 @@ namespace {
 using cuda::GemmArgs;
 using cuda::GemmScaleMode;
 
-bool have_hopper() {
-  const cuda::DeviceList list = cuda::list_devices();
-  return !list.devices.empty() && list.devices[0].runs_this_build();
-}
-
-#define REQUIRE_HOPPER() \
-  if (!have_hopper()) GTEST_SKIP() << "no Hopper GPU: " << cuda::list_devices().unavailable_reason
 
 uint64_t run_seed() {
   static const uint64_t seed = [] {

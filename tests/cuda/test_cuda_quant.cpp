@@ -31,6 +31,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_info.h"
+#include "cuda/cuda_test_util.h"
 #include "backend/cuda/quant_kernels.h"
 #include "numerics/silu.h"
 #include "common/error.h"
@@ -40,13 +41,6 @@
 namespace fp8lm {
 namespace {
 
-bool have_hopper() {
-  const cuda::DeviceList list = cuda::list_devices();
-  return !list.devices.empty() && list.devices[0].runs_this_build();
-}
-
-#define REQUIRE_HOPPER() \
-  if (!have_hopper()) GTEST_SKIP() << "no Hopper GPU: " << cuda::list_devices().unavailable_reason
 
 template <typename T>
 struct DeviceBuffer {
