@@ -6,6 +6,8 @@
 // with --json FILE every number and the configuration to FILE. The model and
 // KV cache come from engine::Runtime, so any backend the runtime loads onto
 // is measured the same way.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,7 +52,8 @@ struct IterationResult {
   double tpot_median = 0.0;
   double decode_tok_s = 0.0;
   double total = 0.0;
-  double cpu = 0.0;  // process CPU time (every thread): wall ≫ cpu / threads means a busy machine
+  double cpu = 0.0;     // this process's CPU time, every thread
+  double others = 0.0;  // CPU time other processes used meanwhile (machine noise), from /proc/stat
 };
 
 struct Memory {
@@ -66,6 +69,18 @@ double median(std::vector<double> v) {
 }
 
 double mib(double bytes) { return bytes / double(1 << 20); }
+
+// CPU seconds every core of the machine has spent busy since boot (/proc/stat's
+// "cpu" line less idle and iowait); -1 without /proc.
+double machine_busy_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") return -1.0;
+  return double(user + nice + system + irq + softirq + steal) / double(sysconf(_SC_CLK_TCK));
+}
+
+int online_cpus() { return std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN))); }
 
 double process_cpu_seconds() {
   timespec ts{};
@@ -192,7 +207,7 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
   std::vector<int32_t> next(static_cast<size_t>(batch));
   std::vector<model::SequenceInput> inputs(static_cast<size_t>(batch));
 
-  const double cpu0 = process_cpu_seconds();
+  const double cpu0 = process_cpu_seconds(), busy0 = machine_busy_seconds();
   const auto t0 = Clock::now();
   for (int64_t b = 0; b < batch; ++b) inputs[size_t(b)] = {prompts[size_t(b)], 0, tables.t[size_t(b)], false};
   rt.model().forward(inputs, rt.kv_cache(), logits);
@@ -212,6 +227,7 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
   }
   r.total = std::chrono::duration<double>(Clock::now() - t0).count();
   r.cpu = process_cpu_seconds() - cpu0;
+  if (busy0 >= 0) r.others = std::max(0.0, machine_busy_seconds() - busy0 - r.cpu);
   if (!r.steps.empty()) {
     r.tpot_mean = std::accumulate(r.steps.begin(), r.steps.end(), 0.0) / double(r.steps.size());
     r.tpot_median = median(r.steps);
@@ -272,6 +288,10 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   const double tpot_mean = med(&IterationResult::tpot_mean), tpot_median = med(&IterationResult::tpot_median);
   const double decode = med(&IterationResult::decode_tok_s), total = med(&IterationResult::total);
   const double cpu = med(&IterationResult::cpu);
+  // The share of the machine other processes took during the timed iterations.
+  double wall_sum = 0.0, others_sum = 0.0;
+  for (const IterationResult& r : its) wall_sum += r.total, others_sum += r.others;
+  const double others_share = others_sum / (wall_sum * online_cpus());
 
   const KvCacheDType kv = rt->spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
                                                                               : rt->spec().kv_cache().dtype;
@@ -296,6 +316,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   }
   std::printf("  %-26s %12.3f\n", "iteration s", total);
   std::printf("  %-26s %12.3f\n", "iteration CPU s", cpu);
+  std::printf("  %-26s %11.1f%%\n", "other processes' CPU", 100.0 * others_share);
   std::printf("  %-26s %12.1f\n", "weights MiB", mib(double(rt->weight_bytes())));
   std::printf("  %-26s %12.1f\n", "KV cache MiB", mib(double(rt->kv_cache_bytes())));
   std::printf("  %-26s %12.1f\n", "RSS after load MiB", double(after_load.rss_kib) / 1024.0);
@@ -329,6 +350,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"block_size", rt->block_size()},
         {"kv_cache_tokens", options.kv_cache_tokens},
         {"cpu", cpu_model()},
+        {"online_cpus", online_cpus()},
         {"load_average_before", load_before},
         {"load_average_after", load_average()},
         {"date", utc_now()},
@@ -341,6 +363,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"decode_tok_s", or_null(decode)},
         {"iteration_s", total},
         {"iteration_cpu_s", cpu},
+        {"other_processes_cpu_share", others_share},
         {"load_s", load_seconds}}},
       {"per_iteration",
        {{"ttft_s", per_iteration(&IterationResult::ttft)},
@@ -349,7 +372,8 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"tpot_mean_s", per_iteration(&IterationResult::tpot_mean)},
         {"decode_tok_s", per_iteration(&IterationResult::decode_tok_s)},
         {"iteration_s", per_iteration(&IterationResult::total)},
-        {"iteration_cpu_s", per_iteration(&IterationResult::cpu)}}},
+        {"iteration_cpu_s", per_iteration(&IterationResult::cpu)},
+        {"other_processes_cpu_s", per_iteration(&IterationResult::others)}}},
       {"memory",
        {{"weight_bytes", rt->weight_bytes()},
         {"kv_cache_bytes", rt->kv_cache_bytes()},
