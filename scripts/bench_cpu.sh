@@ -22,8 +22,10 @@ mkdir -p "$OUT"
 
 # A configuration whose timed iterations shared its cores with other processes runs again, up to
 # ATTEMPTS times, after a pause: other processes may use the cores the benchmark leaves idle
-# (1 of 2 with --threads 1) plus MAX_NOISE of the machine's CPU time (/proc/stat tells).
+# (1 of 2 with --threads 1; SHARE_IDLE=0: not even those) plus MAX_NOISE of the machine's CPU
+# time (/proc/stat tells).
 MAX_NOISE=${MAX_NOISE:-0.03}
+SHARE_IDLE=${SHARE_IDLE:-1}
 ATTEMPTS=${ATTEMPTS:-20}
 
 run() {  # run NAME ARGS...: one configuration
@@ -34,11 +36,11 @@ run() {  # run NAME ARGS...: one configuration
     "$FP8LM" bench latency "$MODEL" "${COMMON[@]}" "$@" --json "$OUT/cpu_latency_$name.json" > /dev/null
     local noise
     noise=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"]["other_processes_cpu_share"])' "$OUT/cpu_latency_$name.json")
-    if python3 - "$OUT/cpu_latency_$name.json" "$MAX_NOISE" <<'PY'; then return; fi
+    if python3 - "$OUT/cpu_latency_$name.json" "$MAX_NOISE" "$SHARE_IDLE" <<'PY'; then return; fi
 import json, sys
 j = json.load(open(sys.argv[1]))
 cpus, threads = j["config"]["online_cpus"], j["config"]["threads"]
-idle_share = max(0, cpus - threads) / cpus
+idle_share = max(0, cpus - threads) / cpus if sys.argv[3] != "0" else 0.0
 sys.exit(j["results"]["other_processes_cpu_share"] > idle_share + float(sys.argv[2]))
 PY
     if ((attempt >= ATTEMPTS)); then echo "   $name: still ${noise} of the machine used by others; kept" >&2; return; fi
