@@ -14,3 +14,6 @@ target_compile_options(fp8lm_cuda PRIVATE
 include(${CMAKE_CURRENT_LIST_DIR}/gemm.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/quant_kernels.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/gemv.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/attention.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/model_kernels.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/cuda_ops.cmake OPTIONAL)
