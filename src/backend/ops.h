@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -42,6 +43,19 @@ class KvCache {
   virtual uint64_t bytes() const = 0;
 };
 
+// One forward step's host-side inputs, handed to the backend once, before the
+// step's ops: which token each row embeds, each row's position, the sequences'
+// attention metadata and which rows' logits are wanted. Ops read them from the
+// backend's copy, so a backend may record a step's ops once and replay them for
+// later steps with new inputs (CUDA graphs). The spans stay valid until the
+// step's last op has run.
+struct StepInputs {
+  std::span<const int32_t> ids;                  // one per row, inside the vocabulary
+  std::span<const int64_t> positions;            // one per row
+  std::span<const AttentionSequence> sequences;  // rows of each sequence, in row order
+  std::span<const int64_t> logit_rows;           // rows whose hidden state gather_rows picks
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -58,21 +72,39 @@ class Ops {
   virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
   virtual void reset_scratch() = 0;
 
+  // ---- one step
+  virtual void begin_step(const StepInputs& step) = 0;
+  // Runs `body` (the step's ops, after begin_step) and returns the tensor it
+  // returns. With a key ≠ 0 a backend may record the ops the first time it sees
+  // the key and replay the recording for every later step with that key instead
+  // of calling `body`; the caller promises that steps with one key issue the same
+  // ops on the same shapes (they differ only in StepInputs' values).
+  virtual Tensor run_step(uint64_t key, const std::function<Tensor()>& body) {
+    (void)key;
+    return body();
+  }
+
   // ---- ops (every output is written, never accumulated into, unless said)
-  virtual void embedding(const Weight& table, std::span<const int32_t> ids, Tensor out) = 0;
+  // out[r] = table row step.ids[r].
+  virtual void embedding(const Weight& table, Tensor out) = 0;
   // out = x / sqrt(mean(x²) + eps) · w, per row.
   virtual void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) = 0;
+  // h += delta, then out = rms_norm(h): the residual add fused with the next norm.
+  virtual void add_rms_norm(Tensor h, Tensor delta, const Weight& w, float eps, Tensor out) = 0;
   // The same over each head_dim-wide slice of every row, in place (Qwen3's q/k norm).
   virtual void head_rms_norm(Tensor x, int64_t head_dim, const Weight& w, float eps) = 0;
   virtual void add(Tensor acc, Tensor x) = 0;  // acc += x
   virtual void linear(Tensor x, const Weight& w, Tensor y) = 0;  // y = x·Wᵀ (+ b)
-  // Rotates every head_dim-wide slice of row r by position positions[r] (rotate-half layout).
-  virtual void rope(Tensor x, int64_t head_dim, std::span<const int64_t> positions, const model::RopeTable& rope) = 0;
+  // Rotates every head_dim-wide slice of row r of q and of k by position
+  // step.positions[r] (rotate-half layout).
+  virtual void rope_qk(Tensor q, Tensor k, int64_t head_dim, const model::RopeTable& rope) = 0;
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;  // out = silu(gate) · up
-  // Stores the new K/V into the cache, then attends over the cached positions.
-  virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, std::span<const AttentionSequence> sequences,
-                         const AttentionParams& params, KvCache& cache, int layer) = 0;
-  virtual void gather_rows(Tensor x, std::span<const int64_t> rows, Tensor out) = 0;
+  // Stores the new K/V into the cache, then attends over the cached positions
+  // (sequences: step.sequences).
+  virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& params, KvCache& cache,
+                         int layer) = 0;
+  // out[i] = x row step.logit_rows[i].
+  virtual void gather_rows(Tensor x, Tensor out) = 0;
   virtual void to_host(Tensor x, std::span<float> out) = 0;  // rows·cols float32 values
 };
 

@@ -28,6 +28,9 @@
 #include "engine/runtime.h"
 #include "io/atomic_file.h"
 #include "io/model_spec.h"
+#ifdef FP8LM_WITH_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
 
 namespace fp8lm::cli {
 namespace {
@@ -40,8 +43,47 @@ struct LatencyFlags {
   int64_t output_len = 128;
   int64_t warmup = 1;
   int64_t iters = 3;
+  int64_t max_batched_tokens = 16384;
   std::string json;
 };
+
+// The measured ceilings of the H200 this benchmark reports against (docs/gpu.md):
+// copy bandwidth, dense BF16 and FP8 GEMM rates.
+constexpr double kCeilingBytesPerS = 4.29e12;
+constexpr double kCeilingBf16FlopS = 794e12;
+constexpr double kCeilingFp8FlopS = 1426e12;
+
+struct DeviceMemory {
+  bool gpu = false;
+  double peak_bytes = 0;  // fp8lm's device allocations at their peak (weights, KV cache, scratch)
+  double used_bytes = 0;  // the device's memory in use now (all processes, CUDA context included)
+  double total_bytes = 0;
+};
+
+DeviceMemory device_memory(engine::Runtime& rt) {
+  DeviceMemory m;
+#ifdef FP8LM_WITH_CUDA
+  if (auto* gpu = dynamic_cast<cuda::CudaOps*>(&rt.ops())) {
+    size_t free_b = 0, total_b = 0;
+    gpu->device_memory(free_b, total_b);
+    m.gpu = true;
+    m.peak_bytes = double(gpu->memory_stats().peak_bytes_reserved);
+    m.used_bytes = double(total_b - free_b);
+    m.total_bytes = double(total_b);
+  }
+#else
+  (void)rt;
+#endif
+  return m;
+}
+
+// 2 · parameters of the linear layers (lm_head included) per token: the GEMM work of one token.
+double linear_flops_per_token(const ModelConfig& c) {
+  const double hd = double(c.head_dim), h = double(c.hidden_size);
+  const double per_layer = h * hd * double(c.num_attention_heads) * 2 + h * hd * double(c.num_key_value_heads) * 2 +
+                           3 * h * double(c.intermediate_size);
+  return 2.0 * (per_layer * double(c.num_hidden_layers) + h * double(c.vocab_size));
+}
 
 // One iteration's numbers (seconds; tok/s).
 struct IterationResult {
@@ -157,10 +199,12 @@ void argmax_rows(const std::vector<float>& logits, int64_t vocab, std::vector<in
 // B deterministic prompts of I ids drawn uniformly from the vocabulary, never a
 // special token or an end-of-sequence id.
 std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t batch, int64_t input_len) {
-  const auto vocab = int64_t(
-      std::min<uint64_t>(uint64_t(rt.config().vocab_size), uint64_t(rt.tokenizer().vocab_size(true))));
+  // A model without a tokenizer (--load-format dummy) draws from the whole vocabulary.
+  const bool tok = rt.has_tokenizer();
+  const auto vocab = int64_t(std::min<uint64_t>(uint64_t(rt.config().vocab_size),
+                                                tok ? uint64_t(rt.tokenizer().vocab_size(true)) : UINT64_MAX));
   std::vector<uint8_t> usable(static_cast<size_t>(vocab), 1);
-  for (int64_t id = 0; id < vocab; ++id)
+  for (int64_t id = 0; tok && id < vocab; ++id)
     if (rt.tokenizer().is_special(uint32_t(id))) usable[size_t(id)] = 0;
   for (int32_t id : rt.eos_ids())
     if (id >= 0 && id < vocab) usable[size_t(id)] = 0;
@@ -180,7 +224,7 @@ std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, i
 // One prefill + (O − 1) decode steps for the whole batch; blocks are freed on
 // every exit.
 IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
-                              int64_t output_len) {
+                              int64_t output_len, int64_t max_batched_tokens) {
   const auto batch = int64_t(prompts.size());
   const auto input_len = int64_t(prompts[0].size());
   const int64_t vocab = rt.model().vocab_size();
@@ -209,9 +253,19 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
 
   const double cpu0 = process_cpu_seconds(), busy0 = machine_busy_seconds();
   const auto t0 = Clock::now();
-  for (int64_t b = 0; b < batch; ++b) inputs[size_t(b)] = {prompts[size_t(b)], 0, tables.t[size_t(b)], false};
-  rt.model().forward(inputs, rt.kv_cache(), logits);
-  argmax_rows(logits, vocab, next);
+  // The prompts go in forward calls of at most max_batched_tokens rows (whole
+  // prompts, at least one per call), as a serving engine's step budget would.
+  for (int64_t first = 0; first < batch;) {
+    int64_t last = first + 1;
+    while (last < batch && (last + 1 - first) * input_len <= max_batched_tokens) ++last;
+    std::vector<model::SequenceInput> part;
+    for (int64_t b = first; b < last; ++b) part.push_back({prompts[size_t(b)], 0, tables.t[size_t(b)], false});
+    rt.model().forward(part, rt.kv_cache(), logits);
+    std::vector<int32_t> got(static_cast<size_t>(last - first));
+    argmax_rows(logits, vocab, got);
+    std::copy(got.begin(), got.end(), next.begin() + first);
+    first = last;
+  }
   const auto t1 = Clock::now();
   r.ttft = std::chrono::duration<double>(t1 - t0).count();
   r.prefill_tok_s = double(batch * input_len) / r.ttft;
@@ -262,7 +316,12 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
                 std::to_string(lf.batch_size) + " sequences of " + std::to_string(lf.input_len + lf.output_len) +
                 " tokens (" + std::to_string(needed) + " in blocks of " + std::to_string(options.block_size) +
                 "); leave it out to size the cache for the benchmark");
-  if (options.kv_cache_tokens == 0) options.kv_cache_tokens = needed;
+  // On the CPU the cache is sized for the benchmark; on a GPU it takes what
+  // --gpu-memory-utilization leaves, which is the capacity reported.
+  if (options.kv_cache_tokens == 0 && options.device == engine::Device::kCpu) options.kv_cache_tokens = needed;
+  check_positive("--max-num-batched-tokens", lf.max_batched_tokens);
+  options.max_num_batched_tokens = std::max(lf.max_batched_tokens, lf.input_len);
+  options.max_num_seqs = lf.batch_size;
 
   const std::string load_before = load_average();
   const Memory before_load = read_memory();
@@ -273,9 +332,11 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   const Memory after_load = read_memory();
 
   const auto prompts = synthetic_prompts(*rt, lf.batch_size, lf.input_len);
-  for (int64_t i = 0; i < lf.warmup; ++i) run_iteration(*rt, prompts, lf.output_len);
+  for (int64_t i = 0; i < lf.warmup; ++i) run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens);
   std::vector<IterationResult> its;
-  for (int64_t i = 0; i < lf.iters; ++i) its.push_back(run_iteration(*rt, prompts, lf.output_len));
+  for (int64_t i = 0; i < lf.iters; ++i)
+    its.push_back(run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens));
+  const DeviceMemory gpu = device_memory(*rt);
   const Memory at_end = read_memory();
 
   auto med = [&](double IterationResult::*field) {
@@ -317,8 +378,25 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   std::printf("  %-26s %12.3f\n", "iteration s", total);
   std::printf("  %-26s %12.3f\n", "iteration CPU s", cpu);
   std::printf("  %-26s %11.1f%%\n", "other processes' CPU", 100.0 * others_share);
+  // How far from the limits: decode reads every weight once per step; prefill
+  // is the linear layers' GEMM work over the prompt tokens.
+  const bool fp8_weights = weights.rfind("FP8", 0) == 0;
+  const double weight_bw = has_decode ? double(rt->weight_bytes()) / tpot_median : 0.0;
+  const double gemm_rate = linear_flops_per_token(rt->config()) * double(lf.batch_size * lf.input_len) / ttft;
+  const double gemm_ceiling = fp8_weights ? kCeilingFp8FlopS : kCeilingBf16FlopS;
+  const int64_t kv_tokens = rt->blocks().num_total() * rt->block_size();
+  if (has_decode)
+    std::printf("  %-26s %12.1f   (%.0f%% of %.2f TB/s)\n", "decode weight GB/s", weight_bw / 1e9,
+                100.0 * weight_bw / kCeilingBytesPerS, kCeilingBytesPerS / 1e12);
+  std::printf("  %-26s %12.1f   (%.0f%% of %s %.0f)\n", "prefill linear TFLOP/s", gemm_rate / 1e12,
+              100.0 * gemm_rate / gemm_ceiling, fp8_weights ? "FP8" : "BF16", gemm_ceiling / 1e12);
   std::printf("  %-26s %12.1f\n", "weights MiB", mib(double(rt->weight_bytes())));
   std::printf("  %-26s %12.1f\n", "KV cache MiB", mib(double(rt->kv_cache_bytes())));
+  std::printf("  %-26s %12lld\n", "KV cache tokens", static_cast<long long>(kv_tokens));
+  if (gpu.gpu) {
+    std::printf("  %-26s %12.1f\n", "GPU peak (fp8lm) MiB", mib(gpu.peak_bytes));
+    std::printf("  %-26s %12.1f   (of %.0f)\n", "GPU in use MiB", mib(gpu.used_bytes), mib(gpu.total_bytes));
+  }
   std::printf("  %-26s %12.1f\n", "RSS after load MiB", double(after_load.rss_kib) / 1024.0);
   std::printf("  %-26s %12.1f\n", "RSS at end MiB", double(at_end.rss_kib) / 1024.0);
   std::printf("  %-26s %12.1f\n", "RSS peak MiB", double(at_end.hwm_kib) / 1024.0);
@@ -364,7 +442,13 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"iteration_s", total},
         {"iteration_cpu_s", cpu},
         {"other_processes_cpu_share", others_share},
-        {"load_s", load_seconds}}},
+        {"load_s", load_seconds},
+        {"decode_weight_bytes_per_s", or_null(weight_bw)},
+        {"decode_weight_bandwidth_share", or_null(weight_bw / kCeilingBytesPerS)},
+        {"prefill_linear_flop_per_s", gemm_rate},
+        {"prefill_linear_flop_share", gemm_rate / gemm_ceiling},
+        {"ceilings", {{"copy_bytes_per_s", kCeilingBytesPerS}, {"bf16_flop_per_s", kCeilingBf16FlopS},
+                      {"fp8_flop_per_s", kCeilingFp8FlopS}}}}},
       {"per_iteration",
        {{"ttft_s", per_iteration(&IterationResult::ttft)},
         {"prefill_tok_s", per_iteration(&IterationResult::prefill_tok_s)},
@@ -377,6 +461,9 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
       {"memory",
        {{"weight_bytes", rt->weight_bytes()},
         {"kv_cache_bytes", rt->kv_cache_bytes()},
+        {"kv_cache_tokens", kv_tokens},
+        {"gpu_peak_bytes", gpu.gpu ? nlohmann::json(gpu.peak_bytes) : nlohmann::json(nullptr)},
+        {"gpu_used_bytes", gpu.gpu ? nlohmann::json(gpu.used_bytes) : nlohmann::json(nullptr)},
         {"rss_before_load_kib", before_load.rss_kib},
         {"rss_after_load_kib", after_load.rss_kib},
         {"rss_peak_after_load_kib", after_load.hwm_kib},
@@ -404,8 +491,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--output-len", lf->output_len, "Tokens generated per sequence (default 128)");
   cmd->add_option("--warmup", lf->warmup, "Untimed iterations first (default 1)");
   cmd->add_option("--iters", lf->iters, "Timed iterations; medians are reported (default 3)");
+  cmd->add_option("--max-num-batched-tokens", lf->max_batched_tokens,
+                  "Most prompt tokens one prefill forward call takes (whole prompts; default 16384)");
   cmd->add_option("--json", lf->json, "Also write every number and the configuration to this JSON file");
   cmd->callback([mf, rf, lf] { run_latency(*mf, *rf, *lf); });
+  add_bench_throughput_command(*bench);  // bench_throughput.cpp
 }
 
 }  // namespace fp8lm::cli

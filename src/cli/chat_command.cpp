@@ -27,6 +27,7 @@ struct ChatFlags {
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const ChatFlags& cf) {
   const engine::SamplingParams params = sf.params();
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), rf.options());
+  (void)rt->tokenizer();  // a model without tokenizer.json (--load-format dummy) stops here, saying so
   const chat::ModelChatTemplate tmpl = chat::ModelChatTemplate::load(mf.model);
   print_load_summary(*rt, rf);
   const bool interactive = isatty(STDIN_FILENO) != 0;

@@ -112,9 +112,14 @@ json build_json(const io::ModelSpec& spec) {
                  {"num_experts", c.moe.num_experts},
                  {"num_experts_per_tok", c.moe.num_experts_per_tok}};
   j["parameters"] = spec.parameter_count;
-  j["files"] = {{"count", spec.files->files().size()},
-                {"sharded", spec.files->sharded()},
-                {"tensors", spec.files->tensor_count()}};
+  j["load_format"] = spec.dummy_weights ? "dummy" : "auto";
+  if (spec.files)
+    j["files"] = {{"count", spec.files->files().size()},
+                  {"sharded", spec.files->sharded()},
+                  {"tensors", spec.files->tensor_count()}};
+  else  // --load-format dummy: config.json alone
+    j["files"] = {{"count", 0}, {"sharded", false}, {"tensors", 0}};
+  j["dtypes"] = json::object();  // stays empty with --load-format dummy
   for (const auto& [dtype, use] : spec.dtypes) j["dtypes"][dtype] = {{"tensors", use.tensors}, {"bytes", use.bytes}};
   j["quantization"] = {{"format", spec.quantization.format},
                        {"variant", spec.quantization.variant},
@@ -181,8 +186,11 @@ void print_text(const json& j, const io::ModelSpec& spec) {
   for (const auto& [dtype, use] : j["dtypes"].items())
     dtypes += (dtypes.empty() ? "" : ", ") + dtype + " " + std::to_string(use["tensors"].get<int64_t>()) +
               " tensors (" + human_bytes(double(use["bytes"].get<uint64_t>())) + ")";
-  std::printf("files         %zu%s, %zu tensors: %s\n", spec.files->files().size(),
-              spec.files->sharded() ? " shards" : " file", spec.files->tensor_count(), dtypes.c_str());
+  if (spec.files)
+    std::printf("files         %zu%s, %zu tensors: %s\n", spec.files->files().size(),
+                spec.files->sharded() ? " shards" : " file", spec.files->tensor_count(), dtypes.c_str());
+  else
+    std::printf("files         none: --load-format dummy (random weights generated from config.json at load)\n");
   std::printf("quantization  %s\n", spec.quantization.describe().c_str());
   std::printf("linear layers %zu\n", spec.linears.size());
   for (const Group& g : group_linears(spec))

@@ -9,6 +9,7 @@ io::LoadOverrides ModelFlags::overrides() const {
   if (!kv_cache_skip_layers.empty()) o.kv_cache_skip_layers = io::parse_layer_list(kv_cache_skip_layers);
   o.keep_bf16 = keep_bf16;
   o.fp8_embeddings = fp8_embeddings;
+  o.load_format = io::parse_load_format(load_format);
   return o;
 }
 
@@ -29,6 +30,9 @@ std::shared_ptr<ModelFlags> add_model_flags(CLI::App* cmd) {
   cmd->add_flag("--fp8-embeddings", f->fp8_embeddings,
                "Also store the token embedding table and lm_head in FP8 E4M3 with one scale per row (weight-only; "
                "vLLM keeps both in BF16): for models whose vocabulary is a large share of the weights");
+  cmd->add_option("--load-format", f->load_format,
+                  "Where the weights come from: auto (the checkpoint's safetensors) or dummy (random weights of "
+                  "realistic scale generated from config.json alone, for benchmarks; no tokenizer needed)");
   return f;
 }
 

@@ -19,6 +19,7 @@ struct ModelFlags {
   std::string kv_cache_skip_layers;  // "0,1,31"
   std::vector<std::string> keep_bf16;
   bool fp8_embeddings = false;
+  std::string load_format = "auto";  // "auto", "dummy"
 
   // Throws fp8lm::Error for an invalid value.
   io::LoadOverrides overrides() const;

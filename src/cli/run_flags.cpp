@@ -30,13 +30,26 @@ engine::RuntimeOptions RunFlags::options() const {
   else if (kernels == "avx2") o.kernels = KernelChoice::kAvx2;
   else if (kernels == "avx512") o.kernels = KernelChoice::kAvx512;
   else throw Error("--cpu-kernels: '" + kernels + "' is not one of auto, scalar, avx2, avx512");
+  if (device == "cpu") o.device = engine::Device::kCpu;
+  else if (device == "cuda") o.device = engine::Device::kCuda;
+  else throw Error("--device: '" + device + "' is not one of cpu, cuda");
+  o.cuda_graphs = !no_cuda_graphs;
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
+    throw Error("--gpu-memory-utilization: " + std::to_string(gpu_memory_utilization) + " is not in (0, 1]");
+  o.gpu_memory_utilization = gpu_memory_utilization;
   return o;
 }
 
 std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
   auto f = std::make_shared<RunFlags>();
   cmd->add_option("--threads", f->threads, "CPU threads (0 = all usable cores)");
-  cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens, "KV cache capacity in tokens (0 = one full context)");
+  cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
+                  "KV cache capacity in tokens (0 = one full context on the CPU, what --gpu-memory-utilization "
+                  "leaves on a GPU)");
+  cmd->add_option("--device", f->device, "Where the model runs: cpu (default) or cuda (a Hopper GPU)");
+  cmd->add_flag("--no-cuda-graphs", f->no_cuda_graphs, "CUDA: launch every kernel of decode steps (no graphs)");
+  cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
+                  "CUDA: share of the GPU's memory fp8lm may fill, the KV cache taking what is left (default 0.9)");
   cmd->add_option("--cpu-kernels", f->kernels, "CPU vector loops: auto, scalar, avx2, avx512");
   cmd->add_flag("--no-kv-calibration", f->no_kv_calibration,
                 "With an FP8 KV cache and no k/v scales in the checkpoint: use 1.0 instead of calibrating them at "

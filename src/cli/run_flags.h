@@ -18,6 +18,9 @@ struct RunFlags {
   int64_t kv_cache_tokens = 0;  // 0 = one full context
   std::string kernels = "auto";
   bool no_kv_calibration = false;
+  std::string device = "cpu";
+  bool no_cuda_graphs = false;
+  double gpu_memory_utilization = 0.9;
 
   // Throws fp8lm::Error for a value out of range.
   engine::RuntimeOptions options() const;

@@ -9,6 +9,7 @@
 // M may hold only the tokenizer files (tokenizer.json, tokenizer_config.json).
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -120,6 +121,12 @@ void run_chat(const TokenizeFlags& f, const tokenizer::Tokenizer& tok) {
 }
 
 void run(const TokenizeFlags& f) {
+  // A directory for --load-format dummy (config.json, no tokenizer): say so rather than "cannot open".
+  const std::filesystem::path dir(f.model);
+  if (std::filesystem::is_directory(dir) && std::filesystem::exists(dir / "config.json") &&
+      !std::filesystem::exists(dir / "tokenizer.json"))
+    throw Error(f.model + " has no tokenizer.json (--load-format dummy loads config.json alone); "
+                "use bench latency/throughput");
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(f.model);
   if (!f.chat_file.empty()) return run_chat(f, tok);
   const std::string input = f.text_given ? f.text : read_stdin();

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "common/error.h"
-#include "engine/stop_checker.h"
+#include "engine/sequence_output.h"
 
 namespace fp8lm::engine {
 namespace {
@@ -56,8 +56,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   GenerationResult r;
   r.prompt_tokens = int64_t(prompt.size());
   Sampler sampler(params, prompt);
-  StopChecker stops(params.stop);
-  tokenizer::IncrementalDecoder decoder = rt.tokenizer().incremental_decoder(/*skip_special_tokens=*/true);
+  SequenceOutput output(rt.tokenizer(), params, rt.eos_ids(), max_new);
   auto emit = [&](const std::string& piece) {
     if (piece.empty()) return;
     r.text += piece;
@@ -70,36 +69,26 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   int64_t position = 0;
   const auto start = std::chrono::steady_clock::now();
   auto decode_start = start;
-  r.finish_reason = "length";
-  while (int64_t(r.tokens.size()) < max_new) {
+  while (true) {
     blocks.reserve(position + int64_t(step.size()));
     const model::SequenceInput in{step, position, blocks.table(), false};
     rt.model().forward({&in, 1}, rt.kv_cache(), logits);
     position += int64_t(step.size());
     const int32_t token = sampler.sample(logits);
-    r.tokens.push_back(token);
-    if (r.tokens.size() == 1) {
+    if (output.tokens().empty()) {
       r.prefill_seconds = seconds_since(start);
       decode_start = std::chrono::steady_clock::now();
     }
-    if (params.stops_on(token, rt.eos_ids())) {
-      r.finish_reason = "stop";
-      break;
-    }
-    const StopChecker::Step s = stops.push(decoder.push(uint32_t(token)));
+    const SequenceOutput::Step s = output.push(token);
     emit(s.text);
-    if (s.stopped) {
-      r.finish_reason = "stop";
+    emit(s.tail);
+    if (s.finished) {
+      r.finish_reason = s.finish_reason;
       break;
     }
     step.assign(1, token);
   }
-  if (!stops.stopped()) {
-    const StopChecker::Step s = stops.push(decoder.finish());
-    emit(s.text);
-    if (s.stopped) r.finish_reason = "stop";
-    else emit(stops.finish());
-  }
+  r.tokens = output.tokens();
   if (r.tokens.size() > 1) r.decode_seconds = seconds_since(decode_start);
   return r;
 }

@@ -2,12 +2,72 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 
 #include "backend/cpu/cpu_ops.h"
+#ifdef FP8LM_WITH_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
 #include "common/error.h"
 #include "quantize/calibration.h"
 
 namespace fp8lm::engine {
+
+namespace {
+
+// `count` samples of `length` token ids drawn uniformly (fixed seed): KV-scale
+// calibration for a model without a tokenizer (--load-format dummy).
+std::vector<std::vector<int32_t>> random_token_samples(int64_t vocab, int64_t count, int64_t length) {
+  std::mt19937_64 rng(0x6b7663616c696221ULL);
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(count), std::vector<int32_t>(static_cast<size_t>(length)));
+  for (auto& s : out)
+    for (int32_t& t : s) t = int32_t(rng() % uint64_t(vocab));
+  return out;
+}
+
+}  // namespace
+
+static std::unique_ptr<backend::Ops> make_ops(const RuntimeOptions& options) {
+  if (options.device == Device::kCpu) return std::make_unique<cpu::CpuOps>(options.threads, options.kernels);
+#ifdef FP8LM_WITH_CUDA
+  return std::make_unique<cuda::CudaOps>(cuda::CudaOpsOptions{0, options.cuda_graphs});
+#else
+  throw Error("--device cuda: this fp8lm was built without the CUDA backend (configure with -DFP8LM_CUDA=ON)");
+#endif
+}
+
+// KV-cache capacity when none is given: one full context on the CPU; on a GPU
+// what fits in gpu_memory_utilization of its memory once the weights are
+// loaded and room for one step of max_num_batched_tokens rows is kept.
+static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c,
+                                       const std::vector<backend::KvLayerFormat>& formats, const RuntimeOptions& options) {
+#ifdef FP8LM_WITH_CUDA
+  if (auto* gpu = dynamic_cast<cuda::CudaOps*>(&ops)) {
+    size_t free_bytes = 0, total_bytes = 0;
+    gpu->device_memory(free_bytes, total_bytes);
+    const double used = double(total_bytes - free_bytes);
+    // One step's activations (BF16, with FP8 copies and scales) and its logits, with a margin.
+    const double rows = double(options.max_num_batched_tokens);
+    const double width = double(4 * c.hidden_size + 2 * c.num_attention_heads * c.head_dim +
+                                2 * c.num_key_value_heads * c.head_dim + 3 * c.intermediate_size);
+    const double step = 1.5 * (rows * width * 2.0 + rows * double(c.intermediate_size)) +
+                        double(options.max_num_seqs) * double(c.vocab_size) * 4.0 + double(1ull << 30);
+    const double budget = options.gpu_memory_utilization * double(total_bytes) - used - step;
+    uint64_t per_token = 0;
+    for (const backend::KvLayerFormat& f : formats)
+      per_token += 2 * uint64_t(c.num_key_value_heads) * uint64_t(c.head_dim) *
+                   (f.element == backend::KvElement::kF32 ? 4 : f.element == backend::KvElement::kBF16 ? 2 : 1);
+    const auto tokens = int64_t(budget / double(per_token));
+    if (tokens < options.block_size)
+      throw Error("--device cuda: no memory left for the KV cache (" + std::to_string(int64_t(used / 1048576.0)) +
+                  " MiB in use of " + std::to_string(total_bytes / 1048576) +
+                  " MiB; raise --gpu-memory-utilization or lower --max-num-batched-tokens)");
+    return tokens / options.block_size * options.block_size;
+  }
+#endif
+  (void)ops, (void)formats, (void)options;
+  return c.max_position_embeddings;
+}
 
 std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const io::LoadOverrides& overrides,
                                        const RuntimeOptions& options) {
@@ -18,14 +78,19 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   const ModelConfig& c = rt->spec_.config;
   loader::check_supported(rt->spec_);
   const model::RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
-  rt->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
+  // --load-format dummy needs config.json alone: without tokenizer.json there is no tokenizer.
+  if (!rt->spec_.dummy_weights || std::filesystem::exists(dir / "tokenizer.json"))
+    rt->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
 
   for (int64_t id : c.eos_token_ids) rt->eos_ids_.push_back(int32_t(id));
-  if (rt->eos_ids_.empty() && rt->tokenizer_->eos()) rt->eos_ids_.push_back(int32_t(rt->tokenizer_->eos()->id));
+  if (rt->eos_ids_.empty() && rt->tokenizer_ && rt->tokenizer_->eos()) rt->eos_ids_.push_back(int32_t(rt->tokenizer_->eos()->id));
 
   loader::HostModelWeights w = loader::load_host_weights(rt->spec_);
   rt->weight_bytes_ = loader::resident_weight_bytes(w);
-  rt->ops_ = std::make_unique<cpu::CpuOps>(options.threads, options.kernels);
+  if (rt->spec_.dummy_weights)
+    rt->notes_.push_back("weights: --load-format dummy: random N(0, 0.02) weights generated from config.json "
+                         "(fixed seed); outputs are meaningless, speed and memory are real");
+  rt->ops_ = make_ops(options);
   rt->model_ = std::make_unique<model::LlamaModel>(c, w, *rt->ops_);
 
   std::vector<float> k_scales = options.k_scales.empty() ? w.k_scales : options.k_scales;
@@ -35,7 +100,10 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
     // Never a silent 1.0: measure K/V ranges on the built-in text (vLLM and
     // SGLang default to 1.0, a known accuracy trap).
     const int64_t len = std::min<int64_t>(256, c.max_position_embeddings);
-    const auto samples = quantize::calibration_samples(*rt->tokenizer_, quantize::builtin_calibration_text(), 8, len);
+    // Without a tokenizer (--load-format dummy), 8 samples of random token ids instead.
+    const auto samples = rt->tokenizer_ ? quantize::calibration_samples(*rt->tokenizer_,
+                                                                        quantize::builtin_calibration_text(), 8, len)
+                                        : random_token_samples(c.vocab_size, 8, len);
     const quantize::CalibrationStats stats = quantize::calibrate(*rt->model_, *rt->ops_, samples);
     for (int i = 0; i < c.num_hidden_layers; ++i) {
       k_scales.push_back(quantize::kv_scale(stats.k_amax[size_t(i)]));
@@ -45,17 +113,26 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
     const auto [vmin, vmax] = std::minmax_element(v_scales.begin(), v_scales.end());
     char text[320];
     std::snprintf(text, sizeof text,
-                  "KV cache fp8_e4m3: the checkpoint has no k/v scales, so they were calibrated at load on fp8lm's "
-                  "built-in text (%lld tokens): k_scale %.3g..%.3g, v_scale %.3g..%.3g per layer",
+                  "KV cache fp8_e4m3: the checkpoint has no k/v scales, so they were calibrated at load on %s "
+                  "(%lld tokens): k_scale %.3g..%.3g, v_scale %.3g..%.3g per layer",
+                  rt->tokenizer_ ? "fp8lm's built-in text" : "random token ids (no tokenizer.json)",
                   static_cast<long long>(stats.tokens), double(*kmin), double(*kmax), double(*vmin), double(*vmax));
     rt->notes_.push_back(text);
   }
   std::vector<backend::KvLayerFormat> formats = model::kv_layer_formats(c, kv, k_scales, v_scales, &rt->notes_);
-  const int64_t tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens : c.max_position_embeddings;
+  const int64_t tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens
+                                                     : default_kv_cache_tokens(*rt->ops_, c, formats, options);
   const int64_t blocks = (tokens + options.block_size - 1) / options.block_size;
   rt->kv_cache_ = rt->ops_->make_kv_cache(rt->model_->kv_cache_shape(options.block_size, blocks), std::move(formats));
   rt->blocks_ = std::make_unique<BlockAllocator>(blocks);
   return rt;
+}
+
+const tokenizer::Tokenizer& Runtime::tokenizer() const {
+  if (!tokenizer_)
+    throw Error(spec_.directory.string() +
+                " has no tokenizer.json (--load-format dummy loads config.json alone); use bench latency/throughput");
+  return *tokenizer_;
 }
 
 std::vector<backend::KvLayerFormat> Runtime::kv_formats() const {

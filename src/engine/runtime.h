@@ -19,11 +19,19 @@
 
 namespace fp8lm::engine {
 
+enum class Device : uint8_t { kCpu, kCuda };
+
 struct RuntimeOptions {
+  Device device = Device::kCpu;
+  bool cuda_graphs = true;               // CUDA: record decode steps as graphs
+  double gpu_memory_utilization = 0.9;   // CUDA: share of the GPU's memory fp8lm may fill (KV cache sizing)
+  int64_t max_num_batched_tokens = 8192; // CUDA: rows of one step the KV sizing keeps room for
+  int64_t max_num_seqs = 256;            // CUDA: logits rows of one step, ditto
   int threads = 1;
   KernelChoice kernels = KernelChoice::kAuto;
   int block_size = 16;
-  // KV-cache capacity in tokens; 0 = one full context (max_position_embeddings).
+  // KV-cache capacity in tokens; 0 = one full context (max_position_embeddings)
+  // on the CPU, what gpu_memory_utilization leaves on a GPU.
   int64_t kv_cache_tokens = 0;
   // Explicit KV scales (per layer), overriding the checkpoint's; empty = none.
   std::vector<float> k_scales, v_scales;
@@ -42,7 +50,11 @@ class Runtime {
 
   const io::ModelSpec& spec() const { return spec_; }
   const ModelConfig& config() const { return spec_.config; }
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // A model loaded with --load-format dummy from a directory without
+  // tokenizer.json has none: tokenizer() then throws fp8lm::Error saying so
+  // (commands that need text cannot run it; bench latency can).
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const tokenizer::Tokenizer& tokenizer() const;
   model::LlamaModel& model() { return *model_; }
   backend::KvCache& kv_cache() { return *kv_cache_; }
   BlockAllocator& blocks() { return *blocks_; }
@@ -50,6 +62,7 @@ class Runtime {
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t kv_cache_bytes() const { return kv_cache_->bytes(); }
   std::string backend_name() const { return ops_->name(); }
+  backend::Ops& ops() { return *ops_; }
   // The ids that end generation: config.json's eos_token_id(s), else the tokenizer's EOS.
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   const std::vector<std::string>& notes() const { return notes_; }

@@ -17,6 +17,14 @@ std::string_view name(OnlineQuant q) {
   return "?";
 }
 
+std::string_view name(LoadFormat f) { return f == LoadFormat::kDummy ? "dummy" : "auto"; }
+
+LoadFormat parse_load_format(std::string_view v) {
+  if (v == "auto") return LoadFormat::kAuto;
+  if (v == "dummy") return LoadFormat::kDummy;
+  throw Error("--load-format: '" + std::string(v) + "' is not one of auto, dummy");
+}
+
 OnlineQuant parse_online_quant(std::string_view v) {
   // Per-channel weights with per-token activations is the default: see
   // docs/checkpoints.md "Why fp8 means fp8:channel".

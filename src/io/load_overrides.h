@@ -6,6 +6,7 @@
 //   --kv-cache-dtype-skip-layers 0,1,31            layers whose KV cache stays BF16
 //   --keep-bf16 PATTERN (repeatable)               module name or re:<regex> kept unquantized
 //   --fp8-embeddings                               embedding table and lm_head in FP8 (per row)
+//   --load-format auto|dummy                       dummy: random weights from config.json alone
 //
 // docs/checkpoints.md ("Loading overrides") explains each and the default.
 #pragma once
@@ -30,18 +31,26 @@ enum class OnlineQuant : uint8_t {
 };
 std::string_view name(OnlineQuant q);
 
+// Where the weights come from: the checkpoint's safetensors (auto), or random
+// weights of realistic scale generated from config.json alone (dummy:
+// io::read_model_spec_dummy + loader/dummy_weights.h), for performance runs.
+enum class LoadFormat : uint8_t { kAuto, kDummy };
+std::string_view name(LoadFormat f);
+
 struct LoadOverrides {
   std::optional<OnlineQuant> quantization;
   std::optional<KvCacheDType> kv_cache_dtype;
   std::vector<int> kv_cache_skip_layers;
   std::vector<std::string> keep_bf16;  // module names (or ancestors) or "re:<regex>"
   bool fp8_embeddings = false;         // embedding table and lm_head in FP8 too
+  LoadFormat load_format = LoadFormat::kAuto;
 };
 
 // Flag parsers; each throws fp8lm::Error that names the flag and the value.
 OnlineQuant parse_online_quant(std::string_view value);         // "fp8", "fp8:tensor", ...
 KvCacheDType parse_kv_cache_dtype(std::string_view value);      // "fp8" == "fp8_e4m3"
 std::vector<int> parse_layer_list(std::string_view value);      // "0,1,31"
+LoadFormat parse_load_format(std::string_view value);           // "auto", "dummy"
 
 // The scheme online quantization gives every linear layer.
 LinearQuantScheme online_scheme(OnlineQuant q);

@@ -146,6 +146,7 @@ bool harmless_extra(const std::string& name, const ModelConfig& c) {
 }  // namespace
 
 ModelSpec read_model_spec(const std::filesystem::path& dir, const LoadOverrides& overrides) {
+  if (overrides.load_format == LoadFormat::kDummy) return read_model_spec_dummy(dir, overrides);
   if (!std::filesystem::is_directory(dir))
     throw Error(dir.string() + ": not a model directory (expected config.json and safetensors files)");
   ModelSpec spec;
@@ -187,6 +188,33 @@ ModelSpec read_model_spec(const std::filesystem::path& dir, const LoadOverrides&
     ++u.tensors;
     u.bytes += t.byte_size();
   }
+  return spec;
+}
+
+ModelSpec read_model_spec_dummy(const std::filesystem::path& dir, const LoadOverrides& overrides) {
+  if (!std::filesystem::is_directory(dir))
+    throw Error(dir.string() + ": not a model directory (--load-format dummy needs a directory holding config.json)");
+  const std::filesystem::path config_path = dir / "config.json";
+  if (!std::filesystem::is_regular_file(config_path))
+    throw Error(config_path.string() + ": no such file (--load-format dummy builds the model from config.json)");
+  ModelSpec spec;
+  spec.directory = dir;
+  spec.dummy_weights = true;
+  const nlohmann::json raw = read_json_file(config_path);
+  spec.config = parse_model_config(raw, config_path.string());
+  spec.quantization = parse_quantization(raw, dir);
+  // Generated weights come with no KV-cache scales: an FP8 cache is calibrated
+  // at load (or uses 1.0), as for a checkpoint that stores none.
+  spec.quantization.kv_cache.k_scale_name.clear();
+  spec.quantization.kv_cache.v_scale_name.clear();
+  apply_overrides(spec.quantization, overrides, spec.config.num_hidden_layers);
+  for (const ExpectedTensor& t : expected_tensors(spec.config)) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    spec.parameter_count += numel;
+  }
+  for (const LinearModule& m : linear_modules(spec.config))
+    spec.linears.push_back({m, spec.quantization.scheme_for(m.name), m.name + ".weight", "", ""});
   return spec;
 }
 

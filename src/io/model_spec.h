@@ -41,7 +41,10 @@ struct ModelSpec {
   ModelConfig config;
   CheckpointQuantization quantization;  // overrides applied
   std::vector<LinearLayerSpec> linears;
-  std::shared_ptr<const CheckpointFiles> files;  // headers of the checkpoint
+  std::shared_ptr<const CheckpointFiles> files;  // headers of the checkpoint; null with dummy_weights
+  // --load-format dummy: built from config.json alone, no checkpoint files;
+  // the loader generates the weights (loader/dummy_weights.h).
+  bool dummy_weights = false;
 
   // Per on-disk dtype name ("BF16", "F8_E4M3", ...).
   std::map<std::string, DTypeUsage> dtypes;
@@ -53,7 +56,16 @@ struct ModelSpec {
 // Reads `dir` and checks it. Throws fp8lm::Error naming the directory and every
 // problem found (up to a few dozen, then "and N more"): a missing tensor, a
 // tensor the architecture and schemes do not explain, a wrong dtype or shape.
+// With overrides.load_format == kDummy this is read_model_spec_dummy.
 ModelSpec read_model_spec(const std::filesystem::path& dir, const LoadOverrides& overrides = {});
+
+// The spec of a model whose weights are generated (--load-format dummy): from
+// `dir`/config.json alone (and hf_quant_config.json when present). The
+// quantization is the config's quantization_config if any, else none (BF16);
+// the overrides then apply exactly as for a real checkpoint. No tensor is
+// checked and no KV-cache scale is named (none is stored): `files` is null,
+// `dtypes` empty. Throws fp8lm::Error naming config.json or the field at fault.
+ModelSpec read_model_spec_dummy(const std::filesystem::path& dir, const LoadOverrides& overrides = {});
 
 // Memory the weights and the KV cache need, as `inspect` reports it.
 struct MemoryEstimate {

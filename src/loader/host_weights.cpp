@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "io/mapped_file.h"
+#include "loader/dummy_weights.h"
 
 namespace fp8lm::loader {
 namespace {
@@ -163,6 +164,7 @@ void check_supported(const io::ModelSpec& spec) {
 }
 
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress) {
+  if (spec.dummy_weights) return dummy_host_weights(spec);  // --load-format dummy: nothing to read
   check_supported(spec);
   const ModelConfig& c = spec.config;
   const TensorSource src(spec);

@@ -36,7 +36,8 @@ using LoadProgress = std::function<void(int layer, int layers)>;
 
 // Throws fp8lm::Error naming the tensor for anything the model cannot run:
 // an MoE architecture (not yet implemented), a non-finite or non-positive scale,
-// per-head KV scales.
+// per-head KV scales. A spec of read_model_spec_dummy (--load-format dummy)
+// gets dummy_host_weights(spec) (loader/dummy_weights.h) instead.
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress = {});
 
 // The checkpoint's per-layer KV-cache scales (k, v), read without loading

@@ -61,15 +61,31 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
                   std::to_string(s.start_position + n) + " positions");
     seqs.push_back({int64_t(ids.size()), n, s.start_position, s.block_table});
     for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = s.tokens[size_t(i)];
+      if (id < 0 || id >= c.vocab_size)
+        throw Error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                    std::to_string(c.vocab_size) + ")");
       if (s.all_logits || i == n - 1) logit_rows.push_back(int64_t(ids.size()));
       ids.push_back(s.tokens[size_t(i)]);
       positions.push_back(s.start_position + i);
     }
   }
   const auto rows = int64_t(ids.size());
+  ops_.begin_step({ids, positions, seqs, logit_rows});
+  // A step of one decode token per sequence has the same ops for any positions
+  // and contexts, so a backend may record it once per batch size and replay it.
+  const bool decode_only = observer_ == nullptr && int64_t(logit_rows.size()) == rows &&
+                           std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.num_tokens == 1; });
+  const uint64_t key = decode_only ? uint64_t(rows) : 0;
+  const backend::Tensor out = ops_.run_step(key, [&] { return run_layers(rows, int64_t(logit_rows.size()), cache); });
+  logits.resize(size_t(out.rows * out.cols));
+  ops_.to_host(out, logits);
+}
+
+backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache) {
+  const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
   const int64_t q_width = c.num_attention_heads * hd, kv_width = c.num_key_value_heads * hd;
-
   ops_.reset_scratch();
   backend::Tensor h = ops_.alloc(rows, hidden);
   backend::Tensor x = ops_.alloc(rows, hidden);
@@ -83,11 +99,11 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
   backend::Tensor act = ops_.alloc(rows, c.intermediate_size);
   const auto eps = float(c.rms_norm_eps);
 
-  ops_.embedding(*embedding_, ids, h);
+  ops_.embedding(*embedding_, h);
+  ops_.rms_norm(h, *layers_[0].input_norm, eps, x);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     Layer& l = layers_[size_t(i)];
-    // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of norm(h).
-    ops_.rms_norm(h, *l.input_norm, eps, x);
+    // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of x = norm(h).
     observe(i, LinearInput::kQkv, x);
     ops_.linear(x, *l.q, q);
     ops_.linear(x, *l.k, k);
@@ -96,8 +112,7 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
       ops_.head_rms_norm(q, hd, *l.q_norm, eps);
       ops_.head_rms_norm(k, hd, *l.k_norm, eps);
     }
-    ops_.rope(q, hd, positions, rope_);
-    ops_.rope(k, hd, positions, rope_);
+    ops_.rope_qk(q, k, hd, rope_);
     const backend::AttentionParams params{c.num_attention_heads, c.num_key_value_heads, hd,
                                           1.0f / std::sqrt(float(hd)), l.sliding_window};
     if (observer_ != nullptr) {
@@ -107,28 +122,27 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
       ops_.to_host(v, observed_v_);
       observer_->key_value(i, observed_, observed_v_, k.rows, k.cols);
     }
-    ops_.attention(q, k, v, attn, seqs, params, cache, i);
+    ops_.attention(q, k, v, attn, params, cache, i);
     observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);
-    ops_.add(h, proj);
-    // MLP block: h += down(silu(gate(x)) · up(x)) of norm(h).
-    ops_.rms_norm(h, *l.post_attention_norm, eps, x);
+    // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h).
+    ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x);
     observe(i, LinearInput::kGateUp, x);
     ops_.linear(x, *l.gate, gate);
     ops_.linear(x, *l.up, up);
     ops_.silu_mul(gate, up, act);
     observe(i, LinearInput::kDown, act);
     ops_.linear(act, *l.down, proj);
-    ops_.add(h, proj);
+    if (i + 1 < c.num_hidden_layers) ops_.add_rms_norm(h, proj, *layers_[size_t(i) + 1].input_norm, eps, x);
+    else ops_.add(h, proj);
   }
-  backend::Tensor last = ops_.alloc(int64_t(logit_rows.size()), hidden);
-  ops_.gather_rows(h, logit_rows, last);
+  backend::Tensor last = ops_.alloc(logit_rows, hidden);
+  ops_.gather_rows(h, last);
   backend::Tensor normed = ops_.alloc(last.rows, hidden);
   ops_.rms_norm(last, *final_norm_, eps, normed);
   backend::Tensor out = ops_.alloc(last.rows, c.vocab_size);
   ops_.linear(normed, *lm_head_, out);
-  logits.resize(size_t(out.rows * out.cols));
-  ops_.to_host(out, logits);
+  return out;
 }
 
 void LlamaModel::observe(int layer, LinearInput input, backend::Tensor x) {

@@ -85,6 +85,8 @@ class LlamaModel {
   std::vector<float> observed_, observed_v_;  // host copies for the observer
 
   void observe(int layer, LinearInput input, backend::Tensor x);
+  // The step's ops after begin_step: every layer, then the logits of `logit_rows` rows.
+  backend::Tensor run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache);
 };
 
 // Each layer's KV-cache element type and scales: the scheme's dtype (kAuto =

@@ -6,11 +6,20 @@ add_library(fp8lm_model STATIC
   ${CMAKE_CURRENT_LIST_DIR}/rope.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../loader/host_weights.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../loader/dummy_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../backend/cpu/cpu_ops.cpp)
 target_link_libraries(fp8lm_model PUBLIC fp8lm_cpu fp8lm_io)
 
-# The runtime and generation loop: model + tokenizer + sampler + KV blocks.
+# The runtime, the generation loop and the batched engine (continuous batching):
+# model + tokenizer + sampler + KV blocks.
 add_library(fp8lm_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/../engine/runtime.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../engine/generate.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/../engine/generate.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../engine/sequence_output.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../engine/scheduler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../engine/engine.cpp)
 target_link_libraries(fp8lm_runtime PUBLIC fp8lm_model fp8lm_engine fp8lm_tokenizer fp8lm_quantize)
+# With the CUDA backend built, the runtime can load onto it (--device cuda).
+if(FP8LM_WITH_CUDA)
+  target_link_libraries(fp8lm_runtime PUBLIC fp8lm_cuda)
+endif()

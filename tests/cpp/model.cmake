@@ -8,3 +8,13 @@ add_executable(test_model
   ${CMAKE_CURRENT_LIST_DIR}/test_quantize.cpp)
 target_link_libraries(test_model PRIVATE fp8lm_runtime fp8lm_quantize fp8lm_test_support)
 gtest_discover_tests(test_model DISCOVERY_TIMEOUT 60)
+
+# The batched engine (continuous batching) against engine::generate alone.
+add_executable(test_engine_batching ${CMAKE_CURRENT_LIST_DIR}/test_engine_batching.cpp)
+target_link_libraries(test_engine_batching PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_engine_batching DISCOVERY_TIMEOUT 60)
+
+# --load-format dummy: random weights from config.json, against the real loader's storage.
+add_executable(test_dummy_weights ${CMAKE_CURRENT_LIST_DIR}/test_dummy_weights.cpp)
+target_link_libraries(test_dummy_weights PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_dummy_weights DISCOVERY_TIMEOUT 60 TEST_PREFIX "dummy_weights/")

@@ -112,6 +112,12 @@ void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, ba
   for (int64_t r = 0; r < x.rows; ++r) rms_row(f32(x) + r * x.cols, g.data(), x.cols, eps, f32(out) + r * x.cols);
 }
 
+void CpuOps::add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
+                          backend::Tensor out) {
+  add(h, delta);
+  rms_norm(h, w, eps, out);
+}
+
 void CpuOps::head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {
   const std::vector<float>& g = as<VectorWeight>(w, "head norm weight").v;
   if (head_dim <= 0 || x.cols % head_dim != 0 || int64_t(g.size()) != head_dim)

@@ -29,21 +29,38 @@ class CpuOps final : public backend::Ops {
   backend::Tensor alloc(int64_t rows, int64_t cols) override;
   void reset_scratch() override { next_scratch_ = 0; }
 
-  void embedding(const backend::Weight& table, std::span<const int32_t> ids, backend::Tensor out) override;
+  void begin_step(const backend::StepInputs& step) override { step_ = step; }
+
+  void embedding(const backend::Weight& table, backend::Tensor out) override { embedding(table, step_.ids, out); }
   void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;
+  void add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
+                    backend::Tensor out) override;
   void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
   void add(backend::Tensor acc, backend::Tensor x) override;
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
-  void rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions,
-            const model::RopeTable& rope) override;
+  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const model::RopeTable& rope) override {
+    this->rope(q, head_dim, step_.positions, rope);
+    this->rope(k, head_dim, step_.positions, rope);
+  }
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
-                 std::span<const backend::AttentionSequence> sequences, const backend::AttentionParams& params,
-                 backend::KvCache& cache, int layer) override;
-  void gather_rows(backend::Tensor x, std::span<const int64_t> rows, backend::Tensor out) override;
+                 const backend::AttentionParams& params, backend::KvCache& cache, int layer) override {
+    attention(q, k, v, out, step_.sequences, params, cache, layer);
+  }
+  void gather_rows(backend::Tensor x, backend::Tensor out) override { gather_rows(x, step_.logit_rows, out); }
   void to_host(backend::Tensor x, std::span<float> out) override;
 
+  // The same ops with their inputs given directly rather than by begin_step
+  // (the CUDA backend's tests call these as the reference).
+  void embedding(const backend::Weight& table, std::span<const int32_t> ids, backend::Tensor out);
+  void rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions, const model::RopeTable& rope);
+  void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
+                 std::span<const backend::AttentionSequence> sequences, const backend::AttentionParams& params,
+                 backend::KvCache& cache, int layer);
+  void gather_rows(backend::Tensor x, std::span<const int64_t> rows, backend::Tensor out);
+
  private:
+  backend::StepInputs step_;
   ThreadPool pool_;
   KernelChoice kernels_;
   std::vector<std::vector<float>> scratch_;

@@ -1,0 +1,3 @@
+# Paged KV-cache stores and paged attention (decode split-K kernel, tensor-core prefill kernel):
+# src/backend/cuda/paged_attention.h.
+target_sources(fp8lm_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR}/paged_attention.cu)

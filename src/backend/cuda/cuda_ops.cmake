@@ -1,0 +1,5 @@
+# The CUDA backend's op implementation (cuda_ops.h): the model's ops on the GPU.
+target_sources(fp8lm_cuda PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_ops_kernels.cu)
+target_link_libraries(fp8lm_cuda PUBLIC fp8lm_cpu)

@@ -1,0 +1,746 @@
+#include "backend/cuda/cuda_ops.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/linear.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_ops_kernels.h"
+#include "backend/cuda/device_info.h"
+#include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/model_kernels.h"
+#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/stream.h"
+#include "common/error.h"
+#include "numerics/fp8_format.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+using backend::Tensor;
+using bf16 = __nv_bfloat16;
+
+bf16* B(Tensor t) { return static_cast<bf16*>(t.data); }
+
+void require_shape(Tensor t, int64_t rows, int64_t cols, const char* op) {
+  if (t.rows != rows || t.cols != cols)
+    throw Error(std::string("cuda ops: ") + op + " expects [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                "], got [" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "]");
+}
+
+template <typename T>
+const T& as(const backend::Weight& w, const char* what) {
+  const T* p = dynamic_cast<const T*>(&w);
+  if (p == nullptr) throw Error(std::string("cuda ops: ") + what + " was not uploaded by the CUDA backend");
+  return *p;
+}
+
+// High-precision weights as BF16 bytes on the host (BF16 as is; F16 / F32 rounded to nearest even).
+std::vector<uint16_t> to_bf16_host(const cpu::LinearWeights& w) {
+  const int64_t count = w.n * w.k;
+  std::vector<uint16_t> out(static_cast<size_t>(count));
+  if (w.storage == cpu::WeightStorage::kBF16) {
+    std::memcpy(out.data(), w.data, size_t(count) * 2);
+    return out;
+  }
+  const cpu::LinearKernels& kern = cpu::select_linear_kernels(KernelChoice::kAuto);
+  const int64_t width = w.storage == cpu::WeightStorage::kF32 ? 4 : 2;
+  std::vector<float> row(static_cast<size_t>(w.k));
+  for (int64_t r = 0; r < w.n; ++r) {
+    kern.to_float(static_cast<const std::byte*>(w.data) + r * w.k * width, w.storage, w.k, row.data());
+    for (int64_t i = 0; i < w.k; ++i) out[size_t(r * w.k + i)] = float_to_bf16(row[size_t(i)]);
+  }
+  return out;
+}
+
+struct VectorWeight final : backend::Weight {
+  DeviceBuffer values;  // float32
+  int64_t size = 0;
+};
+
+struct EmbeddingWeight final : backend::Weight {
+  DeviceBuffer table;       // BF16 [vocab, dim] or FP8 codes
+  DeviceBuffer row_scales;  // FP8: float [vocab]
+  bool fp8 = false;
+  Fp8Format format = Fp8Format::kE4M3;
+  int64_t vocab = 0, dim = 0;
+};
+
+// One linear layer on the device and how each size of input is computed.
+struct LinearWeight final : backend::Weight {
+  int64_t n = 0, k = 0;
+  bool fp8 = false;
+  DeviceBuffer w;        // BF16 [n, k] or E4M3 codes [n, k]
+  DeviceBuffer bias;     // BF16 [n] or empty
+  // FP8: scales in fp8lm's grid (the GEMV's layouts) …
+  DeviceBuffer w_scale;
+  WeightScaleLayout gemv_layout = WeightScaleLayout::kTensor;
+  // … and as cuBLASLt's mode wants them (kOuterVector: [n]; kBlock: cuBLASLt's block layout; kTensor: w_scale).
+  DeviceBuffer w_scale_gemm;
+  GemmScaleMode gemm_mode = GemmScaleMode::kNone;
+  bool gemm_possible = false;  // cuBLASLt has this mode for the scheme and the shape fits its constraints
+  // Activations (FP8 only): kNone = W8A16.
+  ActivationQuant activation = ActivationQuant::kNone;
+  Fp8ActQuant act_quant;
+  ActivationScaleLayout gemv_x_layout = ActivationScaleLayout::kNone;
+  DeviceBuffer static_scale;  // float [1]
+};
+
+struct CudaKvCache final : backend::KvCache {
+  backend::KvCacheShape shape_;
+  std::vector<backend::KvLayerFormat> formats;
+  std::vector<DeviceKvLayer> layers;
+  DeviceBuffer storage;
+  uint64_t bytes_ = 0;
+  const backend::KvCacheShape& shape() const override { return shape_; }
+  const backend::KvLayerFormat& layer_format(int layer) const override { return formats.at(size_t(layer)); }
+  uint64_t bytes() const override { return bytes_; }
+};
+
+size_t kv_bytes(backend::KvElement e) {
+  switch (e) {
+    case backend::KvElement::kF32: return 4;
+    case backend::KvElement::kBF16: return 2;
+    case backend::KvElement::kE4M3:
+    case backend::KvElement::kE5M2: return 1;
+  }
+  return 2;
+}
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+// Scratch that keeps its addresses: chunks are only ever added, reset() rewinds.
+// A captured graph's pointers into it stay valid for the life of the backend.
+class ScratchArena {
+ public:
+  explicit ScratchArena(DeviceAllocator& a) : alloc_(a) {}
+  void* take(size_t bytes, cudaStream_t stream) {
+    bytes = align_up(std::max<size_t>(bytes, 1));
+    while (chunk_ < chunks_.size() && offset_ + bytes > chunks_[chunk_].bytes()) {
+      ++chunk_;
+      offset_ = 0;
+    }
+    if (chunk_ == chunks_.size()) {
+      const size_t last = chunks_.empty() ? 0 : chunks_.back().bytes();
+      chunks_.emplace_back(alloc_, std::max({bytes, size_t(64) << 20, last}), stream);
+      offset_ = 0;
+    }
+    void* p = static_cast<char*>(chunks_[chunk_].get()) + offset_;
+    offset_ += bytes;
+    return p;
+  }
+  void reset() { chunk_ = 0, offset_ = 0; }
+
+ private:
+  DeviceAllocator& alloc_;
+  std::vector<DeviceBuffer> chunks_;
+  size_t chunk_ = 0, offset_ = 0;
+};
+
+struct CudaOps::Impl {
+  CudaOpsOptions options;
+  DeviceAllocator allocator;
+  Stream stream;
+  std::unique_ptr<CublasLtGemm> gemm;
+  ScratchArena scratch{allocator};
+
+  // GEMV split-K workspace (zero-filled once, left zeroed by every call).
+  DeviceBuffer gemv_workspace;
+  size_t gemv_workspace_bytes = 0;
+
+  // The step's metadata: int32 [ids | positions | row_seq | first_row | num_tokens | start | block tables | logit rows].
+  DeviceBuffer meta;
+  int32_t* meta_host = nullptr;  // pinned, same capacity
+  size_t meta_capacity = 0;      // int32 elements
+  backend::StepInputs step;
+  DeviceAttentionBatch batch;
+  const int32_t* d_ids = nullptr;
+  const int32_t* d_logit_rows = nullptr;
+  int64_t context_bucket = 0;
+  int64_t block_size = 16;  // the KV cache's, for the contexts a bucket covers
+
+  // Pinned staging for to_host.
+  void* host_out = nullptr;
+  size_t host_out_bytes = 0;
+
+  std::map<const model::RopeTable*, DeviceBuffer> rope_freqs;
+
+  struct Graph {
+    int seen = 0;
+    cudaGraphExec_t exec = nullptr;
+    Tensor out;
+  };
+  std::unordered_map<uint64_t, Graph> graphs;
+  uint64_t replays = 0;
+  bool capturing = false;
+
+  ~Impl() {
+    drop_graphs();
+    if (meta_host != nullptr) (void)cudaFreeHost(meta_host);
+    if (host_out != nullptr) (void)cudaFreeHost(host_out);
+  }
+
+  void drop_graphs() {
+    for (auto& [key, g] : graphs)
+      if (g.exec != nullptr) (void)cudaGraphExecDestroy(g.exec);
+    graphs.clear();
+  }
+
+  void* take(size_t bytes) { return scratch.take(bytes, stream); }
+
+  void ensure_gemv_workspace(size_t bytes) {
+    if (bytes <= gemv_workspace_bytes) return;
+    // Growing moves the workspace, which recorded graphs point at.
+    drop_graphs();
+    gemv_workspace = DeviceBuffer(allocator, bytes, stream);
+    FP8LM_CUDA_CHECK(cudaMemsetAsync(gemv_workspace.get(), 0, bytes, stream));
+    gemv_workspace_bytes = bytes;
+  }
+};
+
+CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
+  const DeviceList list = list_devices();
+  if (list.devices.empty()) throw Error("cuda: no CUDA device: " + list.unavailable_reason);
+  if (options.device < 0 || options.device >= int(list.devices.size()))
+    throw Error("cuda: device " + std::to_string(options.device) + " does not exist (" +
+                std::to_string(list.devices.size()) + " found)");
+  if (!list.devices[size_t(options.device)].runs_this_build())
+    throw Error("cuda: device " + std::to_string(options.device) + " (" + list.devices[size_t(options.device)].name +
+                ") is not a GPU this build runs on (it needs Hopper, sm_90)");
+  FP8LM_CUDA_CHECK(cudaSetDevice(options.device));
+  impl_->options = options;
+  impl_->stream = Stream();
+  impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
+}
+
+CudaOps::~CudaOps() {
+  (void)cudaStreamSynchronize(impl_->stream);
+}
+
+std::string CudaOps::name() const {
+  const DeviceList list = list_devices();
+  std::string dev = list.devices.empty() ? "?" : list.devices[size_t(impl_->options.device)].name;
+  return "cuda:" + std::to_string(impl_->options.device) + " (" + dev + ")";
+}
+
+// ---- weights ------------------------------------------------------------------------------
+
+template <typename T>
+static DeviceBuffer upload(DeviceAllocator& a, const T* data, size_t count, cudaStream_t s) {
+  DeviceBuffer b(a, std::max<size_t>(count * sizeof(T), 1), s);
+  if (count > 0) FP8LM_CUDA_CHECK(cudaMemcpyAsync(b.get(), data, count * sizeof(T), cudaMemcpyHostToDevice, s));
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));  // the host data may go away after upload
+  return b;
+}
+
+std::unique_ptr<backend::Weight> CudaOps::upload_vector(std::vector<float> values) {
+  auto w = std::make_unique<VectorWeight>();
+  w->size = int64_t(values.size());
+  w->values = upload(impl_->allocator, values.data(), values.size(), impl_->stream);
+  return w;
+}
+
+std::unique_ptr<backend::Weight> CudaOps::upload_embedding(const cpu::LinearWeights& t) {
+  cpu::validate(t);
+  auto e = std::make_unique<EmbeddingWeight>();
+  e->vocab = t.n;
+  e->dim = t.k;
+  if (t.is_fp8()) {
+    if (t.scale_layout.granularity != Granularity::kChannel)
+      throw Error("cuda ops: an FP8 embedding table needs one scale per row");
+    e->fp8 = true;
+    e->format = t.format;
+    e->table = upload(impl_->allocator, static_cast<const uint8_t*>(t.data), size_t(t.n * t.k), impl_->stream);
+    e->row_scales = upload(impl_->allocator, t.scales.data(), t.scales.size(), impl_->stream);
+  } else {
+    const std::vector<uint16_t> host = to_bf16_host(t);
+    e->table = upload(impl_->allocator, host.data(), host.size(), impl_->stream);
+  }
+  return e;
+}
+
+std::unique_ptr<backend::Weight> CudaOps::upload_linear(const cpu::LinearWeights& w) {
+  cpu::validate(w);
+  auto l = std::make_unique<LinearWeight>();
+  l->n = w.n;
+  l->k = w.k;
+  cudaStream_t s = impl_->stream;
+  DeviceAllocator& a = impl_->allocator;
+  if (!w.bias.empty()) {
+    std::vector<uint16_t> b(w.bias.size());
+    for (size_t i = 0; i < b.size(); ++i) b[i] = float_to_bf16(w.bias[i]);
+    l->bias = upload(a, b.data(), b.size(), s);
+  }
+  if (!w.is_fp8()) {
+    const std::vector<uint16_t> host = to_bf16_host(w);
+    l->w = upload(a, host.data(), host.size(), s);
+    l->gemm_mode = GemmScaleMode::kNone;
+    l->gemm_possible = true;
+    return l;
+  }
+  if (w.format != Fp8Format::kE4M3) throw Error("cuda ops: FP8 weights must be E4M3 (the tensor cores' format)");
+  l->fp8 = true;
+  l->w = upload(a, static_cast<const uint8_t*>(w.data), size_t(w.n * w.k), s);
+  l->w_scale = upload(a, w.scales.data(), w.scales.size(), s);
+  const Granularity wg = w.scale_layout.granularity;
+  switch (wg) {
+    case Granularity::kTensor: l->gemv_layout = WeightScaleLayout::kTensor; break;
+    case Granularity::kChannel: l->gemv_layout = WeightScaleLayout::kChannel; break;
+    case Granularity::kBlock:
+      if (w.scale_layout.group_rows != 128 || w.scale_layout.group_cols != 128)
+        throw Error("cuda ops: FP8 weight blocks of " + std::to_string(w.scale_layout.group_rows) + "x" +
+                    std::to_string(w.scale_layout.group_cols) + " are not supported (the CUDA backend runs 128x128)");
+      l->gemv_layout = WeightScaleLayout::kBlock128;
+      break;
+    default:
+      throw Error("cuda ops: FP8 weights with " + std::string(fp8lm::name(wg)) + " scales are not supported on CUDA");
+  }
+  l->activation = w.activation;
+  switch (w.activation) {
+    case ActivationQuant::kNone:
+      // W8A16: the GEMV for decode; larger batches dequantize to BF16 (no FP8×BF16 tensor-core GEMM).
+      return l;
+    case ActivationQuant::kDynamicTensor:
+      l->act_quant = Fp8ActQuant::tensor();
+      l->gemv_x_layout = ActivationScaleLayout::kTensor;
+      break;
+    case ActivationQuant::kStaticTensor:
+      l->static_scale = upload(a, &w.input_scale, 1, s);
+      l->act_quant = Fp8ActQuant::static_tensor(l->static_scale.as<float>());
+      l->gemv_x_layout = ActivationScaleLayout::kTensor;
+      break;
+    case ActivationQuant::kDynamicToken:
+      l->act_quant = Fp8ActQuant::token(w.activation_scale_upper_bound);
+      l->gemv_x_layout = ActivationScaleLayout::kToken;
+      break;
+    case ActivationQuant::kDynamicGroup:
+      if (w.activation_group != 128)
+        throw Error("cuda ops: activation groups of " + std::to_string(w.activation_group) +
+                    " are not supported (the CUDA backend runs 1x128)");
+      l->act_quant = Fp8ActQuant::group(128);
+      l->gemv_x_layout = ActivationScaleLayout::kGroup128;
+      break;
+  }
+  // cuBLASLt's mode for this pairing of weight and activation scales.
+  const bool x_tensor = l->gemv_x_layout == ActivationScaleLayout::kTensor;
+  const bool x_token = l->gemv_x_layout == ActivationScaleLayout::kToken;
+  const bool aligned = w.k % 16 == 0 && w.n % 8 == 0;
+  if (wg == Granularity::kTensor && x_tensor) {
+    l->gemm_mode = GemmScaleMode::kTensor;
+    l->gemm_possible = aligned;
+  } else if ((wg == Granularity::kTensor || wg == Granularity::kChannel) && (x_tensor || x_token)) {
+    l->gemm_mode = GemmScaleMode::kOuterVector;
+    l->gemm_possible = aligned;
+    std::vector<float> channel(size_t(w.n), w.scales[0]);
+    if (wg == Granularity::kChannel) channel = w.scales;
+    l->w_scale_gemm = upload(a, channel.data(), channel.size(), s);
+  } else if (wg == Granularity::kBlock && l->gemv_x_layout == ActivationScaleLayout::kGroup128) {
+    l->gemm_mode = GemmScaleMode::kBlock;
+    l->gemm_possible = aligned && w.n % 4 == 0;
+    l->w_scale_gemm = DeviceBuffer(a, size_t(cublas_block_scale_count(w.n, w.k)) * 4, s);
+    block_scales_to_cublas(l->w_scale.as<float>(), w.n, w.k, l->w_scale_gemm.as<float>(), s);
+    FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  return l;
+}
+
+std::unique_ptr<backend::KvCache> CudaOps::make_kv_cache(const backend::KvCacheShape& shape,
+                                                         std::vector<backend::KvLayerFormat> layers) {
+  if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.block_size <= 0 ||
+      shape.num_blocks <= 0)
+    throw Error("cuda ops: the KV cache's sizes must be positive");
+  if (int(layers.size()) != shape.num_layers)
+    throw Error("cuda ops: " + std::to_string(layers.size()) + " KV layer formats for " +
+                std::to_string(shape.num_layers) + " layers");
+  auto c = std::make_unique<CudaKvCache>();
+  c->shape_ = shape;
+  const size_t per_block_elems = size_t(shape.num_kv_heads) * size_t(shape.block_size) * size_t(shape.head_dim);
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const backend::KvLayerFormat& f : layers) {
+    if (kv_bytes(f.element) == 1 && !(f.k_scale > 0.0f && f.v_scale > 0.0f && std::isfinite(f.k_scale) &&
+                                      std::isfinite(f.v_scale)))
+      throw Error("cuda ops: an FP8 KV layer's scales must be finite and positive");
+    offsets.push_back(total);
+    total += 2 * align_up(per_block_elems * size_t(shape.num_blocks) * kv_bytes(f.element));
+  }
+  c->storage = DeviceBuffer(impl_->allocator, total, impl_->stream);
+  FP8LM_CUDA_CHECK(cudaMemsetAsync(c->storage.get(), 0, total, impl_->stream));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const size_t half = align_up(per_block_elems * size_t(shape.num_blocks) * kv_bytes(layers[i].element));
+    char* base = c->storage.as<char>() + offsets[i];
+    c->layers.push_back({base, base + half, layers[i].element, layers[i].k_scale, layers[i].v_scale});
+  }
+  c->formats = std::move(layers);
+  impl_->block_size = shape.block_size;
+  c->bytes_ = total;
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  return c;
+}
+
+// ---- scratch and steps ----------------------------------------------------------------------
+
+backend::Tensor CudaOps::alloc(int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0) throw Error("cuda ops: negative tensor shape");
+  return {impl_->take(size_t(rows * cols) * sizeof(bf16)), rows, cols};
+}
+
+void CudaOps::reset_scratch() { impl_->scratch.reset(); }
+
+void CudaOps::begin_step(const backend::StepInputs& st) {
+  Impl& m = *impl_;
+  m.step = st;
+  const auto rows = int64_t(st.ids.size());
+  const auto seqs = int64_t(st.sequences.size());
+  if (int64_t(st.positions.size()) != rows) throw Error("cuda ops: one position per row is needed");
+  int64_t max_blocks = 1, max_new = 1, max_ctx = 1;
+  for (const backend::AttentionSequence& s : st.sequences) {
+    max_blocks = std::max<int64_t>(max_blocks, int64_t(s.block_table.size()));
+    max_new = std::max(max_new, s.num_tokens);
+    max_ctx = std::max(max_ctx, s.start_position + s.num_tokens);
+  }
+  // Block tables are padded to a power of two ≥ 32 blocks, so that decode steps
+  // of one batch size share a recorded graph over a range of contexts.
+  int64_t bucket = 32;
+  while (bucket < max_blocks) bucket *= 2;
+  m.context_bucket = bucket;
+  const size_t need = size_t(rows * 3 + seqs * 3 + seqs * bucket + int64_t(st.logit_rows.size()));
+  if (need > m.meta_capacity) {
+    m.drop_graphs();  // they read the old buffers
+    const size_t cap = std::max(need * 2, size_t(1) << 16);
+    FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    m.meta = DeviceBuffer(m.allocator, cap * 4, m.stream);
+    if (m.meta_host != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(m.meta_host));
+    void* p = nullptr;
+    FP8LM_CUDA_CHECK(cudaMallocHost(&p, cap * 4));
+    m.meta_host = static_cast<int32_t*>(p);
+    m.meta_capacity = cap;
+  }
+  int32_t* h = m.meta_host;
+  int32_t* d = m.meta.as<int32_t>();
+  size_t at = 0;
+  auto section = [&](size_t n) {
+    const size_t start = at;
+    at += n;
+    return start;
+  };
+  const size_t o_ids = section(size_t(rows)), o_pos = section(size_t(rows)), o_rs = section(size_t(rows));
+  const size_t o_first = section(size_t(seqs)), o_num = section(size_t(seqs)), o_start = section(size_t(seqs));
+  const size_t o_bt = section(size_t(seqs * bucket)), o_logit = section(st.logit_rows.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    h[o_ids + size_t(r)] = st.ids[size_t(r)];
+    h[o_pos + size_t(r)] = int32_t(st.positions[size_t(r)]);
+  }
+  for (int64_t i = 0; i < seqs; ++i) {
+    const backend::AttentionSequence& s = st.sequences[size_t(i)];
+    h[o_first + size_t(i)] = int32_t(s.first_row);
+    h[o_num + size_t(i)] = int32_t(s.num_tokens);
+    h[o_start + size_t(i)] = int32_t(s.start_position);
+    for (int64_t r = s.first_row; r < s.first_row + s.num_tokens; ++r) h[o_rs + size_t(r)] = int32_t(i);
+    int32_t* bt = h + o_bt + size_t(i * bucket);
+    for (int64_t b = 0; b < bucket; ++b)
+      bt[b] = b < int64_t(s.block_table.size()) ? int32_t(s.block_table[size_t(b)]) : 0;
+  }
+  for (size_t i = 0; i < st.logit_rows.size(); ++i) h[o_logit + i] = int32_t(st.logit_rows[i]);
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(d, h, at * 4, cudaMemcpyHostToDevice, m.stream));
+
+  m.d_ids = d + o_ids;
+  m.d_logit_rows = d + o_logit;
+  DeviceAttentionBatch& b = m.batch;
+  b.num_seqs = int(seqs);
+  b.num_rows = rows;
+  b.row_seq = d + o_rs;
+  b.row_position = d + o_pos;
+  b.seq_first_row = d + o_first;
+  b.seq_num_tokens = d + o_num;
+  b.seq_start_position = d + o_start;
+  b.block_tables = d + o_bt;
+  b.max_blocks_per_seq = int(bucket);
+  b.max_new_tokens = int(max_new);
+  b.max_context = int(max_ctx);
+}
+
+backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Tensor()>& body) {
+  Impl& m = *impl_;
+  if (key == 0 || !m.options.cuda_graphs) return body();
+  // A recorded step's attention is sized for the whole bucket of contexts.
+  m.batch.max_context = int(m.context_bucket * m.block_size);
+  const uint64_t full_key = key ^ (uint64_t(m.context_bucket) << 40);
+  Impl::Graph& g = m.graphs[full_key];
+  if (g.exec != nullptr) {
+    FP8LM_CUDA_CHECK(cudaGraphLaunch(g.exec, m.stream));
+    ++m.replays;
+    return g.out;
+  }
+  if (++g.seen == 1) return body();  // the first time runs directly: cuBLASLt plans, workspaces, scratch
+  cudaGraph_t graph = nullptr;
+  FP8LM_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeRelaxed));
+  m.capturing = true;
+  Tensor out;
+  try {
+    out = body();
+  } catch (...) {
+    m.capturing = false;
+    (void)cudaStreamEndCapture(m.stream, &graph);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    throw;
+  }
+  m.capturing = false;
+  FP8LM_CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  FP8LM_CUDA_CHECK(err);
+  Impl::Graph& slot = m.graphs[full_key];  // body() may have dropped graphs (a buffer grew)
+  slot.seen = 2;
+  slot.exec = exec;
+  slot.out = out;
+  FP8LM_CUDA_CHECK(cudaGraphLaunch(exec, m.stream));
+  return out;
+}
+
+// ---- ops --------------------------------------------------------------------------------------
+
+void CudaOps::embedding(const backend::Weight& table, Tensor out) {
+  const EmbeddingWeight& e = as<EmbeddingWeight>(table, "embedding table");
+  require_shape(out, impl_->batch.num_rows, e.dim, "embedding");
+  if (e.fp8)
+    embedding_fp8(e.table.as<uint8_t>(), e.row_scales.as<float>(), e.format, impl_->d_ids, out.rows, e.dim, B(out),
+                  impl_->stream, e.vocab);
+  else
+    embedding_bf16(e.table.as<bf16>(), impl_->d_ids, out.rows, e.dim, B(out), impl_->stream, e.vocab);
+}
+
+void CudaOps::rms_norm(Tensor x, const backend::Weight& w, float eps, Tensor out) {
+  const VectorWeight& g = as<VectorWeight>(w, "norm weight");
+  require_shape(out, x.rows, x.cols, "rms_norm");
+  if (g.size != x.cols) throw Error("cuda ops: rms_norm weight size does not match the row width");
+  cuda::rms_norm(B(x), g.values.as<float>(), eps, x.rows, x.cols, B(out), impl_->stream);
+}
+
+void CudaOps::add_rms_norm(Tensor h, Tensor delta, const backend::Weight& w, float eps, Tensor out) {
+  const VectorWeight& g = as<VectorWeight>(w, "norm weight");
+  require_shape(delta, h.rows, h.cols, "add_rms_norm");
+  require_shape(out, h.rows, h.cols, "add_rms_norm");
+  if (g.size != h.cols) throw Error("cuda ops: rms_norm weight size does not match the row width");
+  cuda::add_rms_norm(B(h), B(delta), g.values.as<float>(), eps, h.rows, h.cols, B(out), impl_->stream);
+}
+
+void CudaOps::head_rms_norm(Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {
+  const VectorWeight& g = as<VectorWeight>(w, "head norm weight");
+  if (head_dim <= 0 || x.cols % head_dim != 0 || g.size != head_dim)
+    throw Error("cuda ops: head_rms_norm over heads of " + std::to_string(head_dim) + " does not fit rows of " +
+                std::to_string(x.cols));
+  cuda::head_rms_norm(B(x), x.rows, x.cols, head_dim, g.values.as<float>(), eps, impl_->stream);
+}
+
+void CudaOps::add(Tensor acc, Tensor x) {
+  require_shape(x, acc.rows, acc.cols, "add");
+  cuda::add(B(acc), B(x), acc.rows * acc.cols, impl_->stream);
+}
+
+void CudaOps::rope_qk(Tensor q, Tensor k, int64_t head_dim, const model::RopeTable& rope) {
+  if (rope.rotary_dim() != head_dim || q.cols % head_dim != 0 || k.cols % head_dim != 0 || q.rows != k.rows ||
+      q.rows != impl_->batch.num_rows)
+    throw Error("cuda ops: rope does not fit the tensors");
+  auto it = impl_->rope_freqs.find(&rope);
+  if (it == impl_->rope_freqs.end())
+    it = impl_->rope_freqs
+             .emplace(&rope, upload(impl_->allocator, rope.inv_freq().data(), rope.inv_freq().size(), impl_->stream))
+             .first;
+  cuda::rope_qk(B(q), q.cols, B(k), k.cols, q.rows, head_dim, impl_->batch.row_position, it->second.as<float>(),
+                rope.attention_factor(), impl_->stream);
+}
+
+void CudaOps::silu_mul(Tensor gate, Tensor up, Tensor out) {
+  require_shape(up, gate.rows, gate.cols, "silu_mul");
+  require_shape(out, gate.rows, gate.cols, "silu_mul");
+  cuda::silu_mul(B(gate), B(up), gate.rows * gate.cols, B(out), impl_->stream);
+}
+
+void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,
+                        backend::KvCache& cache, int layer) {
+  auto* c = dynamic_cast<CudaKvCache*>(&cache);
+  if (c == nullptr) throw Error("cuda ops: the KV cache was not made by the CUDA backend");
+  if (layer < 0 || layer >= int(c->layers.size())) throw Error("cuda ops: KV layer out of range");
+  const int64_t kv_width = int64_t(params.num_kv_heads) * params.head_dim;
+  require_shape(k, q.rows, kv_width, "attention k");
+  require_shape(v, q.rows, kv_width, "attention v");
+  require_shape(out, q.rows, int64_t(params.num_heads) * params.head_dim, "attention out");
+  Impl& m = *impl_;
+  const int bs = c->shape_.block_size;
+  store_kv(B(k), B(v), m.batch, params.num_kv_heads, params.head_dim, bs, c->layers[size_t(layer)], m.stream);
+  const size_t ws = paged_attention_workspace_bytes(m.batch, params);
+  void* workspace = ws > 0 ? m.take(ws) : nullptr;
+  paged_attention(B(q), B(out), m.batch, params, bs, c->layers[size_t(layer)], workspace, ws, m.stream);
+}
+
+void CudaOps::gather_rows(Tensor x, Tensor out) {
+  require_shape(out, int64_t(impl_->step.logit_rows.size()), x.cols, "gather_rows");
+  cuda::gather_rows(B(x), x.cols, impl_->d_logit_rows, out.rows, B(out), impl_->stream, x.rows);
+}
+
+void CudaOps::to_host(Tensor x, std::span<float> out) {
+  Impl& m = *impl_;
+  if (m.capturing) throw Error("cuda ops: to_host inside a recorded step");
+  if (out.size() != size_t(x.rows * x.cols)) throw Error("cuda ops: to_host size mismatch");
+  const size_t bytes = out.size() * sizeof(bf16);
+  if (bytes > m.host_out_bytes) {
+    FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    if (m.host_out != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(m.host_out));
+    FP8LM_CUDA_CHECK(cudaMallocHost(&m.host_out, bytes));
+    m.host_out_bytes = bytes;
+  }
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(m.host_out, x.data, bytes, cudaMemcpyDeviceToHost, m.stream));
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  const auto* h = static_cast<const uint16_t*>(m.host_out);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = fp8lm::bf16_to_float(h[i]);
+}
+
+// ---- linear ------------------------------------------------------------------------------------
+
+void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
+  const LinearWeight& w = as<LinearWeight>(weight, "linear weight");
+  require_shape(x, x.rows, w.k, "linear input");
+  require_shape(y, x.rows, w.n, "linear output");
+  Impl& im = *impl_;
+  cudaStream_t s = im.stream;
+  const int64_t m = x.rows;
+  if (m == 0) return;
+  const bf16* bias = w.bias ? w.bias.as<bf16>() : nullptr;
+
+  if (!w.fp8) {
+    GemmArgs g;
+    g.m = m, g.n = w.n, g.k = w.k;
+    g.a = x.data, g.b = w.w.get(), g.d = y.data, g.bias = bias;
+    g.mode = GemmScaleMode::kNone;
+    im.gemm->run(g, s);
+    return;
+  }
+
+  // GEMV over rows [r0, r0 + rows) (≤ 16) of x (BF16 or quantized) into y.
+  auto gemv = [&](int64_t r0, int64_t rows, const uint8_t* codes, const float* scales) {
+    Fp8GemvArgs a;
+    a.m = rows, a.n = w.n, a.k = w.k;
+    a.w = w.w.as<uint8_t>();
+    a.w_scale = w.w_scale.as<float>();
+    a.w_layout = w.gemv_layout;
+    if (codes == nullptr) {
+      a.x = B(x) + r0 * w.k;
+    } else {
+      a.x_codes = codes + r0 * w.k;
+      a.x_layout = w.gemv_x_layout;
+      const int64_t groups = (w.k + 127) / 128;
+      a.x_scale = w.gemv_x_layout == ActivationScaleLayout::kTensor  ? scales
+                  : w.gemv_x_layout == ActivationScaleLayout::kToken ? scales + r0
+                                                                     : scales + r0 * groups;
+    }
+    a.bias = bias;
+    a.y = B(y) + r0 * w.n;
+    const size_t ws = fp8_gemv_workspace_bytes(a);
+    if (ws > 0) {
+      im.ensure_gemv_workspace(ws);
+      a.workspace = im.gemv_workspace.get();
+      a.workspace_bytes = im.gemv_workspace_bytes;
+    }
+    fp8_gemv(a, s);
+  };
+  auto gemv_all = [&](const uint8_t* codes, const float* scales) {
+    for (int64_t r0 = 0; r0 < m; r0 += kMaxGemvRows) gemv(r0, std::min(kMaxGemvRows, m - r0), codes, scales);
+  };
+
+  if (w.activation == ActivationQuant::kNone) {  // W8A16
+    if (m <= kMaxGemvRows) return gemv_all(nullptr, nullptr);
+    auto* deq = static_cast<bf16*>(im.take(size_t(w.n * w.k) * sizeof(bf16)));
+    dequantize_weight_bf16(w.w.as<uint8_t>(), w.w_scale.as<float>(), w.gemv_layout, w.n, w.k, deq, s);
+    GemmArgs g;
+    g.m = m, g.n = w.n, g.k = w.k;
+    g.a = x.data, g.b = deq, g.d = y.data, g.bias = bias;
+    im.gemm->run(g, s);
+    return;
+  }
+
+  // W8A8: quantize the activations as the scheme says, then GEMV or GEMM.
+  auto* codes = static_cast<uint8_t*>(im.take(size_t(m * w.k)));
+  const int64_t nscales = std::max<int64_t>(w.act_quant.scale_count(m, w.k), 1);
+  auto* scales = static_cast<float*>(im.take(size_t(nscales) * sizeof(float)));
+  const float* x_scales = scales;
+  if (w.act_quant.static_scale != nullptr) {
+    quantize_fp8_static(B(x), m, w.k, w.act_quant.static_scale, codes, s);
+    x_scales = w.act_quant.static_scale;
+  } else {
+    quantize_fp8_dynamic(B(x), m, w.k, w.act_quant, codes, scales, s);
+  }
+  if (m <= kMaxGemvRows || !w.gemm_possible) return gemv_all(codes, x_scales);
+
+  GemmArgs g;
+  g.n = w.n, g.k = w.k;
+  g.a = codes, g.b = w.w.get(), g.d = y.data, g.bias = bias;
+  g.mode = w.gemm_mode;
+  switch (w.gemm_mode) {
+    case GemmScaleMode::kTensor:
+      g.m = m;
+      g.a_scale = x_scales;
+      g.b_scale = w.w_scale.as<float>();
+      break;
+    case GemmScaleMode::kOuterVector: {
+      g.m = m;
+      g.b_scale = w.w_scale_gemm.as<float>();
+      if (w.gemv_x_layout == ActivationScaleLayout::kTensor) {
+        auto* per_row = static_cast<float*>(im.take(size_t(m) * sizeof(float)));
+        broadcast_scale(x_scales, m, per_row, s);
+        g.a_scale = per_row;
+      } else {
+        g.a_scale = x_scales;
+      }
+      break;
+    }
+    case GemmScaleMode::kBlock: {
+      // cuBLASLt's block scaling wants m % 4 == 0: it takes the first m − m % 4 rows, the GEMV the rest.
+      const int64_t m4 = m - m % 4;
+      const int64_t groups = (w.k + 127) / 128;
+      auto* a_scale = static_cast<float*>(im.take(size_t(m4 * groups) * sizeof(float)));
+      group_scales_to_cublas(x_scales, m4, w.k, a_scale, s);
+      g.m = m4;
+      g.a_scale = a_scale;
+      g.b_scale = w.w_scale_gemm.as<float>();
+      g.cublas_scale_layout = true;
+      im.gemm->run(g, s);
+      if (m4 < m) gemv(m4, m - m4, codes, x_scales);
+      return;
+    }
+    case GemmScaleMode::kNone: throw Error("cuda ops: internal: an FP8 layer without a GEMM mode");
+  }
+  im.gemm->run(g, s);
+}
+
+// ---- introspection ------------------------------------------------------------------------------
+
+DeviceMemoryStats CudaOps::memory_stats() const { return impl_->allocator.stats(); }
+
+void CudaOps::device_memory(size_t& free_bytes, size_t& total_bytes) const {
+  FP8LM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+}
+
+uint64_t CudaOps::graph_replays() const { return impl_->replays; }
+size_t CudaOps::graphs() const {
+  size_t n = 0;
+  for (const auto& [k, g] : impl_->graphs) n += g.exec != nullptr ? 1 : 0;
+  return n;
+}
+void CudaOps::synchronize() { impl_->stream.synchronize(); }
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,94 @@
+// The CUDA backend's implementation of the op interface (backend/ops.h), on one
+// Hopper GPU: BF16 activations in device memory, weights uploaded once (FP8
+// codes stay one byte, scales float32), a paged KV cache in BF16, F32 or FP8,
+// every op a kernel on one stream.
+//
+// Linear layers dispatch by the number of rows m (docs/benchmarks.md, "CUDA
+// GEMMs"): m ≤ 16 → fp8lm's weight-streaming GEMV (fp8_gemv.h), which reads FP8
+// weights near the copy bandwidth where cuBLASLt's FP8 kernels do not and which
+// has every scale layout; larger m → cuBLASLt (cublaslt_gemm.h) in the scheme's
+// scale mode. What cuBLASLt cannot do (block scales on m % 4 rows, shapes off
+// its alignment, scale layouts it has no mode for) goes through the GEMV 16 rows
+// at a time; weight-only FP8 (W8A16) above 16 rows dequantizes the weight to
+// BF16 scratch and runs the BF16 GEMM.
+//
+// Steps: begin_step copies the step's ids, positions and attention metadata to
+// the device in one transfer (through pinned memory); ops read them there. A
+// step run_step sees with a key ≠ 0 (a decode step of one batch size) is run
+// once directly, captured into a CUDA graph the second time, and replayed
+// from then on: one launch per step instead of hundreds. Everything a graph
+// touches — scratch, metadata buffers, workspaces — is allocated once and kept
+// at the same address; when a metadata buffer must grow, every graph is dropped.
+//
+// Numerics: the kernels' own headers (quant_kernels.h, fp8_gemv.h,
+// model_kernels.h, paged_attention.h); activations are rounded to BF16 after
+// every op, the CPU backend keeps float32 — the tolerance the model tests use
+// (tests/cuda/test_cuda_model.cpp) comes from that difference.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/cuda/device_memory.h"
+#include "backend/ops.h"
+
+namespace fp8lm::cuda {
+
+struct CudaOpsOptions {
+  int device = 0;
+  bool cuda_graphs = true;  // record and replay decode steps
+};
+
+class CudaOps final : public backend::Ops {
+ public:
+  // Throws fp8lm::Error when the device is missing or is not a GPU this build runs on.
+  explicit CudaOps(CudaOpsOptions options = {});
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  std::string name() const override;
+
+  std::unique_ptr<backend::Weight> upload_linear(const cpu::LinearWeights& w) override;
+  std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
+  std::unique_ptr<backend::Weight> upload_embedding(const cpu::LinearWeights& table) override;
+  std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
+                                                  std::vector<backend::KvLayerFormat> layers) override;
+
+  backend::Tensor alloc(int64_t rows, int64_t cols) override;
+  void reset_scratch() override;
+
+  void begin_step(const backend::StepInputs& step) override;
+  backend::Tensor run_step(uint64_t key, const std::function<backend::Tensor()>& body) override;
+
+  void embedding(const backend::Weight& table, backend::Tensor out) override;
+  void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;
+  void add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
+                    backend::Tensor out) override;
+  void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
+  void add(backend::Tensor acc, backend::Tensor x) override;
+  void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
+  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const model::RopeTable& rope) override;
+  void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
+  void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
+                 const backend::AttentionParams& params, backend::KvCache& cache, int layer) override;
+  void gather_rows(backend::Tensor x, backend::Tensor out) override;
+  void to_host(backend::Tensor x, std::span<float> out) override;
+
+  // Device memory: what fp8lm's allocator holds (weights, KV cache, scratch).
+  DeviceMemoryStats memory_stats() const;
+  // The device's free and total memory now (cudaMemGetInfo).
+  void device_memory(size_t& free_bytes, size_t& total_bytes) const;
+  // Steps replayed from a CUDA graph, and graphs recorded.
+  uint64_t graph_replays() const;
+  size_t graphs() const;
+  void synchronize();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,45 @@
+#include "backend/cuda/cuda_ops_kernels.h"
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/fp8_convert.cuh"
+#include "common/error.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+__global__ void dequantize_kernel(const uint8_t* codes, const float* scales, int layout, int64_t n, int64_t k,
+                                  __nv_bfloat16* out) {
+  const int64_t total = n * k;
+  const int64_t blocks_k = (k + 127) / 128;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / k, c = i % k;
+    float s = scales[0];
+    if (layout == int(WeightScaleLayout::kChannel)) s = scales[r];
+    else if (layout == int(WeightScaleLayout::kBlock128)) s = scales[(r / 128) * blocks_k + c / 128];
+    out[i] = __float2bfloat16_rn(__fmul_rn(device_fp8_to_float(codes[i], Fp8Format::kE4M3), s));
+  }
+}
+
+__global__ void broadcast_kernel(const float* scale, int64_t m, float* out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = *scale;
+}
+
+int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 132 * 16)); }
+
+}  // namespace
+
+void dequantize_weight_bf16(const uint8_t* codes, const float* scales, WeightScaleLayout layout, int64_t n, int64_t k,
+                            __nv_bfloat16* out, cudaStream_t stream) {
+  if (n <= 0 || k <= 0) throw Error("dequantize_weight_bf16: the shape must be positive");
+  dequantize_kernel<<<grid_for(n * k), 256, 0, stream>>>(codes, scales, int(layout), n, k, out);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+void broadcast_scale(const float* scale, int64_t m, float* out, cudaStream_t stream) {
+  if (m <= 0) return;
+  broadcast_kernel<<<grid_for(m), 256, 0, stream>>>(scale, m, out);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace fp8lm::cuda

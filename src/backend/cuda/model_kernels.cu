@@ -1,0 +1,997 @@
+// The per-row model kernels (model_kernels.h). Agreement with the CPU backend
+// rests on:
+//   * every float operation an explicit _rn intrinsic, in cpu_ops' order (nvcc
+//     contracts a·b + c into an FMA by default; the CPU build has
+//     -ffp-contract=off), and IEEE division / square root for the norm;
+//   * the norm's Σx² in double (exact for BF16 inputs in practice, so any
+//     reduction order gives the CPU's sum);
+//   * BF16 rounding as fp8lm::float_to_bf16 (RNE, every NaN 0x7FC0);
+//   * SiLU from numerics/silu.h, FP8 decoding from fp8_convert.cuh.
+//
+// Shapes of the kernels:
+//   row norms      one CTA per row, 8 elements per thread and vector (one 16-byte
+//                  BF16 load), up to 8 vectors per thread held in registers
+//                  (rows ≤ 32,768); longer rows re-read the row (L2) per pass.
+//   head norms     a group of G ≤ 32 lanes per head (G · vectors ≥ head_dim / 8),
+//                  reduced with shuffles inside the group; q and k in one grid.
+//   rope           one CTA per row: cos/sin of the row's position into shared
+//                  memory once, then every (head, 8 pairs) of q and k.
+//   element-wise   grid-stride over 16-byte vectors, a scalar tail.
+//   embedding      one CTA per output row, a 16-byte copy (BF16) or 8 FP8 codes
+//                  decoded per thread and step.
+//   argmax         a cluster of 1…8 CTAs per row, each scanning a slice of the
+//                  row's 16-byte-aligned body (4 loads in flight per thread);
+//                  the CTAs' results meet in rank 0 through distributed shared
+//                  memory, so one launch needs no scratch.
+// Rows whose start (base pointer or row stride) is not 16-byte aligned, or whose
+// width is not a multiple of 8, take the scalar variant of the same kernel.
+#include "backend/cuda/model_kernels.h"
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/fp8_convert.cuh"
+#include "common/error.h"
+#include "numerics/silu.h"
+
+namespace cg = cooperative_groups;
+
+namespace fp8lm::cuda {
+
+namespace detail {
+ModelKernelTuning& model_kernel_tuning() {
+  static ModelKernelTuning tuning;
+  return tuning;
+}
+}  // namespace detail
+
+namespace {
+
+constexpr uint16_t kBf16Nan = 0x7FC0;
+constexpr int kNormMaxThreads = 512;       // launch bound of the register row-norm kernel
+constexpr int kNormStreamThreads = 1024;   // and of the streaming one
+constexpr int kHeadNormThreads = 128;
+constexpr int kRopeMaxThreads = 256;
+constexpr int kCopyMaxThreads = 256;
+constexpr int kElementwiseThreads = 128;  // small CTAs: a decode-sized array spreads over more SMs
+constexpr int kArgmaxMaxThreads = 512;
+constexpr int kArgmaxMaxCluster = 8;       // the portable cluster size
+constexpr int kMaxHeadDim = 1024;
+
+// ---- element helpers -------------------------------------------------------------
+
+// float -> BF16 bits exactly as fp8lm::float_to_bf16 (RNE, every NaN 0x7FC0).
+__device__ __forceinline__ uint32_t bf16_bits(float f) {
+  const uint32_t b = __float_as_uint(f);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return kBf16Nan;
+  return (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+}
+
+__device__ __forceinline__ float round_bf16(float f) { return __uint_as_float(bf16_bits(f) << 16); }
+
+// n (≤ 8) consecutive elements at p into v, zeros after them; kVec: all 8, one 16-byte load.
+template <bool kVec>
+__device__ __forceinline__ void load8(const uint16_t* p, int n, float (&v)[8]) {
+  if constexpr (kVec) {
+    const uint4 r = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = __uint_as_float(w[j] << 16);
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = j < n ? bf16_bits_to_float(p[j]) : 0.0f;
+  }
+}
+
+template <bool kVec>
+__device__ __forceinline__ void load8(const float* p, int n, float (&v)[8]) {
+  if constexpr (kVec) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0];
+    const float4 b = reinterpret_cast<const float4*>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = j < n ? p[j] : 0.0f;
+  }
+}
+
+// The first n (≤ 8) values rounded to BF16 at p; kVec: all 8, one 16-byte store.
+template <bool kVec>
+__device__ __forceinline__ void store8(uint16_t* p, int n, const float (&v)[8]) {
+  if constexpr (kVec) {
+    uint4 r;
+    r.x = bf16_bits(v[0]) | (bf16_bits(v[1]) << 16);
+    r.y = bf16_bits(v[2]) | (bf16_bits(v[3]) << 16);
+    r.z = bf16_bits(v[4]) | (bf16_bits(v[5]) << 16);
+    r.w = bf16_bits(v[6]) | (bf16_bits(v[7]) << 16);
+    *reinterpret_cast<uint4*>(p) = r;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) p[j] = static_cast<uint16_t>(bf16_bits(v[j]));
+  }
+}
+
+template <bool kVec>
+__device__ __forceinline__ void store8(float* p, int n, const float (&v)[8]) {
+  if constexpr (kVec) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) p[j] = v[j];
+  }
+}
+
+// ---- RMSNorm arithmetic -------------------------------------------------------------
+
+__device__ __forceinline__ double sum_squares(const float (&v)[8], double acc) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const double d = static_cast<double>(v[j]);
+    acc = __fma_rn(d, d, acc);  // d² is exact in double: the same as acc + d·d
+  }
+  return acc;
+}
+
+// 1 / sqrt(float(sum / n) + eps), as cpu_ops' rms_row.
+__device__ __forceinline__ float rms_inv(double sum, int n, float eps) {
+  const float mean = __double2float_rn(__ddiv_rn(sum, static_cast<double>(n)));
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+}
+
+// v = w · (v · inv), as cpu_ops' rms_row.
+__device__ __forceinline__ void scale8(float (&v)[8], const float (&w)[8], float inv) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(w[j], __fmul_rn(v[j], inv));
+}
+
+// Sum over the block (blockDim a multiple of 32) in a fixed order; every thread gets it.
+__device__ double block_sum(double v, double* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double t = lane < int(blockDim.x >> 5) ? red[lane] : 0.0;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) t = __dadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, o));
+    if (lane == 0) red[32] = t;
+  }
+  __syncthreads();
+  return red[32];
+}
+
+// ---- row norms (rms_norm, add_rms_norm) ----------------------------------------------
+
+struct NormArgs {
+  const uint16_t* x = nullptr;      // rms_norm: the input; add_rms_norm: h (read back after the add)
+  const uint16_t* delta = nullptr;  // add_rms_norm
+  uint16_t* h = nullptr;            // add_rms_norm: where bf16(h + delta) goes (= x)
+  const float* w = nullptr;
+  uint16_t* out = nullptr;
+  float eps = 0.0f;
+  int cols = 0;
+  int nv = 0;  // cdiv(cols, 8)
+};
+
+// The row's values at e0..e0+7; kAdd: bf16(h + delta), also written back to h.
+template <bool kVec, bool kAdd>
+__device__ __forceinline__ void norm_input(const NormArgs& a, int64_t row, int e0, float (&v)[8]) {
+  const int64_t off = row * a.cols + e0;
+  const int n = a.cols - e0;
+  load8<kVec>(a.x + off, n, v);
+  if constexpr (kAdd) {
+    float d[8];
+    load8<kVec>(a.delta + off, n, d);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = round_bf16(__fadd_rn(v[j], d[j]));
+    store8<kVec>(a.h + off, n, v);
+  }
+}
+
+template <bool kVec>
+__device__ __forceinline__ void norm_output(const NormArgs& a, int64_t row, int e0, float inv, float (&v)[8]) {
+  float w[8];
+  load8<kVec>(a.w + e0, a.cols - e0, w);
+  scale8(v, w, inv);
+  store8<kVec>(a.out + row * a.cols + e0, a.cols - e0, v);
+}
+
+// The row in registers: VPT vectors of 8 per thread.
+template <int VPT, bool kVec, bool kAdd>
+__global__ void __launch_bounds__(kNormMaxThreads) rms_norm_kernel(NormArgs a) {
+  __shared__ double red[33];
+  const int64_t row = blockIdx.x;
+  float v[VPT][8];
+  double ss = 0.0;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
+    if (e0 < a.cols) {
+      norm_input<kVec, kAdd>(a, row, e0, v[i]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
+    }
+    ss = sum_squares(v[i], ss);
+  }
+  const float inv = rms_inv(block_sum(ss, red), a.cols, a.eps);
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
+    if (e0 < a.cols) norm_output<kVec>(a, row, e0, inv, v[i]);
+  }
+}
+
+// Long rows: the second pass re-reads the row (add_rms_norm: the h this thread wrote).
+template <bool kVec, bool kAdd>
+__global__ void __launch_bounds__(kNormStreamThreads) rms_norm_streaming_kernel(NormArgs a) {
+  __shared__ double red[33];
+  const int64_t row = blockIdx.x;
+  double ss = 0.0;
+  for (int vi = int(threadIdx.x); vi < a.nv; vi += int(blockDim.x)) {
+    float v[8];
+    norm_input<kVec, kAdd>(a, row, vi * 8, v);
+    ss = sum_squares(v, ss);
+  }
+  const float inv = rms_inv(block_sum(ss, red), a.cols, a.eps);
+  for (int vi = int(threadIdx.x); vi < a.nv; vi += int(blockDim.x)) {
+    float v[8];
+    load8<kVec>(a.x + row * a.cols + vi * 8, a.cols - vi * 8, v);
+    norm_output<kVec>(a, row, vi * 8, inv, v);
+  }
+}
+
+// ---- per-head norms ----------------------------------------------------------------------
+
+struct HeadNormArgs {
+  uint16_t* x0 = nullptr;  // q (or the only tensor)
+  uint16_t* x1 = nullptr;  // k (heads1 = 0: none)
+  const float* w0 = nullptr;
+  const float* w1 = nullptr;
+  int64_t ld0 = 0, ld1 = 0;
+  int heads0 = 0, heads1 = 0;
+  int64_t total = 0;  // rows · (heads0 + heads1)
+  int head_dim = 0;
+  int group = 32;     // lanes per head: a power of two ≤ 32
+  float eps = 0.0f;
+};
+
+template <int VPL, bool kVec>
+__global__ void __launch_bounds__(kHeadNormThreads) head_rms_norm_kernel(HeadNormArgs a) {
+  const int g = a.group;
+  const int lane = int(threadIdx.x) & (g - 1);
+  const int64_t head = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / g;
+  const bool valid = head < a.total;
+  uint16_t* p = nullptr;
+  const float* w = nullptr;
+  if (valid) {
+    const int per_row = a.heads0 + a.heads1;
+    const int64_t row = head / per_row;
+    const int j = int(head - row * per_row);
+    if (j < a.heads0) {
+      p = a.x0 + row * a.ld0 + int64_t(j) * a.head_dim;
+      w = a.w0;
+    } else {
+      p = a.x1 + row * a.ld1 + int64_t(j - a.heads0) * a.head_dim;
+      w = a.w1;
+    }
+  }
+  float v[VPL][8];
+  double ss = 0.0;
+#pragma unroll
+  for (int i = 0; i < VPL; ++i) {
+    const int e0 = (lane + i * g) * 8;
+    if (valid && e0 < a.head_dim) {
+      load8<kVec>(p + e0, a.head_dim - e0, v[i]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
+    }
+    ss = sum_squares(v[i], ss);
+  }
+  // Every lane of the warp takes part; xor offsets < g stay inside the group.
+  for (int o = g >> 1; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(0xFFFFFFFFu, ss, o));
+  if (!valid) return;
+  const float inv = rms_inv(ss, a.head_dim, a.eps);
+#pragma unroll
+  for (int i = 0; i < VPL; ++i) {
+    const int e0 = (lane + i * g) * 8;
+    if (e0 < a.head_dim) {
+      float wv[8];
+      load8<kVec>(w + e0, a.head_dim - e0, wv);
+      scale8(v[i], wv, inv);
+      store8<kVec>(p + e0, a.head_dim - e0, v[i]);
+    }
+  }
+}
+
+// ---- RoPE -------------------------------------------------------------------------------
+
+struct RopeArgs {
+  uint16_t* x0 = nullptr;
+  uint16_t* x1 = nullptr;
+  int64_t ld0 = 0, ld1 = 0;
+  int heads0 = 0, heads1 = 0;
+  int head_dim = 0;
+  int half = 0;
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  float attention_factor = 1.0f;
+};
+
+// (a, b) → (a·cos − b·sin, b·cos + a·sin), as cpu_ops' rope.
+__device__ __forceinline__ void rotate(float& a, float& b, float c, float s) {
+  const float x1 = a, x2 = b;
+  a = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+  b = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+}
+
+template <bool kVec>
+__global__ void __launch_bounds__(kRopeMaxThreads) rope_kernel(RopeArgs a) {
+  extern __shared__ float cs[];  // cos [half], then sin [half]
+  const int64_t row = blockIdx.x;
+  const int half = a.half;
+  // RopeTable::cos_sin: angle = float(position) · inv_freq[i] in float32, then
+  // cos(angle) · attention_factor (precise sincosf: not the SFU approximation).
+  const float pos = __int2float_rn(a.positions[row]);
+  for (int i = int(threadIdx.x); i < half; i += int(blockDim.x)) {
+    const float angle = __fmul_rn(pos, a.inv_freq[i]);
+    float s, c;
+    sincosf(angle, &s, &c);
+    cs[i] = __fmul_rn(c, a.attention_factor);
+    cs[half + i] = __fmul_rn(s, a.attention_factor);
+  }
+  __syncthreads();
+  const int heads = a.heads0 + a.heads1;
+  const int per_head = kVec ? half / 8 : half;
+  const int tasks = heads * per_head;
+  for (int t = int(threadIdx.x); t < tasks; t += int(blockDim.x)) {
+    const int h = t / per_head;
+    const int i0 = (t - h * per_head) * (kVec ? 8 : 1);
+    uint16_t* p = h < a.heads0 ? a.x0 + row * a.ld0 + int64_t(h) * a.head_dim
+                               : a.x1 + row * a.ld1 + int64_t(h - a.heads0) * a.head_dim;
+    if constexpr (kVec) {
+      float x1[8], x2[8];
+      load8<true>(p + i0, 8, x1);
+      load8<true>(p + half + i0, 8, x2);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) rotate(x1[j], x2[j], cs[i0 + j], cs[half + i0 + j]);
+      store8<true>(p + i0, 8, x1);
+      store8<true>(p + half + i0, 8, x2);
+    } else {
+      float x1 = bf16_bits_to_float(p[i0]), x2 = bf16_bits_to_float(p[half + i0]);
+      rotate(x1, x2, cs[i0], cs[half + i0]);
+      p[i0] = static_cast<uint16_t>(bf16_bits(x1));
+      p[half + i0] = static_cast<uint16_t>(bf16_bits(x2));
+    }
+  }
+}
+
+// ---- element-wise ---------------------------------------------------------------------------
+// Each op processes n ≤ 8 elements from flat index e0 (kVec: exactly 8, 16-byte aligned).
+
+struct AddOp {
+  uint16_t* acc;
+  const uint16_t* x;
+  template <bool kVec>
+  __device__ __forceinline__ void run(int64_t e0, int n) const {
+    float a[8], b[8];
+    load8<kVec>(acc + e0, n, a);
+    load8<kVec>(x + e0, n, b);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) a[j] = __fadd_rn(a[j], b[j]);
+    store8<kVec>(acc + e0, n, a);
+  }
+};
+
+__device__ __forceinline__ void silu8(const uint16_t* g, const uint16_t* u, uint16_t* o, int n, bool vec) {
+  float gv[8], uv[8];
+  if (vec) {
+    load8<true>(g, 8, gv);
+    load8<true>(u, 8, uv);
+  } else {
+    load8<false>(g, n, gv);
+    load8<false>(u, n, uv);
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) gv[j] = silu_mul_f32(gv[j], uv[j]);
+  if (vec) store8<true>(o, 8, gv);
+  else store8<false>(o, n, gv);
+}
+
+struct SiluMulOp {
+  const uint16_t* gate;
+  const uint16_t* up;
+  uint16_t* out;
+  template <bool kVec>
+  __device__ __forceinline__ void run(int64_t e0, int n) const {
+    silu8(gate + e0, up + e0, out + e0, n, kVec);
+  }
+};
+
+struct SiluMulFusedOp {
+  const uint16_t* gate_up;
+  uint16_t* out;
+  int64_t cols;
+  template <bool kVec>
+  __device__ __forceinline__ void run(int64_t e0, int n) const {
+    // kVec needs cols % 8 == 0, so 8 elements never cross a row; the scalar path has n = 1.
+    const int64_t row = e0 / cols;
+    const uint16_t* g = gate_up + e0 + row * cols;  // row · 2·cols + (e0 − row · cols)
+    silu8(g, g + cols, out + e0, n, kVec);
+  }
+};
+
+struct ToFloatOp {
+  const uint16_t* x;
+  float* out;
+  template <bool kVec>
+  __device__ __forceinline__ void run(int64_t e0, int n) const {
+    float v[8];
+    load8<kVec>(x + e0, n, v);
+    store8<kVec>(out + e0, n, v);
+  }
+};
+
+template <bool kVec, class Op>
+__global__ void __launch_bounds__(kElementwiseThreads) elementwise_kernel(Op op, int64_t n) {
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  if constexpr (kVec) {
+    const int64_t nvec = n / 8;
+    for (int64_t v = tid; v < nvec; v += stride) op.template run<true>(v * 8, 8);
+    if (tid < n - nvec * 8) op.template run<false>(nvec * 8 + tid, 1);
+  } else {
+    for (int64_t e = tid; e < n; e += stride) op.template run<false>(e, 1);
+  }
+}
+
+// ---- embedding / gather -------------------------------------------------------------------------
+
+__device__ __forceinline__ bool id_ok(int32_t id, int64_t limit) { return id >= 0 && (limit <= 0 || id < limit); }
+
+template <bool kVec>
+__global__ void __launch_bounds__(kCopyMaxThreads) gather_bf16_kernel(const uint16_t* table, const int32_t* ids,
+                                                                     int64_t limit, int dim, uint16_t* out) {
+  const int64_t r = blockIdx.x;
+  const int32_t id = ids[r];
+  const bool ok = id_ok(id, limit);
+  const uint16_t* src = table + int64_t(ok ? id : 0) * dim;
+  uint16_t* dst = out + r * dim;
+  if constexpr (kVec) {
+    const uint4 nan4 = make_uint4(0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u);
+    for (int v = int(threadIdx.x); v < dim / 8; v += int(blockDim.x))
+      reinterpret_cast<uint4*>(dst)[v] = ok ? __ldg(reinterpret_cast<const uint4*>(src) + v) : nan4;
+  } else {
+    for (int c = int(threadIdx.x); c < dim; c += int(blockDim.x)) dst[c] = ok ? src[c] : kBf16Nan;
+  }
+}
+
+template <bool kVec, Fp8Format kFormat>
+__global__ void __launch_bounds__(kCopyMaxThreads) embedding_fp8_kernel(const uint8_t* codes, const float* scales,
+                                                                       const int32_t* ids, int64_t limit, int dim,
+                                                                       uint16_t* out) {
+  const int64_t r = blockIdx.x;
+  const int32_t id = ids[r];
+  const bool ok = id_ok(id, limit);
+  const uint8_t* src = codes + int64_t(ok ? id : 0) * dim;
+  // cpu_ops: fp8_to_float(code) · scale, one float product; a bad id: NaN.
+  const float scale = ok ? scales[id] : __uint_as_float(0x7FC00000u);
+  uint16_t* dst = out + r * dim;
+  if constexpr (kVec) {
+    for (int v = int(threadIdx.x); v < dim / 8; v += int(blockDim.x)) {
+      const uint2 c = __ldg(reinterpret_cast<const uint2*>(src) + v);
+      float f[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const auto code = static_cast<uint8_t>((j < 4 ? c.x : c.y) >> (8 * (j % 4)));
+        f[j] = __fmul_rn(device_fp8_to_float(code, kFormat), scale);
+      }
+      store8<true>(dst + v * 8, 8, f);
+    }
+  } else {
+    for (int c = int(threadIdx.x); c < dim; c += int(blockDim.x))
+      dst[c] = static_cast<uint16_t>(bf16_bits(__fmul_rn(device_fp8_to_float(src[c], kFormat), scale)));
+  }
+}
+
+// ---- argmax -------------------------------------------------------------------------------------
+
+constexpr int32_t kNone = INT_MAX;  // no value seen yet
+
+// Whether (v, i) beats (bv, bi): larger, or equal with the lower index. A NaN v never does.
+__device__ __forceinline__ bool beats(float v, int32_t i, float bv, int32_t bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+__device__ __forceinline__ void consider(float v, int32_t i, float& bv, int32_t& bi) {
+  if (beats(v, i, bv, bi)) bv = v, bi = i;
+}
+
+__device__ __forceinline__ float element(const uint16_t* p, int i) { return bf16_bits_to_float(p[i]); }
+__device__ __forceinline__ float element(const float* p, int i) { return p[i]; }
+
+// The values of one 16-byte vector whose first element has index i0.
+__device__ __forceinline__ void consider_vector(const uint4& r, int32_t i0, const uint16_t*, float& bv, int32_t& bi) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    consider(__uint_as_float(w[j] << 16), i0 + 2 * j, bv, bi);
+    consider(__uint_as_float(w[j] & 0xFFFF0000u), i0 + 2 * j + 1, bv, bi);
+  }
+}
+__device__ __forceinline__ void consider_vector(const uint4& r, int32_t i0, const float*, float& bv, int32_t& bi) {
+  consider(__uint_as_float(r.x), i0, bv, bi);
+  consider(__uint_as_float(r.y), i0 + 1, bv, bi);
+  consider(__uint_as_float(r.z), i0 + 2, bv, bi);
+  consider(__uint_as_float(r.w), i0 + 3, bv, bi);
+}
+
+// Grid: rows × cluster CTAs, clusters of `cluster` CTAs along x, one cluster per row.
+template <typename T>
+__global__ void __launch_bounds__(kArgmaxMaxThreads) argmax_kernel(const T* logits, int cols, int32_t* out) {
+  constexpr int kEpv = 16 / int(sizeof(T));  // elements per 16-byte vector
+  __shared__ float warp_v[32];
+  __shared__ int32_t warp_i[32];
+  __shared__ float cta_v;
+  __shared__ int32_t cta_i;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int csize = int(cluster.num_blocks());
+  const int rank = int(cluster.block_rank());
+  const int64_t row = blockIdx.x / csize;
+  const T* p = logits + row * cols;
+  // The row's 16-byte-aligned body [head, body_end), split over the cluster;
+  // the elements before and after it go to rank 0.
+  const auto misalign = static_cast<int>(reinterpret_cast<uintptr_t>(p) & 15u);
+  const int head = min(cols, ((16 - misalign) & 15) / int(sizeof(T)));
+  const int nv = (cols - head) / kEpv;
+  const int body_end = head + nv * kEpv;
+  const int per = (nv + csize - 1) / csize;
+  const int v_begin = min(nv, rank * per);
+  const int v_end = min(nv, v_begin + per);
+  const uint4* vp = reinterpret_cast<const uint4*>(p + head);
+  const int step = int(blockDim.x);
+
+  float bv = -INFINITY;
+  int32_t bi = kNone;
+  int v = v_begin + int(threadIdx.x);
+  for (; v + 3 * step < v_end; v += 4 * step) {  // 4 loads in flight
+    uint4 r[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) r[k] = __ldg(vp + v + k * step);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) consider_vector(r[k], head + (v + k * step) * kEpv, p, bv, bi);
+  }
+  for (; v < v_end; v += step) consider_vector(__ldg(vp + v), head + v * kEpv, p, bv, bi);
+  if (rank == 0) {
+    const int t = int(threadIdx.x);
+    if (t < head) consider(element(p, t), t, bv, bi);
+    if (t < cols - body_end) consider(element(p, body_end + t), body_end + t, bv, bi);
+  }
+
+  // (value desc, index asc) is a total order on the candidates, so the
+  // butterfly leaves every lane with the warp's best.
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
+    const int32_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
+    consider(ov, oi, bv, bi);
+  }
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  if (lane == 0) warp_v[warp] = bv, warp_i[warp] = bi;
+  __syncthreads();
+  if (warp == 0) {
+    bv = -INFINITY;
+    bi = kNone;
+    if (lane < int(blockDim.x >> 5)) bv = warp_v[lane], bi = warp_i[lane];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
+      const int32_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
+      consider(ov, oi, bv, bi);
+    }
+    if (lane == 0) cta_v = bv, cta_i = bi;
+  }
+  cluster.sync();  // every CTA's result is in its shared memory
+  if (rank == 0 && threadIdx.x == 0) {
+    for (int c = 1; c < csize; ++c)
+      consider(*cluster.map_shared_rank(&cta_v, c), *cluster.map_shared_rank(&cta_i, c), bv, bi);
+    out[row] = bi == kNone ? -1 : bi;
+  }
+  cluster.sync();  // no CTA leaves while rank 0 may still read its shared memory
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int round_up32(int64_t n) { return int(cdiv(n, 32) * 32); }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+uint16_t* bits(__nv_bfloat16* p) { return reinterpret_cast<uint16_t*>(p); }
+const uint16_t* bits(const __nv_bfloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
+
+[[noreturn]] void fail(const char* op, const std::string& what) {
+  throw Error(std::string("cuda ") + op + ": " + what);
+}
+
+// rows: one CTA (or cluster) each, so < 2^31; cols: int-indexed inside a row.
+void check_shape(const char* op, int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0)
+    fail(op, "shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] has a negative dimension");
+  if (rows > INT_MAX) fail(op, "at most 2^31 - 1 rows, got " + std::to_string(rows));
+  if (cols > (int64_t(1) << 30)) fail(op, "rows of at most 2^30 elements, got " + std::to_string(cols));
+}
+
+void check_ptrs(const char* op, std::initializer_list<std::pair<const void*, const char*>> ptrs) {
+  for (const auto& [p, name] : ptrs)
+    if (p == nullptr) fail(op, std::string(name) + " is null");
+}
+
+void check_launch() { FP8LM_CUDA_CHECK(cudaGetLastError()); }
+
+// Row stride: 0 means dense; otherwise ≥ cols.
+int64_t row_stride(const char* op, int64_t ld, int64_t cols, const char* name) {
+  if (ld == 0) return cols;
+  if (ld < cols)
+    fail(op, std::string(name) + " row stride " + std::to_string(ld) + " is below its width " + std::to_string(cols));
+  return ld;
+}
+
+// heads in a row of `cols`, each head_dim wide.
+int heads_of(const char* op, int64_t cols, int64_t head_dim, const char* name) {
+  if (cols % head_dim != 0)
+    fail(op, std::string(name) + " width " + std::to_string(cols) + " is not a multiple of head_dim " +
+                 std::to_string(head_dim));
+  return int(cols / head_dim);
+}
+
+void check_head_dim(const char* op, int64_t head_dim) {
+  if (head_dim <= 0 || head_dim > kMaxHeadDim)
+    fail(op, "head_dim must be in [1, " + std::to_string(kMaxHeadDim) + "], got " + std::to_string(head_dim));
+}
+
+// -- row norms
+
+template <bool kVec, bool kAdd>
+void launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
+  // Up to 4 vectors per thread in CTAs of up to 256 threads, then up to 512
+  // threads with 4, then 8 (quant_kernels' measurements on the H200: 2 × 256
+  // beats 1 × 512, 4 × 448 beats 8 × 224).
+  int vpt = 1;
+  while (vpt < 4 && cdiv(a.nv, vpt) > 256) vpt *= 2;
+  if (cdiv(a.nv, vpt) > 256)
+    while (vpt < 8 && cdiv(a.nv, vpt) > kNormMaxThreads) vpt *= 2;
+  const int threads = std::max(32, round_up32(cdiv(a.nv, vpt)));
+  const auto grid = static_cast<unsigned>(rows);
+  if (detail::model_kernel_tuning().force_streaming_norm || threads > kNormMaxThreads) {
+    const int st = std::min(kNormStreamThreads, std::max(32, round_up32(a.nv)));
+    rms_norm_streaming_kernel<kVec, kAdd><<<grid, st, 0, stream>>>(a);
+  } else {
+    switch (vpt) {
+      case 1: rms_norm_kernel<1, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
+      case 2: rms_norm_kernel<2, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
+      case 4: rms_norm_kernel<4, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
+      default: rms_norm_kernel<8, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
+    }
+  }
+  check_launch();
+}
+
+template <bool kAdd>
+void launch_norm(const NormArgs& a, int64_t rows, cudaStream_t stream) {
+  const bool vec = a.cols % 8 == 0 && aligned16(a.x) && aligned16(a.w) && aligned16(a.out) &&
+                   (!kAdd || aligned16(a.delta));
+  if (vec) launch_norm_vec<true, kAdd>(a, rows, stream);
+  else launch_norm_vec<false, kAdd>(a, rows, stream);
+}
+
+// -- head norms
+
+template <int VPL>
+void launch_head_norm_vpl(const HeadNormArgs& a, bool vec, cudaStream_t stream) {
+  const int64_t threads_needed = a.total * a.group;
+  const auto grid = static_cast<unsigned>(cdiv(threads_needed, kHeadNormThreads));
+  if (vec) head_rms_norm_kernel<VPL, true><<<grid, kHeadNormThreads, 0, stream>>>(a);
+  else head_rms_norm_kernel<VPL, false><<<grid, kHeadNormThreads, 0, stream>>>(a);
+  check_launch();
+}
+
+void head_norm_impl(const char* op, __nv_bfloat16* q, int64_t q_cols, const float* q_w, int64_t q_ld,
+                    __nv_bfloat16* k, int64_t k_cols, const float* k_w, int64_t k_ld, int64_t rows,
+                    int64_t head_dim, float eps, cudaStream_t stream) {
+  check_shape(op, rows, std::max(q_cols, k_cols));
+  check_shape(op, rows, std::min(q_cols, k_cols));
+  check_head_dim(op, head_dim);
+  HeadNormArgs a;
+  a.heads0 = heads_of(op, q_cols, head_dim, "q");
+  a.heads1 = heads_of(op, k_cols, head_dim, "k");
+  a.ld0 = row_stride(op, q_ld, q_cols, "q");
+  a.ld1 = row_stride(op, k_ld, k_cols, "k");
+  const int64_t total = rows * (a.heads0 + a.heads1);
+  if (total == 0) return;
+  if (a.heads0 > 0) check_ptrs(op, {{q, "x"}, {q_w, "weight"}});
+  if (a.heads1 > 0) check_ptrs(op, {{k, "k"}, {k_w, "k weight"}});
+  if (total * 32 > int64_t(UINT_MAX)) fail(op, "too many heads: " + std::to_string(total));
+  a.x0 = bits(q);
+  a.x1 = bits(k);
+  a.w0 = q_w;
+  a.w1 = k_w;
+  a.total = total;
+  a.head_dim = int(head_dim);
+  a.eps = eps;
+  const int nvh = int(cdiv(head_dim, 8));
+  int g = 1;
+  while (g < 32 && g < nvh) g *= 2;
+  a.group = g;
+  bool vec = head_dim % 8 == 0;
+  if (a.heads0 > 0) vec = vec && a.ld0 % 8 == 0 && aligned16(q) && aligned16(q_w);
+  if (a.heads1 > 0) vec = vec && a.ld1 % 8 == 0 && aligned16(k) && aligned16(k_w);
+  switch (cdiv(nvh, g)) {
+    case 1: launch_head_norm_vpl<1>(a, vec, stream); break;
+    case 2: launch_head_norm_vpl<2>(a, vec, stream); break;
+    default: launch_head_norm_vpl<4>(a, vec, stream); break;  // head_dim ≤ 1024: ≤ 4 vectors per lane
+  }
+}
+
+// -- rope
+
+void rope_impl(const char* op, __nv_bfloat16* q, int64_t q_cols, int64_t q_ld, __nv_bfloat16* k, int64_t k_cols,
+               int64_t k_ld, int64_t rows, int64_t head_dim, const int32_t* positions, const float* inv_freq,
+               float attention_factor, cudaStream_t stream) {
+  check_shape(op, rows, std::max(q_cols, k_cols));
+  check_shape(op, rows, std::min(q_cols, k_cols));
+  check_head_dim(op, head_dim);
+  if (head_dim % 2 != 0) fail(op, "head_dim must be even, got " + std::to_string(head_dim));
+  RopeArgs a;
+  a.heads0 = heads_of(op, q_cols, head_dim, "q");
+  a.heads1 = heads_of(op, k_cols, head_dim, "k");
+  a.ld0 = row_stride(op, q_ld, q_cols, "q");
+  a.ld1 = row_stride(op, k_ld, k_cols, "k");
+  if (rows == 0 || a.heads0 + a.heads1 == 0) return;
+  check_ptrs(op, {{positions, "positions"}, {inv_freq, "inv_freq"}});
+  if (a.heads0 > 0) check_ptrs(op, {{q, "x"}});
+  if (a.heads1 > 0) check_ptrs(op, {{k, "k"}});
+  a.x0 = bits(q);
+  a.x1 = bits(k);
+  a.head_dim = int(head_dim);
+  a.half = int(head_dim / 2);
+  a.positions = positions;
+  a.inv_freq = inv_freq;
+  a.attention_factor = attention_factor;
+  bool vec = a.half % 8 == 0;
+  if (a.heads0 > 0) vec = vec && a.ld0 % 8 == 0 && aligned16(q);
+  if (a.heads1 > 0) vec = vec && a.ld1 % 8 == 0 && aligned16(k);
+  const int64_t tasks = int64_t(a.heads0 + a.heads1) * (vec ? a.half / 8 : a.half);
+  if (tasks > INT_MAX) fail(op, "rows too wide");
+  const int threads = std::clamp(round_up32(tasks), 32, kRopeMaxThreads);
+  const size_t smem = size_t(head_dim) * sizeof(float);
+  const auto grid = static_cast<unsigned>(rows);
+  if (vec) rope_kernel<true><<<grid, threads, smem, stream>>>(a);
+  else rope_kernel<false><<<grid, threads, smem, stream>>>(a);
+  check_launch();
+}
+
+// -- element-wise
+
+template <class Op>
+void launch_elementwise(const Op& op, int64_t n, bool vec, cudaStream_t stream) {
+  if (n == 0) return;
+  const int64_t units = vec ? std::max<int64_t>(n / 8, 1) : n;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(cdiv(units, kElementwiseThreads), 132 * 32));
+  if (vec) elementwise_kernel<true><<<grid, kElementwiseThreads, 0, stream>>>(op, n);
+  else elementwise_kernel<false><<<grid, kElementwiseThreads, 0, stream>>>(op, n);
+  check_launch();
+}
+
+void check_count(const char* op, int64_t n) {
+  if (n < 0) fail(op, "negative element count " + std::to_string(n));
+}
+
+// -- gather
+
+void check_gather(const char* op, int64_t rows, int64_t cols, int64_t limit) {
+  check_shape(op, rows, cols);
+  if (limit < 0) fail(op, "negative row count of the source " + std::to_string(limit));
+  if (limit > INT_MAX) fail(op, "int32 ids address at most 2^31 - 1 rows, got " + std::to_string(limit));
+}
+
+int copy_threads(int64_t units) { return std::clamp(round_up32(units), 32, kCopyMaxThreads); }
+
+void gather_impl(const char* op, const __nv_bfloat16* table, const int32_t* ids, int64_t rows, int64_t cols,
+                 __nv_bfloat16* out, int64_t limit, cudaStream_t stream) {
+  check_gather(op, rows, cols, limit);
+  if (rows == 0 || cols == 0) return;
+  check_ptrs(op, {{table, "table"}, {ids, "ids"}, {out, "out"}});
+  const bool vec = cols % 8 == 0 && aligned16(table) && aligned16(out);
+  const auto grid = static_cast<unsigned>(rows);
+  if (vec)
+    gather_bf16_kernel<true><<<grid, copy_threads(cols / 8), 0, stream>>>(bits(table), ids, limit, int(cols), bits(out));
+  else
+    gather_bf16_kernel<false><<<grid, copy_threads(cols), 0, stream>>>(bits(table), ids, limit, int(cols), bits(out));
+  check_launch();
+}
+
+// -- argmax
+
+template <typename T>
+void argmax_impl(const T* logits, int64_t rows, int64_t cols, int32_t* out, cudaStream_t stream) {
+  constexpr const char* op = "argmax_rows";
+  check_shape(op, rows, cols);
+  if (rows == 0) return;
+  check_ptrs(op, {{out, "out"}});
+  if (cols > 0) check_ptrs(op, {{logits, "logits"}});
+  constexpr int kEpv = 16 / int(sizeof(T));
+  const int64_t nv = cols / kEpv;
+  const int tuned = detail::model_kernel_tuning().argmax_cluster;
+  // A CTA takes about 4 vectors per thread before the row is split further.
+  const int cluster = tuned > 0 ? std::min(tuned, kArgmaxMaxCluster)
+                                : int(std::clamp<int64_t>(cdiv(nv, kArgmaxMaxThreads * 4), 1, kArgmaxMaxCluster));
+  if (rows * cluster > INT_MAX) fail(op, "too many rows: " + std::to_string(rows));
+  const int threads = std::clamp(round_up32(cdiv(nv, cluster)), 32, kArgmaxMaxThreads);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(rows * cluster));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&config, argmax_kernel<T>, logits, int(cols), out));
+}
+
+}  // namespace
+
+// ---- public API ---------------------------------------------------------------------------------
+
+void embedding_bf16(const __nv_bfloat16* table, const int32_t* ids, int64_t rows, int64_t dim, __nv_bfloat16* out,
+                    cudaStream_t stream, int64_t vocab) {
+  gather_impl("embedding_bf16", table, ids, rows, dim, out, vocab, stream);
+}
+
+void embedding_fp8(const uint8_t* codes, const float* row_scales, Fp8Format format, const int32_t* ids,
+                   int64_t rows, int64_t dim, __nv_bfloat16* out, cudaStream_t stream, int64_t vocab) {
+  constexpr const char* op = "embedding_fp8";
+  check_gather(op, rows, dim, vocab);
+  if (format != Fp8Format::kE4M3 && format != Fp8Format::kE5M2) fail(op, "unknown FP8 format");
+  if (rows == 0 || dim == 0) return;
+  check_ptrs(op, {{codes, "codes"}, {row_scales, "row_scales"}, {ids, "ids"}, {out, "out"}});
+  const bool vec = dim % 8 == 0 && reinterpret_cast<uintptr_t>(codes) % 8 == 0 && aligned16(out);
+  const auto grid = static_cast<unsigned>(rows);
+  const int threads = copy_threads(vec ? dim / 8 : dim);
+  uint16_t* o = bits(out);
+  const int d = int(dim);
+  if (format == Fp8Format::kE4M3) {
+    if (vec) embedding_fp8_kernel<true, Fp8Format::kE4M3><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
+    else embedding_fp8_kernel<false, Fp8Format::kE4M3><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
+  } else {
+    if (vec) embedding_fp8_kernel<true, Fp8Format::kE5M2><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
+    else embedding_fp8_kernel<false, Fp8Format::kE5M2><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
+  }
+  check_launch();
+}
+
+void gather_rows(const __nv_bfloat16* x, int64_t cols, const int32_t* rows_idx, int64_t n_rows, __nv_bfloat16* out,
+                 cudaStream_t stream, int64_t x_rows) {
+  gather_impl("gather_rows", x, rows_idx, n_rows, cols, out, x_rows, stream);
+}
+
+void rms_norm(const __nv_bfloat16* x, const float* w, float eps, int64_t rows, int64_t cols, __nv_bfloat16* out,
+              cudaStream_t stream) {
+  constexpr const char* op = "rms_norm";
+  check_shape(op, rows, cols);
+  if (rows == 0 || cols == 0) return;
+  check_ptrs(op, {{x, "x"}, {w, "weight"}, {out, "out"}});
+  NormArgs a;
+  a.x = bits(x);
+  a.w = w;
+  a.out = bits(out);
+  a.eps = eps;
+  a.cols = int(cols);
+  a.nv = int(cdiv(cols, 8));
+  launch_norm<false>(a, rows, stream);
+}
+
+void add_rms_norm(__nv_bfloat16* h, const __nv_bfloat16* delta, const float* w, float eps, int64_t rows,
+                  int64_t cols, __nv_bfloat16* out, cudaStream_t stream) {
+  constexpr const char* op = "add_rms_norm";
+  check_shape(op, rows, cols);
+  if (rows == 0 || cols == 0) return;
+  check_ptrs(op, {{h, "h"}, {delta, "delta"}, {w, "weight"}, {out, "out"}});
+  NormArgs a;
+  a.x = bits(h);
+  a.delta = bits(delta);
+  a.h = bits(h);
+  a.w = w;
+  a.out = bits(out);
+  a.eps = eps;
+  a.cols = int(cols);
+  a.nv = int(cdiv(cols, 8));
+  launch_norm<true>(a, rows, stream);
+}
+
+void head_rms_norm(__nv_bfloat16* x, int64_t rows, int64_t cols, int64_t head_dim, const float* w, float eps,
+                   cudaStream_t stream, int64_t ld) {
+  head_norm_impl("head_rms_norm", x, cols, w, ld, nullptr, 0, nullptr, 0, rows, head_dim, eps, stream);
+}
+
+void head_rms_norm_qk(__nv_bfloat16* q, int64_t q_cols, const float* q_w, __nv_bfloat16* k, int64_t k_cols,
+                      const float* k_w, int64_t rows, int64_t head_dim, float eps, cudaStream_t stream, int64_t q_ld,
+                      int64_t k_ld) {
+  head_norm_impl("head_rms_norm_qk", q, q_cols, q_w, q_ld, k, k_cols, k_w, k_ld, rows, head_dim, eps, stream);
+}
+
+void add(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
+  check_count("add", n);
+  if (n == 0) return;
+  check_ptrs("add", {{acc, "acc"}, {x, "x"}});
+  launch_elementwise(AddOp{bits(acc), bits(x)}, n, aligned16(acc) && aligned16(x), stream);
+}
+
+void silu_mul(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t n, __nv_bfloat16* out,
+              cudaStream_t stream) {
+  check_count("silu_mul", n);
+  if (n == 0) return;
+  check_ptrs("silu_mul", {{gate, "gate"}, {up, "up"}, {out, "out"}});
+  launch_elementwise(SiluMulOp{bits(gate), bits(up), bits(out)}, n,
+                     aligned16(gate) && aligned16(up) && aligned16(out), stream);
+}
+
+void silu_mul_fused(const __nv_bfloat16* gate_up, int64_t rows, int64_t cols, __nv_bfloat16* out,
+                    cudaStream_t stream) {
+  constexpr const char* op = "silu_mul_fused";
+  if (rows < 0 || cols < 0)
+    fail(op, "shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] has a negative dimension");
+  if (cols > 0 && rows > INT64_MAX / 2 / cols) fail(op, "shape too large");
+  if (rows == 0 || cols == 0) return;
+  check_ptrs(op, {{gate_up, "gate_up"}, {out, "out"}});
+  launch_elementwise(SiluMulFusedOp{bits(gate_up), bits(out), cols}, rows * cols,
+                     cols % 8 == 0 && aligned16(gate_up) && aligned16(out), stream);
+}
+
+void bf16_to_float(const __nv_bfloat16* x, int64_t n, float* out, cudaStream_t stream) {
+  check_count("bf16_to_float", n);
+  if (n == 0) return;
+  check_ptrs("bf16_to_float", {{x, "x"}, {out, "out"}});
+  launch_elementwise(ToFloatOp{bits(x), out}, n, aligned16(x) && aligned16(out), stream);
+}
+
+void rope(__nv_bfloat16* x, int64_t rows, int64_t cols, int64_t head_dim, const int32_t* positions,
+          const float* inv_freq, float attention_factor, cudaStream_t stream, int64_t ld) {
+  rope_impl("rope", x, cols, ld, nullptr, 0, 0, rows, head_dim, positions, inv_freq, attention_factor, stream);
+}
+
+void rope_qk(__nv_bfloat16* q, int64_t q_cols, __nv_bfloat16* k, int64_t k_cols, int64_t rows, int64_t head_dim,
+             const int32_t* positions, const float* inv_freq, float attention_factor, cudaStream_t stream,
+             int64_t q_ld, int64_t k_ld) {
+  rope_impl("rope_qk", q, q_cols, q_ld, k, k_cols, k_ld, rows, head_dim, positions, inv_freq, attention_factor,
+            stream);
+}
+
+void argmax_rows(const __nv_bfloat16* logits, int64_t rows, int64_t cols, int32_t* out, cudaStream_t stream) {
+  argmax_impl(bits(logits), rows, cols, out, stream);
+}
+
+void argmax_rows(const float* logits, int64_t rows, int64_t cols, int32_t* out, cudaStream_t stream) {
+  argmax_impl(logits, rows, cols, out, stream);
+}
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,1048 @@
+// Paged KV-cache stores and paged attention on the GPU; see paged_attention.h for the contract
+// and the numerics.
+//
+// Kernels:
+//   store_kv_kernel        one thread per 8 elements of a row's K and V (16-byte loads).
+//   row_attention_kernel   the decode / SIMT kernel: one CTA of 4 warps per (row, kv head,
+//                          partition), or per (row, kv head) over every partition ("whole"
+//                          mode, the SIMT prefill path). A thread group of TG lanes handles one
+//                          key: lane c holds elements [8c, 8c + 8) of the key (one 16-byte load
+//                          for BF16, two for F32, one 8-byte load for FP8) and the same 8
+//                          elements of the GC query heads it serves, in registers. The GC dot
+//                          products are summed over the group with a reduce-scatter butterfly
+//                          (each step halves the values a lane carries, so GC heads cost about
+//                          GC shuffles rather than GC·log2(TG)); scores go to shared memory, a
+//                          warp per head takes the max and the exponentials, then each group
+//                          accumulates w·v for its keys in registers.
+//   reduce_kernel          merges a decode row's partitions (log-sum-exp).
+//   flash_attention_kernel the tensor-core prefill kernel: 64 packed (token, query head) rows
+//                          of one sequence and kv head per CTA (4 warps × 16 rows), 64-key tiles
+//                          gathered from the paged cache with cp.async into a double buffer
+//                          (FP8 tiles expanded to exact BF16 in shared memory), S = Q·Kᵀ and
+//                          O += P·V with mma.sync m16n8k16, online softmax in registers.
+#include "backend/cuda/paged_attention.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/fp8_convert.cuh"
+#include "common/error.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+using backend::KvElement;
+
+constexpr unsigned kFull = 0xffffffffu;
+
+template <KvElement E>
+constexpr int kElemBytes = E == KvElement::kF32 ? 4 : E == KvElement::kBF16 ? 2 : 1;
+
+template <KvElement E>
+constexpr bool kIsFp8 = E == KvElement::kE4M3 || E == KvElement::kE5M2;
+
+template <KvElement E>
+constexpr __nv_fp8_interpretation_t kInterp = E == KvElement::kE5M2 ? __NV_E5M2 : __NV_E4M3;
+
+// First position a token at position p attends (window ≤ 0: none).
+__device__ __forceinline__ int64_t window_lo(int64_t p, int64_t window) {
+  return window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;
+}
+
+// ---- Element conversions -------------------------------------------------------------------
+
+// Raw storage of 8 consecutive elements of any element type.
+struct Raw8 {
+  uint4 a = {0, 0, 0, 0};
+  uint4 b = {0, 0, 0, 0};
+};
+
+template <KvElement E>
+__device__ __forceinline__ Raw8 load8(const void* base, int64_t element) {
+  Raw8 r;
+  if constexpr (E == KvElement::kF32) {
+    const auto* p = reinterpret_cast<const uint4*>(static_cast<const float*>(base) + element);
+    r.a = __ldg(p);
+    r.b = __ldg(p + 1);
+  } else if constexpr (E == KvElement::kBF16) {
+    r.a = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + element));
+  } else {
+    const uint2 x = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(base) + element));
+    r.a.x = x.x;
+    r.a.y = x.y;
+  }
+  return r;
+}
+
+__device__ __forceinline__ void bf16x2_to_float(uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xFFFF0000u);
+}
+
+// Two FP8 codes (low byte first) → their exact float values (NaN and inf included).
+template <KvElement E>
+__device__ __forceinline__ float2 fp8x2_to_float2(uint32_t pair) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xFFFFu), kInterp<E>);
+  return __half22float2(__half2(h));
+}
+
+// The 8 elements as exact float32 values (FP8: the code's value, unscaled).
+template <KvElement E>
+__device__ __forceinline__ void to_float8(const Raw8& r, float (&f)[8]) {
+  if constexpr (E == KvElement::kF32) {
+    f[0] = __uint_as_float(r.a.x), f[1] = __uint_as_float(r.a.y), f[2] = __uint_as_float(r.a.z);
+    f[3] = __uint_as_float(r.a.w), f[4] = __uint_as_float(r.b.x), f[5] = __uint_as_float(r.b.y);
+    f[6] = __uint_as_float(r.b.z), f[7] = __uint_as_float(r.b.w);
+  } else if constexpr (E == KvElement::kBF16) {
+    bf16x2_to_float(r.a.x, f[0], f[1]);
+    bf16x2_to_float(r.a.y, f[2], f[3]);
+    bf16x2_to_float(r.a.z, f[4], f[5]);
+    bf16x2_to_float(r.a.w, f[6], f[7]);
+  } else {
+    const uint32_t w[2] = {r.a.x, r.a.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float2 lo = fp8x2_to_float2<E>(w[i]);
+      const float2 hi = fp8x2_to_float2<E>(w[i] >> 16);
+      f[4 * i] = lo.x, f[4 * i + 1] = lo.y, f[4 * i + 2] = hi.x, f[4 * i + 3] = hi.y;
+    }
+  }
+}
+
+// ---- store_kv ------------------------------------------------------------------------------
+
+struct StoreArgs {
+  const __nv_bfloat16* k;
+  const __nv_bfloat16* v;
+  int64_t num_rows;
+  const int32_t* row_seq;
+  const int32_t* row_position;
+  const int32_t* block_tables;
+  int max_blocks_per_seq;
+  int num_kv_heads;
+  int head_dim;
+  int block_size;
+  void* k_cache;
+  void* v_cache;
+  float k_scale, v_scale;
+};
+
+template <KvElement E>
+__device__ __forceinline__ void store8(void* cache, int64_t at, const __nv_bfloat16* src, float scale) {
+  const uint4 x = __ldg(reinterpret_cast<const uint4*>(src));
+  if constexpr (E == KvElement::kBF16) {
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(cache) + at) = x;
+  } else {
+    Raw8 r;
+    r.a = x;
+    float f[8];
+    to_float8<KvElement::kBF16>(r, f);
+    if constexpr (E == KvElement::kF32) {
+      auto* dst = reinterpret_cast<float4*>(static_cast<float*>(cache) + at);
+      dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+      dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+    } else {
+      constexpr Fp8Format fmt = E == KvElement::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+      uint32_t w[2] = {0, 0};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        // A true IEEE division, as the CPU cache (never a multiply by the reciprocal).
+        const uint32_t code = device_float_to_fp8(__fdiv_rn(f[i], scale), fmt, Saturation::kSatFinite);
+        w[i / 4] |= code << (8 * (i % 4));
+      }
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + at) = make_uint2(w[0], w[1]);
+    }
+  }
+}
+
+template <KvElement E>
+__global__ void __launch_bounds__(256) store_kv_kernel(const StoreArgs a) {
+  const int per_head = a.head_dim / 8;
+  const int per_row = a.num_kv_heads * per_head;  // 8-element chunks per row
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.num_rows * per_row) return;
+  const int64_t row = idx / per_row;
+  const int c = int(idx % per_row);
+  const int64_t pos = a.row_position[row];
+  if (pos < 0 || pos >= int64_t(a.max_blocks_per_seq) * a.block_size) return;
+  const int64_t seq = a.row_seq[row];
+  const int64_t block = a.block_tables[seq * a.max_blocks_per_seq + pos / a.block_size];
+  const int h = c / per_head, d = (c % per_head) * 8;
+  const int64_t at = ((block * a.num_kv_heads + h) * a.block_size + pos % a.block_size) * a.head_dim + d;
+  const int64_t src = row * per_row * 8 + int64_t(c) * 8;
+  store8<E>(a.k_cache, at, a.k + src, a.k_scale);
+  store8<E>(a.v_cache, at, a.v + src, a.v_scale);
+}
+
+// ---- Decode / SIMT attention ---------------------------------------------------------------
+
+constexpr int kRowWarps = 4;
+constexpr int kRowThreads = kRowWarps * 32;
+constexpr int kScoreStride = kDecodePartition + 1;  // floats per head's scores (padded: no bank conflicts)
+constexpr int kRowUnroll = 2;                       // keys in flight per thread group
+
+struct RowArgs {
+  const __nv_bfloat16* q;
+  __nv_bfloat16* out;
+  const int32_t* row_seq;
+  const int32_t* seq_first_row;
+  const int32_t* seq_num_tokens;
+  const int32_t* seq_start_position;
+  const int32_t* block_tables;
+  int max_blocks_per_seq;
+  const void* k;
+  const void* v;
+  int num_heads, num_kv_heads, group, head_dim, block_size;
+  int64_t window;     // ≤ 0: none
+  float score_scale;  // scale (× k_scale for FP8)
+  float v_scale;      // FP8 v_scale, else 1
+  bool split;         // one partition per CTA (decode rows) or all of them (long rows)
+  int parts;          // partitions per row in the grid (split mode)
+  int tcap;           // decode slots per sequence: min(max_new_tokens, kDecodeMaxNewTokens)
+  float* part_o;      // [slot][head][part][head_dim]
+  float* part_m;      // [slot][head][part]
+  float* part_l;
+};
+
+// Sums v[0..GC) over the TG lanes of a thread group, scattering the results: after the call
+// the lane holds the sums of heads head … head + max(1, GC / TG) − 1 in v[0 …]. Each step
+// exchanges half the values still carried with the partner lane (lane ^ M) and keeps the other
+// half; once one value is left, plain butterfly steps finish the sum.
+template <int C, int M, int GC>
+__device__ __forceinline__ void reduce_scatter(float (&v)[GC], int lane, int& head) {
+  if constexpr (M >= 1) {
+    if constexpr (C > 1) {
+      const bool hi = (lane & M) != 0;
+#pragma unroll
+      for (int i = 0; i < C / 2; ++i) {
+        const float send = hi ? v[i] : v[i + C / 2];
+        const float keep = hi ? v[i + C / 2] : v[i];
+        v[i] = keep + __shfl_xor_sync(kFull, send, M);
+      }
+      if (hi) head += C / 2;
+      reduce_scatter<C / 2, M / 2, GC>(v, lane, head);
+    } else {
+      v[0] += __shfl_xor_sync(kFull, v[0], M);
+      reduce_scatter<1, M / 2, GC>(v, lane, head);
+    }
+  }
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int m = 16; m >= 1; m /= 2) x = fmaxf(x, __shfl_xor_sync(kFull, x, m));
+  return x;
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int m = 16; m >= 1; m /= 2) x += __shfl_xor_sync(kFull, x, m);
+  return x;
+}
+
+// E: cache element; TG: lanes per key (a power of two ≥ head_dim / 8); GC: query heads per pass.
+template <KvElement E, int TG, int GC>
+__global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArgs a) {
+  extern __shared__ float smem[];  // scores [GC][kScoreStride]; at the end [kRowWarps][GC][head_dim]
+  __shared__ float sh_m[GC], sh_l[GC], sh_alpha[GC];
+  constexpr int kGroups = 32 / TG;                  // keys per warp per pass
+  constexpr int kKeysPerPass = kGroups * kRowWarps;  // keys per CTA per pass
+  constexpr int kPlain = TG > GC ? TG / GC : 1;     // lanes ending with the same sums
+  constexpr int kHeld = GC > TG ? GC / TG : 1;      // sums each of them holds
+
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int c = lane % TG, grp = lane / TG;
+  const int kvh = int(blockIdx.y);
+
+  int seq = 0, t = 0, slot = 0, part = 0;
+  if (a.split) {
+    slot = int(blockIdx.x / unsigned(a.parts));
+    part = int(blockIdx.x % unsigned(a.parts));
+    seq = slot / a.tcap;
+    t = slot % a.tcap;
+    const int n = a.seq_num_tokens[seq];
+    if (n > kDecodeMaxNewTokens || t >= n) return;
+  } else {
+    const int64_t r = blockIdx.x;
+    seq = a.row_seq[r];
+    if (a.seq_num_tokens[seq] <= kDecodeMaxNewTokens) return;  // the split launch's row
+    t = int(r - a.seq_first_row[seq]);
+  }
+  const int64_t row = int64_t(a.seq_first_row[seq]) + t;
+  const int64_t pos = int64_t(a.seq_start_position[seq]) + t;
+  const int64_t lo = window_lo(pos, a.window);
+  const int p_lo = int(lo / kDecodePartition), p_hi = int(pos / kDecodePartition);
+  int first = p_lo, last = p_hi;
+  if (a.split) {
+    if (part < p_lo || part > p_hi) return;  // nothing of this row here (grids cover max_context)
+    first = last = part;
+  }
+  const bool direct = !a.split || p_lo == p_hi;  // the only partition: write the output itself
+  const int hd = a.head_dim, chunks = hd / 8;
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks_per_seq;
+  const int64_t q_stride = int64_t(a.num_heads) * hd;
+  auto key_at = [&](int64_t j) {
+    const int64_t block = table[j / a.block_size];
+    return ((block * a.num_kv_heads + kvh) * a.block_size + j % a.block_size) * hd + c * 8;
+  };
+
+  for (int hc = 0; hc < a.group; hc += GC) {
+    if (tid < GC) {
+      sh_m[tid] = -INFINITY;
+      sh_l[tid] = 0.0f;
+    }
+    float q[GC][8];
+#pragma unroll
+    for (int gi = 0; gi < GC; ++gi) {
+      Raw8 r;
+      if (hc + gi < a.group && c < chunks)
+        r = load8<KvElement::kBF16>(a.q, row * q_stride + (int64_t(kvh) * a.group + hc + gi) * hd + c * 8);
+      to_float8<KvElement::kBF16>(r, q[gi]);
+    }
+    float acc[GC][8];
+#pragma unroll
+    for (int gi = 0; gi < GC; ++gi)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[gi][e] = 0.0f;
+
+    for (int pi = first; pi <= last; ++pi) {
+      const int64_t j0 = lo > int64_t(pi) * kDecodePartition ? lo : int64_t(pi) * kDecodePartition;
+      const int64_t j_end = pos < int64_t(pi + 1) * kDecodePartition - 1 ? pos : int64_t(pi + 1) * kDecodePartition - 1;
+      const int nk = int(j_end - j0 + 1);
+
+      // 1. Scores of the partition's keys (warp-uniform loop: every lane joins the shuffles).
+      for (int base = warp * kGroups; base < nk; base += kKeysPerPass * kRowUnroll) {
+        Raw8 r[kRowUnroll];
+#pragma unroll
+        for (int u = 0; u < kRowUnroll; ++u) {
+          const int kk = base + u * kKeysPerPass + grp;
+          if (kk < nk && c < chunks) r[u] = load8<E>(a.k, key_at(j0 + kk));
+        }
+#pragma unroll
+        for (int u = 0; u < kRowUnroll; ++u) {
+          float kf[8];
+          to_float8<E>(r[u], kf);
+          float dot[GC];
+#pragma unroll
+          for (int gi = 0; gi < GC; ++gi) {
+            float s = q[gi][0] * kf[0];
+#pragma unroll
+            for (int e = 1; e < 8; ++e) s = fmaf(q[gi][e], kf[e], s);
+            dot[gi] = s;
+          }
+          int head = 0;
+          reduce_scatter<GC, TG / 2, GC>(dot, lane, head);
+          const int kk = base + u * kKeysPerPass + grp;
+          if (kk < nk && c % kPlain == 0) {
+#pragma unroll
+            for (int i = 0; i < kHeld; ++i) smem[(head + i) * kScoreStride + kk] = dot[i] * a.score_scale;
+          }
+        }
+      }
+      __syncthreads();
+
+      // 2. Softmax weights against the running maximum; a warp per head.
+      for (int gi = warp; gi < GC; gi += kRowWarps) {
+        float* s = smem + gi * kScoreStride;
+        float mx = -INFINITY;
+        for (int kk = lane; kk < nk; kk += 32) mx = fmaxf(mx, s[kk]);
+        mx = warp_max(mx);
+        const float m_old = sh_m[gi];
+        const float m_new = fmaxf(m_old, mx);
+        float sum = 0.0f;
+        for (int kk = lane; kk < nk; kk += 32) {
+          const float w = expf(s[kk] - m_new);
+          s[kk] = w;
+          sum += w;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) {
+          const float alpha = expf(m_old - m_new);  // 0 for the first partition (m_old = −inf)
+          sh_alpha[gi] = alpha;
+          sh_l[gi] = sh_l[gi] * alpha + sum;
+          sh_m[gi] = m_new;
+        }
+      }
+      __syncthreads();
+
+      // 3. acc = acc·alpha + Σ w·v over the group's keys.
+#pragma unroll
+      for (int gi = 0; gi < GC; ++gi) {
+        const float alpha = sh_alpha[gi];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[gi][e] *= alpha;
+      }
+      for (int base = warp * kGroups; base < nk; base += kKeysPerPass * kRowUnroll) {
+        Raw8 r[kRowUnroll];
+#pragma unroll
+        for (int u = 0; u < kRowUnroll; ++u) {
+          const int kk = base + u * kKeysPerPass + grp;
+          if (kk < nk && c < chunks) r[u] = load8<E>(a.v, key_at(j0 + kk));
+        }
+#pragma unroll
+        for (int u = 0; u < kRowUnroll; ++u) {
+          const int kk = base + u * kKeysPerPass + grp;
+          if (kk < nk && c < chunks) {
+            float vf[8];
+            to_float8<E>(r[u], vf);
+#pragma unroll
+            for (int gi = 0; gi < GC; ++gi) {
+              const float w = smem[gi * kScoreStride + kk];
+#pragma unroll
+              for (int e = 0; e < 8; ++e) acc[gi][e] = fmaf(w, vf[e], acc[gi][e]);
+            }
+          }
+        }
+      }
+      __syncthreads();  // scores are overwritten next
+    }
+
+    // 4. Sum the groups of each warp, then the warps in order, and write.
+#pragma unroll
+    for (int m = TG; m < 32; m *= 2)
+#pragma unroll
+      for (int gi = 0; gi < GC; ++gi)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[gi][e] += __shfl_xor_sync(kFull, acc[gi][e], m);
+    float* red = smem;
+    if (grp == 0 && c < chunks) {
+#pragma unroll
+      for (int gi = 0; gi < GC; ++gi)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[(warp * GC + gi) * hd + c * 8 + e] = acc[gi][e];
+    }
+    __syncthreads();
+    for (int idx = tid; idx < GC * hd; idx += kRowThreads) {
+      const int gi = idx / hd, d = idx % hd;
+      if (hc + gi >= a.group) continue;
+      float o = red[gi * hd + d];
+#pragma unroll
+      for (int w = 1; w < kRowWarps; ++w) o += red[(w * GC + gi) * hd + d];
+      const int h = kvh * a.group + hc + gi;
+      if (direct) {
+        a.out[row * q_stride + int64_t(h) * hd + d] = __float2bfloat16_rn((o * a.v_scale) / sh_l[gi]);
+      } else {
+        const int64_t at = (int64_t(slot) * a.num_heads + h) * a.parts + part;
+        a.part_o[at * hd + d] = o;
+        if (d == 0) {
+          a.part_m[at] = sh_m[gi];
+          a.part_l[at] = sh_l[gi];
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Merges the partitions of the decode rows that have more than one: one CTA per (slot, head).
+__global__ void __launch_bounds__(128) reduce_kernel(const RowArgs a) {
+  const int slot = int(blockIdx.x), h = int(blockIdx.y);
+  const int seq = slot / a.tcap, t = slot % a.tcap;
+  const int n = a.seq_num_tokens[seq];
+  if (n > kDecodeMaxNewTokens || t >= n) return;
+  const int64_t pos = int64_t(a.seq_start_position[seq]) + t;
+  const int p_lo = int(window_lo(pos, a.window) / kDecodePartition), p_hi = int(pos / kDecodePartition);
+  if (p_lo == p_hi) return;  // written directly
+  const int64_t base = (int64_t(slot) * a.num_heads + h) * a.parts;
+  float m = -INFINITY;
+  for (int i = p_lo; i <= p_hi; ++i) m = fmaxf(m, a.part_m[base + i]);
+  float l = 0.0f;
+  for (int i = p_lo; i <= p_hi; ++i) l += a.part_l[base + i] * expf(a.part_m[base + i] - m);
+  const int hd = a.head_dim;
+  const int64_t row = int64_t(a.seq_first_row[seq]) + t;
+  for (int d = int(threadIdx.x); d < hd; d += int(blockDim.x)) {
+    float o = 0.0f;
+    for (int i = p_lo; i <= p_hi; ++i) o += a.part_o[(base + i) * hd + d] * expf(a.part_m[base + i] - m);
+    a.out[row * a.num_heads * hd + int64_t(h) * hd + d] = __float2bfloat16_rn((o * a.v_scale) / l);
+  }
+}
+
+// ---- Tensor-core prefill -------------------------------------------------------------------
+
+constexpr int kBM = 64;  // packed (token, query head) rows per CTA
+constexpr int kBN = 64;  // keys per tile
+constexpr int kFlashThreads = 128;
+
+struct FlashArgs {
+  const __nv_bfloat16* q;
+  __nv_bfloat16* out;
+  const int32_t* seq_first_row;
+  const int32_t* seq_num_tokens;
+  const int32_t* seq_start_position;
+  const int32_t* block_tables;
+  int max_blocks_per_seq;
+  const void* k;
+  const void* v;
+  int num_heads, num_kv_heads, group, block_size;
+  int64_t window;
+  float score_scale, v_scale;
+  int tiles;  // query tiles per sequence: grid.x = num_seqs × tiles
+};
+
+// Shared memory of one CTA (bytes). BF16 tiles have rows of HD + 8 elements (16 bytes of padding:
+// ldmatrix's 8 row addresses fall in different bank groups).
+template <int HD, KvElement E>
+struct FlashSmem {
+  static constexpr bool kFp8 = kIsFp8<E>;
+  static constexpr int kStride = HD + 8;                    // bf16 elements per tile row
+  static constexpr int kTile = kBN * kStride * 2;           // one BF16 K or V tile
+  static constexpr int kRawRow = kFp8 ? HD : kStride * 2;   // bytes per key in a load stage
+  static constexpr int kStage = kBN * kRawRow;              // one K or V load stage
+  static constexpr int kQ = 0;
+  static constexpr int kStages = kBM * kStride * 2;         // [2 stages][K, V]
+  static constexpr int kConv = kStages + 4 * kStage;        // FP8: the expanded K, V tiles
+  static constexpr int kBytes = kConv + (kFp8 ? 2 * kTile : 0);
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared, bypassing L1; src_bytes = 0 writes zeros (nothing is read).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c += a · b, 16×16 BF16 (row) × 16×8 BF16 (col), float32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(__nv_bfloat162 x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+
+// Two FP8 codes → two exact BF16 values (code value, unscaled), low first.
+template <KvElement E>
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t pair) {
+  const float2 f = fp8x2_to_float2<E>(pair);
+  return pack_bf16x2(__floats2bfloat162_rn(f.x, f.y));
+}
+
+template <int HD, KvElement E>
+__global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const FlashArgs a) {
+  using S = FlashSmem<HD, E>;
+  extern __shared__ __align__(16) unsigned char fsmem[];
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int seq = int(blockIdx.x / unsigned(a.tiles));
+  const int tile = a.tiles - 1 - int(blockIdx.x % unsigned(a.tiles));  // longest tiles first
+  const int n = a.seq_num_tokens[seq];
+  if (n <= kDecodeMaxNewTokens) return;  // the decode kernel's
+  const int G = a.group;
+  const int rows_total = n * G;
+  const int r0 = tile * kBM;
+  if (r0 >= rows_total) return;
+  const int kvh = int(blockIdx.y);
+  const int64_t start = a.seq_start_position[seq];
+  const int64_t first_row = a.seq_first_row[seq];
+  const int r_end = r0 + kBM < rows_total ? r0 + kBM : rows_total;
+  const int64_t p_first = start + r0 / G, p_last = start + (r_end - 1) / G;
+  const int64_t lo_first = window_lo(p_first, a.window), lo_last = window_lo(p_last, a.window);
+  const bool partial_rows = r_end - r0 < kBM;
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks_per_seq;
+  const int64_t q_stride = int64_t(a.num_heads) * HD;
+
+  // This thread's rows: fragment rows lane / 4 and lane / 4 + 8 of its warp's 16.
+  int64_t pos_r[2], lo_r[2];
+  int tok_r[2], head_r[2];
+  bool ok_r[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = r0 + warp * 16 + lane / 4 + 8 * i;
+    ok_r[i] = r < rows_total;
+    tok_r[i] = r / G;
+    head_r[i] = r % G;
+    pos_r[i] = ok_r[i] ? start + tok_r[i] : -1;  // −1: every key masked
+    lo_r[i] = ok_r[i] ? window_lo(pos_r[i], a.window) : 0;
+  }
+
+  // Q tile (zeros past the sequence's rows); joins the first K/V copy group.
+  {
+    constexpr int kCpr = HD / 8;
+    for (int idx = tid; idx < kBM * kCpr; idx += kFlashThreads) {
+      const int r = idx / kCpr, ch = idx % kCpr, gr = r0 + r;
+      const bool ok = gr < rows_total;
+      const __nv_bfloat16* src = a.q;
+      if (ok) src = a.q + (first_row + gr / G) * q_stride + (int64_t(kvh) * G + gr % G) * HD + ch * 8;
+      cp_async16(smem_addr(fsmem + S::kQ + (r * S::kStride + ch * 8) * 2), src, ok ? 16 : 0);
+    }
+  }
+  // Keys [lo_first, p_last] are gathered; others in a tile are zero-filled without touching
+  // the block table (blocks outside a sliding window may already be someone else's).
+  auto load_kv = [&](int stage, int64_t jt) {
+    constexpr int kCpr = HD * kElemBytes<E> / 16;
+    unsigned char* kdst = fsmem + S::kStages + 2 * stage * S::kStage;
+    unsigned char* vdst = kdst + S::kStage;
+    for (int idx = tid; idx < kBN * kCpr; idx += kFlashThreads) {
+      const int key = idx / kCpr, ch = idx % kCpr;
+      const int64_t j = jt * kBN + key;
+      const bool ok = j >= lo_first && j <= p_last;
+      int64_t off = 0;
+      if (ok) {
+        const int64_t block = table[j / a.block_size];
+        off = ((block * a.num_kv_heads + kvh) * a.block_size + j % a.block_size) * HD * kElemBytes<E> + ch * 16;
+      }
+      cp_async16(smem_addr(kdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.k) + off,
+                 ok ? 16 : 0);
+      cp_async16(smem_addr(vdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.v) + off,
+                 ok ? 16 : 0);
+    }
+  };
+
+  float o[HD / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
+  uint32_t qf[HD / 16][4];
+
+  const int64_t jt_first = lo_first / kBN, jt_last = p_last / kBN;
+  const int ntiles = int(jt_last - jt_first + 1);
+  load_kv(0, jt_first);
+  cp_async_commit();
+  for (int it = 0; it < ntiles; ++it) {
+    const int64_t jt = jt_first + it;
+    if (it + 1 < ntiles) {
+      load_kv((it + 1) & 1, jt + 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (it == 0) {
+#pragma unroll
+      for (int ks = 0; ks < HD / 16; ++ks)
+        ldmatrix_x4(qf[ks], smem_addr(fsmem + S::kQ + ((warp * 16 + (lane & 15)) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
+    }
+    const unsigned char* kb;
+    const unsigned char* vb;
+    if constexpr (S::kFp8) {
+      // Expand the stage's codes to exact BF16 values.
+      const unsigned char* raw = fsmem + S::kStages + 2 * (it & 1) * S::kStage;
+      unsigned char* conv = fsmem + S::kConv;
+      constexpr int kCpr = HD / 16;  // 16 codes per piece
+      for (int idx = tid; idx < 2 * kBN * kCpr; idx += kFlashThreads) {
+        const int which = idx / (kBN * kCpr), rem = idx % (kBN * kCpr), key = rem / kCpr, ch = rem % kCpr;
+        const uint4 c = *reinterpret_cast<const uint4*>(raw + which * S::kStage + key * HD + ch * 16);
+        const uint32_t w[4] = {c.x, c.y, c.z, c.w};
+        uint32_t b[8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          b[2 * i] = fp8x2_to_bf16x2<E>(w[i]);
+          b[2 * i + 1] = fp8x2_to_bf16x2<E>(w[i] >> 16);
+        }
+        auto* dst = reinterpret_cast<uint4*>(conv + which * S::kTile + (key * S::kStride + ch * 16) * 2);
+        dst[0] = make_uint4(b[0], b[1], b[2], b[3]);
+        dst[1] = make_uint4(b[4], b[5], b[6], b[7]);
+      }
+      __syncthreads();
+      kb = conv;
+      vb = conv + S::kTile;
+    } else {
+      kb = fsmem + S::kStages + 2 * (it & 1) * S::kStage;
+      vb = kb + S::kStage;
+    }
+
+    // S = Q·Kᵀ: 16 rows × 64 keys per warp.
+    float s[kBN / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kBN / 16; ++np) {
+        uint32_t b[4];
+        const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+        const int col = ks * 16 + (((lane >> 3) & 1) << 3);
+        ldmatrix_x4(b, smem_addr(kb + (key * S::kStride + col) * 2));
+        mma_bf16(s[2 * np], qf[ks], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qf[ks], b[2], b[3]);
+      }
+    }
+
+    // Scale, mask, online softmax; P rounded to BF16 (and summed as rounded).
+    const int64_t jbase = jt * kBN;
+    const bool full = !partial_rows && jbase >= lo_last && jbase + kBN - 1 <= p_first;
+    uint32_t pk[kBN / 8][2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[nt][2 * i + e];
+          x *= a.score_scale;
+          if (!full) {
+            const int64_t j = jbase + nt * 8 + (lane & 3) * 2 + e;
+            if (j < lo_r[i] || j > pos_r[i]) x = -INFINITY;
+          }
+          mx = fmaxf(mx, x);
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+      const float m_new = fmaxf(m_r[i], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet
+      const float alpha = expf(m_r[i] - m_use);
+      m_r[i] = m_new;
+      l_r[i] *= alpha;
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; ++nt) {
+        o[nt][2 * i] *= alpha;
+        o[nt][2 * i + 1] *= alpha;
+      }
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt) {
+        const __nv_bfloat162 p = __floats2bfloat162_rn(expf(s[nt][2 * i] - m_use), expf(s[nt][2 * i + 1] - m_use));
+        const float2 back = __bfloat1622float2(p);
+        l_r[i] += back.x + back.y;
+        pk[nt][i] = pack_bf16x2(p);
+      }
+    }
+
+    // O += P·V: the S accumulators of two 8-key tiles are the A fragment of one 16-key step.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint32_t pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+#pragma unroll
+      for (int dp = 0; dp < HD / 16; ++dp) {
+        uint32_t b[4];
+        const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        const int col = dp * 16 + ((lane >> 4) << 3);
+        ldmatrix_x4_trans(b, smem_addr(vb + (key * S::kStride + col) * 2));
+        mma_bf16(o[2 * dp], pa, b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // the next iteration refills this stage
+  }
+
+  // Normalize and write.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float l = l_r[i];
+    l += __shfl_xor_sync(kFull, l, 1);
+    l += __shfl_xor_sync(kFull, l, 2);
+    if (!ok_r[i]) continue;
+    __nv_bfloat16* dst =
+        a.out + (first_row + tok_r[i]) * q_stride + (int64_t(kvh) * G + head_r[i]) * HD + (lane & 3) * 2;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; ++nt) {
+      const float x0 = (o[nt][2 * i] * a.v_scale) / l, x1 = (o[nt][2 * i + 1] * a.v_scale) / l;
+      *reinterpret_cast<__nv_bfloat162*>(dst + nt * 8) = __floats2bfloat162_rn(x0, x1);
+    }
+  }
+}
+
+// ---- Host side -----------------------------------------------------------------------------
+
+[[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("cuda ") + op + ": " + what); }
+
+bool is_fp8(KvElement e) { return e == KvElement::kE4M3 || e == KvElement::kE5M2; }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void check_layer(const char* op, const DeviceKvLayer& layer) {
+  const KvElement e = layer.element;
+  if (e != KvElement::kF32 && e != KvElement::kBF16 && !is_fp8(e))
+    fail(op, "unknown kv element type " + std::to_string(int(e)));
+  if (layer.k == nullptr || layer.v == nullptr) fail(op, "null kv cache k or v");
+  if (!aligned16(layer.k) || !aligned16(layer.v)) fail(op, "kv cache k and v must be 16-byte aligned");
+  if (is_fp8(e)) {
+    for (const auto& [name, scale] : {std::pair{"k_scale", layer.k_scale}, std::pair{"v_scale", layer.v_scale}}) {
+      if (!std::isfinite(scale) || !(scale > 0.0f))
+        fail(op, std::string(name) + " must be finite and > 0, got " + std::to_string(scale));
+    }
+  }
+}
+
+void check_head_dim(const char* op, int64_t head_dim) {
+  if (head_dim < 8 || head_dim > 256 || head_dim % 8 != 0)
+    fail(op, "head_dim must be a multiple of 8 in [8, 256], got " + std::to_string(head_dim));
+}
+
+void check_grid(const char* op, const char* what, int64_t blocks) {
+  if (blocks > std::numeric_limits<int32_t>::max())
+    fail(op, std::string(what) + " needs " + std::to_string(blocks) + " thread blocks, more than a grid holds");
+}
+
+struct Plan {
+  int group = 1;
+  int tcap = 0;   // decode slots per sequence
+  int parts = 0;  // partitions per decode row in the grid
+  int64_t slots = 0;
+  bool prefill = false;  // rows with > kDecodeMaxNewTokens new tokens may exist
+  size_t workspace = 0;
+  size_t part_o_floats = 0, part_ml_floats = 0;
+};
+
+Plan make_plan(const DeviceAttentionBatch& b, const backend::AttentionParams& p) {
+  Plan plan;
+  plan.group = p.num_kv_heads > 0 ? p.num_heads / p.num_kv_heads : 1;
+  plan.tcap = std::min(b.max_new_tokens, kDecodeMaxNewTokens);
+  plan.parts = int(cdiv(std::max(b.max_context, 1), kDecodePartition));
+  plan.slots = int64_t(b.num_seqs) * plan.tcap;
+  plan.prefill = b.max_new_tokens > kDecodeMaxNewTokens;
+  if (plan.parts > 1 && plan.slots > 0) {
+    plan.part_ml_floats = size_t(plan.slots) * size_t(p.num_heads) * size_t(plan.parts);
+    plan.part_o_floats = plan.part_ml_floats * size_t(p.head_dim);
+    const auto up16 = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
+    plan.workspace = up16(plan.part_o_floats * 4) + 2 * up16(plan.part_ml_floats * 4);
+  }
+  return plan;
+}
+
+void check_attention(const __nv_bfloat16* q, const __nv_bfloat16* out, const DeviceAttentionBatch& b,
+                     const backend::AttentionParams& p, int block_size, const DeviceKvLayer& layer,
+                     const void* workspace, size_t workspace_bytes) {
+  const char* op = "paged attention";
+  if (p.num_heads <= 0 || p.num_kv_heads <= 0)
+    fail(op, "num_heads and num_kv_heads must be > 0, got " + std::to_string(p.num_heads) + " and " +
+                 std::to_string(p.num_kv_heads));
+  if (p.num_heads % p.num_kv_heads != 0)
+    fail(op, "num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_kv_heads " +
+                 std::to_string(p.num_kv_heads));
+  if (p.num_kv_heads > 65535 || p.num_heads > 65535) fail(op, "more than 65535 heads");
+  check_head_dim(op, p.head_dim);
+  if (!std::isfinite(p.scale)) fail(op, "scale must be finite, got " + std::to_string(p.scale));
+  if (p.sliding_window && *p.sliding_window < 1)
+    fail(op, "sliding_window must be >= 1, got " + std::to_string(*p.sliding_window));
+  if (block_size <= 0) fail(op, "block_size must be > 0, got " + std::to_string(block_size));
+  check_layer(op, layer);
+  if (b.num_rows < 0 || b.num_seqs < 0)
+    fail(op, "num_rows and num_seqs must be >= 0, got " + std::to_string(b.num_rows) + " and " +
+                 std::to_string(b.num_seqs));
+  if (b.num_rows == 0) return;
+  if (b.num_seqs == 0) fail(op, std::to_string(b.num_rows) + " rows but no sequences");
+  if (b.num_rows > std::numeric_limits<int32_t>::max()) fail(op, "num_rows " + std::to_string(b.num_rows) + " exceeds 2^31 - 1");
+  if (q == nullptr || out == nullptr) fail(op, "null q or out");
+  if (!aligned16(q) || !aligned16(out)) fail(op, "q and out must be 16-byte aligned");
+  if (b.row_seq == nullptr || b.seq_first_row == nullptr || b.seq_num_tokens == nullptr ||
+      b.seq_start_position == nullptr || b.block_tables == nullptr)
+    fail(op, "null batch metadata (row_seq, seq_first_row, seq_num_tokens, seq_start_position or block_tables)");
+  if (b.max_new_tokens < 1) fail(op, "max_new_tokens must be >= 1, got " + std::to_string(b.max_new_tokens));
+  if (b.max_context < 1) fail(op, "max_context must be >= 1, got " + std::to_string(b.max_context));
+  if (int64_t(b.max_blocks_per_seq) < cdiv(b.max_context, block_size))
+    fail(op, "max_blocks_per_seq " + std::to_string(b.max_blocks_per_seq) + " cannot hold max_context " +
+                 std::to_string(b.max_context) + " positions in blocks of " + std::to_string(block_size));
+  const Plan plan = make_plan(b, p);
+  check_grid(op, "the decode kernel", plan.slots * plan.parts);
+  if (plan.prefill) check_grid(op, "the prefill kernel", int64_t(b.num_seqs) * cdiv(int64_t(b.max_new_tokens) * plan.group, kBM));
+  if (workspace_bytes < plan.workspace)
+    fail(op, "workspace of " + std::to_string(workspace_bytes) + " bytes, " + std::to_string(plan.workspace) +
+                 " needed (paged_attention_workspace_bytes)");
+  if (plan.workspace > 0 && (workspace == nullptr || !aligned16(workspace)))
+    fail(op, "workspace must be non-null and 16-byte aligned");
+}
+
+template <KvElement E, int TG, int GC>
+void launch_rows(const RowArgs& a, unsigned blocks, cudaStream_t stream) {
+  const int floats = std::max(GC * kScoreStride, kRowWarps * GC * a.head_dim);
+  row_attention_kernel<E, TG, GC><<<dim3(blocks, unsigned(a.num_kv_heads)), kRowThreads, size_t(floats) * 4, stream>>>(a);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+template <KvElement E, int TG>
+void launch_rows_gc(const RowArgs& a, unsigned blocks, cudaStream_t stream) {
+  if (a.group <= 1) launch_rows<E, TG, 1>(a, blocks, stream);
+  else if (a.group <= 2) launch_rows<E, TG, 2>(a, blocks, stream);
+  else if (a.group <= 4) launch_rows<E, TG, 4>(a, blocks, stream);
+  else launch_rows<E, TG, 8>(a, blocks, stream);
+}
+
+template <KvElement E>
+void launch_rows_tg(const RowArgs& a, unsigned blocks, cudaStream_t stream) {
+  const int chunks = a.head_dim / 8;
+  if (chunks <= 4) launch_rows_gc<E, 4>(a, blocks, stream);
+  else if (chunks <= 8) launch_rows_gc<E, 8>(a, blocks, stream);
+  else if (chunks <= 16) launch_rows_gc<E, 16>(a, blocks, stream);
+  else launch_rows_gc<E, 32>(a, blocks, stream);
+}
+
+void launch_rows_any(KvElement e, const RowArgs& a, unsigned blocks, cudaStream_t stream) {
+  switch (e) {
+    case KvElement::kF32: launch_rows_tg<KvElement::kF32>(a, blocks, stream); break;
+    case KvElement::kBF16: launch_rows_tg<KvElement::kBF16>(a, blocks, stream); break;
+    case KvElement::kE4M3: launch_rows_tg<KvElement::kE4M3>(a, blocks, stream); break;
+    case KvElement::kE5M2: launch_rows_tg<KvElement::kE5M2>(a, blocks, stream); break;
+  }
+}
+
+template <int HD, KvElement E>
+void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
+  constexpr int kBytes = FlashSmem<HD, E>::kBytes;
+  // A host call (not a stream operation: allowed while capturing a graph), per device.
+  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  flash_attention_kernel<HD, E><<<dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream>>>(a);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int HD>
+void launch_flash_e(KvElement e, const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
+  switch (e) {
+    case KvElement::kBF16: launch_flash<HD, KvElement::kBF16>(a, blocks, stream); break;
+    case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3>(a, blocks, stream); break;
+    case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2>(a, blocks, stream); break;
+    case KvElement::kF32: fail("paged attention", "no tensor-core path for an f32 cache");
+  }
+}
+
+}  // namespace
+
+bool paged_attention_prefill_uses_mma(int64_t head_dim, KvElement element) {
+  return (head_dim == 64 || head_dim == 128) && element != KvElement::kF32;
+}
+
+void store_kv(const __nv_bfloat16* k, const __nv_bfloat16* v, const DeviceAttentionBatch& batch, int num_kv_heads,
+              int64_t head_dim, int block_size, const DeviceKvLayer& layer, cudaStream_t stream) {
+  const char* op = "store_kv";
+  if (num_kv_heads <= 0) fail(op, "num_kv_heads must be > 0, got " + std::to_string(num_kv_heads));
+  check_head_dim(op, head_dim);
+  if (block_size <= 0) fail(op, "block_size must be > 0, got " + std::to_string(block_size));
+  check_layer(op, layer);
+  if (batch.num_rows < 0) fail(op, "num_rows must be >= 0, got " + std::to_string(batch.num_rows));
+  if (batch.num_rows == 0) return;
+  if (k == nullptr || v == nullptr) fail(op, "null k or v");
+  if (!aligned16(k) || !aligned16(v)) fail(op, "k and v must be 16-byte aligned");
+  if (batch.row_seq == nullptr || batch.row_position == nullptr || batch.block_tables == nullptr)
+    fail(op, "null batch metadata (row_seq, row_position or block_tables)");
+  if (batch.max_blocks_per_seq <= 0)
+    fail(op, "max_blocks_per_seq must be > 0, got " + std::to_string(batch.max_blocks_per_seq));
+  const int64_t per_row = int64_t(num_kv_heads) * head_dim / 8;
+  if (per_row > std::numeric_limits<int32_t>::max()) fail(op, "rows too wide");
+  constexpr int kThreads = 256;
+  const int64_t blocks = cdiv(batch.num_rows * per_row, kThreads);
+  check_grid(op, "the store", blocks);
+
+  StoreArgs a{k, v, batch.num_rows, batch.row_seq, batch.row_position, batch.block_tables, batch.max_blocks_per_seq,
+              num_kv_heads, int(head_dim), block_size, layer.k, layer.v, layer.k_scale, layer.v_scale};
+  const unsigned grid = unsigned(blocks);
+  switch (layer.element) {
+    case KvElement::kF32: store_kv_kernel<KvElement::kF32><<<grid, kThreads, 0, stream>>>(a); break;
+    case KvElement::kBF16: store_kv_kernel<KvElement::kBF16><<<grid, kThreads, 0, stream>>>(a); break;
+    case KvElement::kE4M3: store_kv_kernel<KvElement::kE4M3><<<grid, kThreads, 0, stream>>>(a); break;
+    case KvElement::kE5M2: store_kv_kernel<KvElement::kE5M2><<<grid, kThreads, 0, stream>>>(a); break;
+  }
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+size_t paged_attention_workspace_bytes(const DeviceAttentionBatch& batch, const backend::AttentionParams& p) {
+  if (batch.num_rows <= 0 || batch.num_seqs <= 0 || batch.max_new_tokens <= 0 || p.num_heads <= 0 ||
+      p.head_dim <= 0)
+    return 0;
+  return make_plan(batch, p).workspace;
+}
+
+void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAttentionBatch& batch,
+                     const backend::AttentionParams& p, int block_size, const DeviceKvLayer& layer, void* workspace,
+                     size_t workspace_bytes, cudaStream_t stream) {
+  check_attention(q, out, batch, p, block_size, layer, workspace, workspace_bytes);
+  if (batch.num_rows == 0) return;
+  const Plan plan = make_plan(batch, p);
+  const bool fp8 = is_fp8(layer.element);
+  const int64_t window = p.sliding_window ? *p.sliding_window : 0;
+  const float score_scale = fp8 ? p.scale * layer.k_scale : p.scale;
+  const float v_scale = fp8 ? layer.v_scale : 1.0f;
+
+  RowArgs ra{};
+  ra.q = q;
+  ra.out = out;
+  ra.row_seq = batch.row_seq;
+  ra.seq_first_row = batch.seq_first_row;
+  ra.seq_num_tokens = batch.seq_num_tokens;
+  ra.seq_start_position = batch.seq_start_position;
+  ra.block_tables = batch.block_tables;
+  ra.max_blocks_per_seq = batch.max_blocks_per_seq;
+  ra.k = layer.k;
+  ra.v = layer.v;
+  ra.num_heads = p.num_heads;
+  ra.num_kv_heads = p.num_kv_heads;
+  ra.group = plan.group;
+  ra.head_dim = int(p.head_dim);
+  ra.block_size = block_size;
+  ra.window = window;
+  ra.score_scale = score_scale;
+  ra.v_scale = v_scale;
+  ra.parts = plan.parts;
+  ra.tcap = plan.tcap;
+  if (plan.workspace > 0) {
+    auto* base = static_cast<unsigned char*>(workspace);
+    const auto up16 = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
+    ra.part_o = reinterpret_cast<float*>(base);
+    ra.part_m = reinterpret_cast<float*>(base + up16(plan.part_o_floats * 4));
+    ra.part_l = reinterpret_cast<float*>(base + up16(plan.part_o_floats * 4) + up16(plan.part_ml_floats * 4));
+  }
+
+  // 1. Decode rows (sequences with ≤ kDecodeMaxNewTokens new tokens), split over partitions.
+  ra.split = true;
+  launch_rows_any(layer.element, ra, unsigned(plan.slots * plan.parts), stream);
+  if (plan.parts > 1) {
+    reduce_kernel<<<dim3(unsigned(plan.slots), unsigned(p.num_heads)), 128, 0, stream>>>(ra);
+    FP8LM_CUDA_CHECK(cudaGetLastError());
+  }
+  if (!plan.prefill) return;
+
+  // 2. Rows of longer sequences.
+  if (paged_attention_prefill_uses_mma(p.head_dim, layer.element)) {
+    FlashArgs fa{};
+    fa.q = q;
+    fa.out = out;
+    fa.seq_first_row = batch.seq_first_row;
+    fa.seq_num_tokens = batch.seq_num_tokens;
+    fa.seq_start_position = batch.seq_start_position;
+    fa.block_tables = batch.block_tables;
+    fa.max_blocks_per_seq = batch.max_blocks_per_seq;
+    fa.k = layer.k;
+    fa.v = layer.v;
+    fa.num_heads = p.num_heads;
+    fa.num_kv_heads = p.num_kv_heads;
+    fa.group = plan.group;
+    fa.block_size = block_size;
+    fa.window = window;
+    fa.score_scale = score_scale;
+    fa.v_scale = v_scale;
+    fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, kBM));
+    const unsigned blocks = unsigned(int64_t(batch.num_seqs) * fa.tiles);
+    if (p.head_dim == 64) launch_flash_e<64>(layer.element, fa, blocks, stream);
+    else launch_flash_e<128>(layer.element, fa, blocks, stream);
+  } else {
+    ra.split = false;
+    launch_rows_any(layer.element, ra, unsigned(batch.num_rows), stream);
+  }
+}
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,277 @@
+// `fp8lm bench throughput MODEL --num-prompts N --input-len I --output-len O`:
+// offline throughput of the batched engine (engine/engine.h), as vLLM's
+// benchmark_throughput: N synthetic prompts of I tokens (fixed seed, the same
+// ids bench latency draws), all added at t = 0, each generating exactly O
+// tokens (EOS ignored, greedy), run to completion under the scheduler's limits
+// (--max-num-seqs, --max-num-batched-tokens). Reports requests/s, output and
+// total tokens/s, elapsed time, forward steps, preemptions, peak running
+// sequences and the weight bandwidth achieved (weight bytes × forward steps /
+// elapsed); a table on stdout, with --json FILE every number and the
+// configuration. Without --kv-cache-tokens the cache holds min(N,
+// max-num-seqs) whole sequences, so preemption only happens when asked for.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "cli/run_flags.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "engine/runtime.h"
+#include "io/atomic_file.h"
+#include "io/model_spec.h"
+
+namespace fp8lm::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ThroughputFlags {
+  int64_t num_prompts = 32;
+  int64_t input_len = 128;
+  int64_t output_len = 128;
+  int64_t max_num_seqs = engine::SchedulerConfig{}.max_num_seqs;
+  int64_t max_num_batched_tokens = engine::SchedulerConfig{}.max_num_batched_tokens;
+  std::string json;
+};
+
+// The helpers below follow bench latency's (bench_command.cpp) so that both
+// benchmarks draw the same prompts and describe the run the same way.
+
+// N deterministic prompts of I ids drawn uniformly from the vocabulary, never
+// a special token or an end-of-sequence id (bench latency's generator and seed).
+std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t n, int64_t input_len) {
+  const auto vocab = int64_t(
+      std::min<uint64_t>(uint64_t(rt.config().vocab_size), uint64_t(rt.tokenizer().vocab_size(true))));
+  std::vector<uint8_t> usable(static_cast<size_t>(vocab), 1);
+  for (int64_t id = 0; id < vocab; ++id)
+    if (rt.tokenizer().is_special(uint32_t(id))) usable[size_t(id)] = 0;
+  for (int32_t id : rt.eos_ids())
+    if (id >= 0 && id < vocab) usable[size_t(id)] = 0;
+  std::vector<int32_t> pool;
+  for (int64_t id = 0; id < vocab; ++id)
+    if (usable[size_t(id)]) pool.push_back(int32_t(id));
+  if (pool.empty()) throw Error("bench: the vocabulary has no ordinary (non-special) token to build prompts from");
+  std::mt19937_64 rng(0x66703862656e6368ULL);
+  std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(n), std::vector<int32_t>(static_cast<size_t>(input_len)));
+  for (auto& p : prompts)
+    for (int32_t& t : p) t = pool[pick(rng)];
+  return prompts;
+}
+
+std::string weight_description(const engine::Runtime& rt) {
+  size_t quantized = 0;
+  std::string scheme;
+  for (const io::LinearLayerSpec& l : rt.spec().linears)
+    if (l.scheme.quantized && quantized++ == 0) scheme = l.scheme.describe();
+  if (quantized == 0) return std::string(name(rt.config().dtype));
+  const size_t linears = rt.spec().linears.size() + (rt.config().tie_word_embeddings ? 1 : 0);
+  return "FP8 " + scheme + " (" + std::to_string(quantized) + " of " + std::to_string(linears) + " linear layers)";
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  }
+  return "unknown";
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  if (!(in >> a >> b >> c)) return "unknown";
+  return a + " " + b + " " + c;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+void check_positive(const char* flag, int64_t v) {
+  if (v <= 0) throw Error(std::string(flag) + ": " + std::to_string(v) + " must be at least 1");
+}
+
+void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFlags& tf) {
+  check_positive("--num-prompts", tf.num_prompts);
+  check_positive("--input-len", tf.input_len);
+  check_positive("--output-len", tf.output_len);
+  check_positive("--max-num-seqs", tf.max_num_seqs);
+  check_positive("--max-num-batched-tokens", tf.max_num_batched_tokens);
+  engine::SchedulerConfig sched{tf.max_num_batched_tokens, tf.max_num_seqs};
+  if (tf.max_num_batched_tokens < tf.max_num_seqs)
+    throw Error("--max-num-batched-tokens: " + std::to_string(tf.max_num_batched_tokens) +
+                " must be at least --max-num-seqs (" + std::to_string(tf.max_num_seqs) + ")");
+  engine::RuntimeOptions options = rf.options();
+  const io::LoadOverrides overrides = mf.overrides();
+
+  const int64_t context = io::read_model_spec(mf.model, overrides).config.max_position_embeddings;
+  if (tf.input_len + tf.output_len > context)
+    throw Error("--input-len + --output-len: " + std::to_string(tf.input_len) + " + " +
+                std::to_string(tf.output_len) + " = " + std::to_string(tf.input_len + tf.output_len) +
+                " tokens is beyond the model's context of " + std::to_string(context));
+  const bool cache_sized_here = options.kv_cache_tokens == 0;
+  if (cache_sized_here)
+    options.kv_cache_tokens = std::min(tf.num_prompts, tf.max_num_seqs) *
+                              engine::blocks_for_tokens(tf.input_len + tf.output_len, options.block_size) *
+                              options.block_size;
+
+  const std::string load_before = load_average();
+  const auto load0 = Clock::now();
+  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
+  const double load_seconds = std::chrono::duration<double>(Clock::now() - load0).count();
+  print_load_summary(*rt, rf);
+
+  const auto prompts = synthetic_prompts(*rt, tf.num_prompts, tf.input_len);
+  engine::Engine eng(*rt, sched);
+  engine::SamplingParams params;
+  params.temperature = 0.0f;
+  params.max_tokens = int32_t(tf.output_len);
+  params.ignore_eos = true;
+
+  const double cpu0 = process_cpu_seconds();
+  const auto t0 = Clock::now();
+  for (const auto& p : prompts) eng.add_request({p, params, {}});
+  const std::vector<engine::Completion> done = eng.run_to_completion();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = process_cpu_seconds() - cpu0;
+
+  int64_t output_tokens = 0;
+  for (const engine::Completion& c : done) {
+    if (int64_t(c.tokens.size()) != tf.output_len)
+      throw Error("bench: request " + std::to_string(c.id) + " generated " + std::to_string(c.tokens.size()) +
+                  " tokens instead of " + std::to_string(tf.output_len) + " (finish: " + c.finish_reason + ")");
+    output_tokens += int64_t(c.tokens.size());
+  }
+  if (int64_t(done.size()) != tf.num_prompts)
+    throw Error("bench: " + std::to_string(done.size()) + " of " + std::to_string(tf.num_prompts) + " requests finished");
+  const int64_t input_tokens = tf.num_prompts * tf.input_len;
+  const int64_t steps = eng.num_steps();
+  const double req_s = double(tf.num_prompts) / elapsed;
+  const double out_tok_s = double(output_tokens) / elapsed;
+  const double total_tok_s = double(input_tokens + output_tokens) / elapsed;
+  const double weight_gb_s = double(rt->weight_bytes()) * double(steps) / elapsed / 1e9;
+
+  const KvCacheDType kv = rt->spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
+                                                                              : rt->spec().kv_cache().dtype;
+  std::filesystem::path model_path = std::filesystem::path(mf.model).lexically_normal();
+  if (model_path.filename().empty()) model_path = model_path.parent_path();
+  const std::string model_name = model_path.filename().string();
+  const std::string weights = weight_description(*rt);
+
+  std::printf("fp8lm bench throughput: %s, weights %s, KV cache %s, %s\n", model_name.c_str(), weights.c_str(),
+              std::string(name(kv)).c_str(), rt->backend_name().c_str());
+  std::printf("%lld prompts, input %lld, output %lld; max-num-seqs %lld, max-num-batched-tokens %lld\n",
+              static_cast<long long>(tf.num_prompts), static_cast<long long>(tf.input_len),
+              static_cast<long long>(tf.output_len), static_cast<long long>(tf.max_num_seqs),
+              static_cast<long long>(tf.max_num_batched_tokens));
+  std::printf("  %-26s %12d\n", "threads", options.threads);
+  std::printf("  %-26s %12.2f\n", "requests/s", req_s);
+  std::printf("  %-26s %12.1f\n", "output tok/s", out_tok_s);
+  std::printf("  %-26s %12.1f\n", "total tok/s", total_tok_s);
+  std::printf("  %-26s %12.3f\n", "elapsed s", elapsed);
+  std::printf("  %-26s %12.3f\n", "CPU s", cpu);
+  std::printf("  %-26s %12lld\n", "forward steps", static_cast<long long>(steps));
+  std::printf("  %-26s %12lld\n", "preemptions", static_cast<long long>(eng.num_preemptions()));
+  std::printf("  %-26s %12lld\n", "peak running", static_cast<long long>(eng.peak_running()));
+  std::printf("  %-26s %12.2f\n", "weight bandwidth GB/s", weight_gb_s);
+  std::printf("  %-26s %12.1f\n", "weights MiB", double(rt->weight_bytes()) / double(1 << 20));
+  std::printf("  %-26s %12.1f\n", "KV cache MiB", double(rt->kv_cache_bytes()) / double(1 << 20));
+
+  if (tf.json.empty()) return;
+  nlohmann::json out = {
+      {"benchmark", "throughput"},
+      {"config",
+       {{"model", model_name},
+        {"model_path", mf.model},
+        {"quantization", mf.quantization.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.quantization)},
+        {"weights", weights},
+        {"kv_cache_dtype_flag", mf.kv_cache_dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.kv_cache_dtype)},
+        {"kv_cache_dtype", std::string(name(kv))},
+        {"backend", rt->backend_name()},
+        {"cpu_kernels", rf.kernels},
+        {"threads", options.threads},
+        {"num_prompts", tf.num_prompts},
+        {"input_len", tf.input_len},
+        {"output_len", tf.output_len},
+        {"max_num_seqs", tf.max_num_seqs},
+        {"max_num_batched_tokens", tf.max_num_batched_tokens},
+        {"sampling", "greedy, ignore_eos"},
+        {"block_size", rt->block_size()},
+        {"kv_cache_tokens", options.kv_cache_tokens},
+        {"kv_cache_sized_for_benchmark", cache_sized_here},
+        {"kv_cache_blocks", eng.kv_blocks_total()},
+        {"cpu", cpu_model()},
+        {"online_cpus", std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)))},
+        {"load_average_before", load_before},
+        {"load_average_after", load_average()},
+        {"date", utc_now()},
+        {"version", FP8LM_VERSION}}},
+      {"results",
+       {{"requests_per_s", req_s},
+        {"output_tok_s", out_tok_s},
+        {"total_tok_s", total_tok_s},
+        {"elapsed_s", elapsed},
+        {"cpu_s", cpu},
+        {"num_requests", int64_t(done.size())},
+        {"input_tokens", input_tokens},
+        {"output_tokens", output_tokens},
+        {"forward_steps", steps},
+        {"preemptions", eng.num_preemptions()},
+        {"peak_running", eng.peak_running()},
+        {"weight_bandwidth_gb_s", weight_gb_s},
+        {"load_s", load_seconds}}},
+      {"memory", {{"weight_bytes", rt->weight_bytes()}, {"kv_cache_bytes", rt->kv_cache_bytes()}}}};
+  const std::string text = out.dump(2) + "\n";
+  io::AtomicFile file(tf.json);
+  file.write(std::as_bytes(std::span(text.data(), text.size())));
+  file.finish();
+  file.commit();
+}
+
+}  // namespace
+
+void add_bench_throughput_command(CLI::App& bench) {
+  CLI::App* cmd = bench.add_subcommand(
+      "throughput", "Many synthetic requests through the batched engine at once: requests/s, tokens/s");
+  auto mf = add_model_flags(cmd);
+  auto rf = add_run_flags(cmd);
+  auto tf = std::make_shared<ThroughputFlags>();
+  cmd->add_option("--num-prompts", tf->num_prompts, "Requests, all added at the start (default 32)");
+  cmd->add_option("--input-len", tf->input_len, "Prompt tokens per request (default 128)");
+  cmd->add_option("--output-len", tf->output_len, "Tokens generated per request, EOS ignored (default 128)");
+  cmd->add_option("--max-num-seqs", tf->max_num_seqs, "Most sequences running at once (default 256)");
+  cmd->add_option("--max-num-batched-tokens", tf->max_num_batched_tokens,
+                  "Token budget of one forward step; long prompts are prefilled in chunks (default 2048)");
+  cmd->add_option("--json", tf->json, "Also write every number and the configuration to this JSON file");
+  cmd->callback([mf, rf, tf] { run_throughput(*mf, *rf, *tf); });
+}
+
+}  // namespace fp8lm::cli

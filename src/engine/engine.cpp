@@ -1,0 +1,194 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "common/error.h"
+
+namespace fp8lm::engine {
+
+struct Engine::Active {
+  Active(Runtime& rt, Request r, int64_t max_new)
+      : request(std::move(r)),
+        sampler(request.params, request.prompt),
+        output(rt.tokenizer(), request.params, rt.eos_ids(), max_new) {
+    seq.tokens = request.prompt;
+  }
+  Request request;
+  Sampler sampler;        // its own RNG: the draws do not depend on the batch
+  SequenceOutput output;  // stop conditions and streamed text, as generate()
+  Sequence seq;
+};
+
+Engine::Engine(Runtime& runtime, SchedulerConfig config)
+    : rt_(runtime), scheduler_(runtime.blocks(), runtime.block_size(), config) {
+  blocks_total_ = runtime.blocks().num_total();
+}
+
+Engine::~Engine() {
+  // Blocks of unfinished requests go back to the runtime's allocator.
+  for (auto& [id, a] : active_) scheduler_.remove(&a->seq);
+}
+
+RequestId Engine::add_request(Request request) {
+  request.params.validate();
+  const int64_t context = rt_.config().max_position_embeddings;
+  const int64_t vocab = rt_.model().vocab_size();
+  const auto prompt_len = int64_t(request.prompt.size());
+  if (request.prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
+  for (const int32_t id : request.prompt)
+    if (id < 0 || id >= vocab)
+      throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab));
+  const int64_t max_tokens = request.params.max_tokens;
+  if (prompt_len + max_tokens > context)
+    throw Error("the prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" + std::to_string(max_tokens) +
+                ") = " + std::to_string(prompt_len + max_tokens) + " tokens is beyond the model's context of " +
+                std::to_string(context) + " tokens");
+  // The last generated token is never written to the cache.
+  const int64_t positions = prompt_len + max_tokens - 1;
+  if (!scheduler_.fits_in_cache(positions))
+    throw Error("the request needs " + std::to_string(positions) + " KV-cache positions (prompt " +
+                std::to_string(prompt_len) + " + max_tokens " + std::to_string(max_tokens) + " - 1), " +
+                std::to_string(scheduler_.blocks_for(positions)) + " blocks of " + std::to_string(rt_.block_size()) +
+                "; the whole KV cache has " + std::to_string(blocks_total_) +
+                " blocks (a larger --kv-cache-tokens helps)");
+  auto active = std::make_unique<Active>(rt_, std::move(request), max_tokens);
+  std::lock_guard lock(mutex_);
+  const RequestId id = next_id_++;
+  active->seq.id = id;
+  pending_.push_back(std::move(active));
+  ++queued_;
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  std::lock_guard lock(mutex_);
+  cancels_.push_back(id);
+}
+
+bool Engine::has_work() const {
+  {
+    std::lock_guard lock(mutex_);
+    if (!pending_.empty() || !cancels_.empty()) return true;
+  }
+  return !scheduler_.empty();
+}
+
+void Engine::update_metrics() {
+  running_ = scheduler_.num_running();
+  waiting_ = scheduler_.num_waiting();
+  blocks_used_ = scheduler_.blocks_used();
+  preemptions_ = scheduler_.num_preemptions();
+  peak_running_ = scheduler_.peak_running();
+}
+
+std::vector<RequestOutput> Engine::step() {
+  std::vector<std::unique_ptr<Active>> arrived;
+  std::vector<RequestId> cancelled;
+  {
+    std::lock_guard lock(mutex_);
+    arrived.swap(pending_);
+    cancelled.swap(cancels_);
+    queued_ = 0;
+  }
+  for (auto& a : arrived) {
+    scheduler_.add(&a->seq);
+    const RequestId id = a->seq.id;
+    active_.emplace(id, std::move(a));
+  }
+
+  std::vector<RequestOutput> outputs;
+  std::vector<RequestId> done;
+  auto finish = [&](Active& a, RequestOutput out, std::string reason) {
+    scheduler_.remove(&a.seq);
+    out.finished = true;
+    out.finish_reason = std::move(reason);
+    outputs.push_back(std::move(out));
+    done.push_back(a.seq.id);
+  };
+  auto output_of = [](const Active& a) {
+    RequestOutput out;
+    out.id = a.seq.id;
+    out.prompt_tokens = int64_t(a.request.prompt.size());
+    out.completion_tokens = int64_t(a.output.tokens().size());
+    return out;
+  };
+
+  for (const RequestId id : cancelled) {
+    const auto it = active_.find(id);
+    if (it == active_.end() || std::find(done.begin(), done.end(), id) != done.end()) continue;
+    finish(*it->second, output_of(*it->second), "cancelled");
+  }
+
+  const std::vector<ScheduledSequence> batch = scheduler_.schedule();
+  if (!batch.empty()) {
+    inputs_.clear();
+    std::vector<uint8_t> samples;
+    for (const ScheduledSequence& s : batch) {
+      const Sequence& q = *s.seq;
+      inputs_.push_back({std::span<const int32_t>(q.tokens).subspan(size_t(q.num_computed), size_t(s.num_tokens)),
+                         q.num_computed, q.block_table, false});
+      samples.push_back(s.samples() ? 1 : 0);
+    }
+    rt_.model().forward(inputs_, rt_.kv_cache(), logits_);
+    ++steps_;
+    scheduler_.commit(batch);
+    const int64_t vocab = rt_.model().vocab_size();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
+      Active& a = *active_.at(batch[i].seq->id);
+      const int32_t token = a.sampler.sample(std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab)));
+      ++generated_;
+      SequenceOutput::Step s = a.output.push(token);
+      RequestOutput out = output_of(a);
+      out.new_tokens.push_back(token);
+      out.text = std::move(s.text) + s.tail;
+      if (s.finished) {
+        finish(a, std::move(out), std::move(s.finish_reason));
+      } else {
+        a.seq.tokens.push_back(token);
+        outputs.push_back(std::move(out));
+      }
+    }
+  }
+  update_metrics();
+
+  // Callbacks last, with the engine's state consistent; finished requests are
+  // forgotten after their final callback.
+  struct Forget {
+    Engine& e;
+    std::vector<RequestId>& ids;
+    ~Forget() {
+      for (const RequestId id : ids) e.active_.erase(id);
+    }
+  } forget{*this, done};
+  for (const RequestOutput& out : outputs) {
+    const Active& a = *active_.at(out.id);
+    if (a.request.on_output) a.request.on_output(out);
+  }
+  return outputs;
+}
+
+std::vector<Completion> Engine::run_to_completion() {
+  std::map<RequestId, Completion> seen;
+  std::vector<Completion> finished;
+  while (has_work()) {
+    for (RequestOutput& out : step()) {
+      Completion& c = seen[out.id];
+      c.id = out.id;
+      c.prompt_tokens = out.prompt_tokens;
+      c.tokens.insert(c.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      c.text += out.text;
+      if (out.finished) {
+        c.finish_reason = out.finish_reason;
+        finished.push_back(std::move(c));
+        seen.erase(out.id);
+      }
+    }
+  }
+  std::sort(finished.begin(), finished.end(), [](const Completion& a, const Completion& b) { return a.id < b.id; });
+  return finished;
+}
+
+}  // namespace fp8lm::engine

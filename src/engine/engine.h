@@ -1,0 +1,122 @@
+// The batched engine: many requests generated together by continuous batching
+// (engine/scheduler.h), each exactly as generate() would generate it alone —
+// same tokens for greedy and for seeded sampling (every request has its own
+// sampler and RNG), same stop handling and streamed text.
+//
+// Threading: add_request(), cancel() and the metrics accessors may be called
+// from any thread at any time. step(), has_work() and run_to_completion()
+// belong to one thread (the engine loop). New requests and cancellations are
+// queued under a mutex and take effect at the start of the next step().
+// Callbacks run on the engine thread inside step(), without the queue lock
+// held: they may call add_request() or cancel(), never step().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/runtime.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/sequence_output.h"
+
+namespace fp8lm::engine {
+
+// What one step did for one request.
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> new_tokens;  // generated this step (a stop token included): zero or one
+  std::string text;                 // text that became final this step (stop string excluded)
+  bool finished = false;
+  std::string finish_reason;        // when finished: "stop", "length" or "cancelled"
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;    // generated so far, new_tokens included
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, at least one
+  SamplingParams params;
+  // Called on the engine thread for every step that produced tokens or text
+  // for this request, and once with finished = true.
+  std::function<void(const RequestOutput&)> on_output;
+};
+
+// A finished request, as run_to_completion() reports it.
+struct Completion {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish_reason;
+  int64_t prompt_tokens = 0;
+};
+
+class Engine {
+ public:
+  // `runtime` must outlive the engine, which uses its model, KV cache and
+  // blocks exclusively while it has work.
+  Engine(Runtime& runtime, SchedulerConfig config = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Checks the request and queues it; returns its id (1, 2, …). Throws
+  // fp8lm::Error for bad sampling parameters, an empty prompt, a token id
+  // outside the vocabulary, prompt + max_tokens beyond the context, or a
+  // sequence the whole KV cache could never hold.
+  RequestId add_request(Request request);
+
+  // Ends a request at the next step: its blocks are freed and its callback
+  // gets finished = true, finish_reason "cancelled". An id that is unknown or
+  // already finished is ignored.
+  void cancel(RequestId id);
+
+  // One scheduling round and (when anything runs) one forward call; returns
+  // what it produced per request (also passed to each request's callback).
+  std::vector<RequestOutput> step();
+
+  // Requests queued, waiting or running.
+  bool has_work() const;
+
+  // Steps until no work is left; every request that finished meanwhile, by
+  // id, with what it generated during this call.
+  std::vector<Completion> run_to_completion();
+
+  // Metrics, readable from any thread (as of the end of the last step).
+  int64_t num_running() const { return running_.load(); }
+  int64_t num_waiting() const { return waiting_.load() + queued_.load(); }  // queued for the next step included
+  int64_t kv_blocks_used() const { return blocks_used_.load(); }
+  int64_t kv_blocks_total() const { return blocks_total_; }
+  int64_t num_preemptions() const { return preemptions_.load(); }
+  int64_t num_generated_tokens() const { return generated_.load(); }
+  int64_t num_steps() const { return steps_.load(); }            // forward calls
+  int64_t peak_running() const { return peak_running_.load(); }
+  const SchedulerConfig& config() const { return scheduler_.config(); }
+
+ private:
+  struct Active;
+
+  Runtime& rt_;
+  Scheduler scheduler_;
+  int64_t blocks_total_ = 0;
+
+  mutable std::mutex mutex_;  // guards the three below
+  std::vector<std::unique_ptr<Active>> pending_;
+  std::vector<RequestId> cancels_;
+  RequestId next_id_ = 1;
+
+  std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
+  std::vector<float> logits_;
+  std::vector<model::SequenceInput> inputs_;
+
+  std::atomic<int64_t> running_{0}, waiting_{0}, blocks_used_{0}, preemptions_{0}, generated_{0}, steps_{0},
+      peak_running_{0}, queued_{0};
+
+  void update_metrics();
+};
+
+}  // namespace fp8lm::engine

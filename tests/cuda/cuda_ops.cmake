@@ -1,0 +1,4 @@
+# The whole model on the GPU (src/backend/cuda/cuda_ops.h) against the CPU backend.
+add_executable(test_cuda_model cuda/test_cuda_model.cpp)
+target_link_libraries(test_cuda_model PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_test_support)
+gtest_discover_tests(test_cuda_model DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)

@@ -1,0 +1,250 @@
+// The whole model on the GPU against the CPU backend, on the shipped model:
+// logits of a prompt (every position) and of decode steps (which the CUDA
+// backend records as graphs from the second step on), for BF16 and every FP8
+// scheme, with a BF16 and an FP8 KV cache; and 64 greedy tokens in BF16.
+//
+// Tolerance. The CPU backend keeps activations in float32, the CUDA backend
+// rounds them to BF16 after every op (as vLLM does), so the two differ by an
+// amount set by BF16 rounding, not by a bug. A scale for it that is not
+// picked to pass: the effect of FP8 weight quantization itself on the same
+// logits (CPU FP8 channel/token vs CPU BF16). The BF16 GPU must stay well
+// inside that: mean |Δ| ≤ 0.25 of it. For an FP8 scheme, BF16 rounding moves
+// some activations across FP8 rounding boundaries, so its GPU–CPU difference
+// may be a larger share: ≤ 0.5. A wrong scale layout, a transposed weight or a
+// misplaced KV entry gives differences of the order of the logits themselves
+// (≥ 1× the quantization effect), which these bounds reject. Top-1 tokens must
+// agree except where the CPU's own top-2 margin is below 4× the largest |Δ|.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "cuda/cuda_test_util.h"
+#include "engine/generate.h"
+#include "engine/runtime.h"
+#include "io/load_overrides.h"
+
+namespace fp8lm::test {
+namespace {
+
+std::filesystem::path shipped_dir() { return std::filesystem::path(FP8LM_SOURCE_DIR) / "models/fp8lm-gutenberg-22m"; }
+
+std::unique_ptr<engine::Runtime> load(engine::Device device, const std::string& quant, const std::string& kv) {
+  io::LoadOverrides o;
+  if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
+  o.kv_cache_dtype = io::parse_kv_cache_dtype(kv);
+  engine::RuntimeOptions opt;
+  opt.device = device;
+  opt.threads = 4;
+  opt.kv_cache_tokens = 4096;
+  return engine::Runtime::load(shipped_dir(), o, opt);
+}
+
+// Logits of `prompt` (every position), then of `decode_steps` greedy decode steps
+// (the CPU's choice of token fed to both, so both see the same sequence).
+struct Trace {
+  std::vector<std::vector<float>> rows;  // one per prompt position, then one per step
+};
+
+std::vector<int32_t> prompt_tokens(const engine::Runtime& rt) {
+  const std::vector<uint32_t> ids = rt.tokenizer().encode(
+      "It was a bright cold day in April, and the clocks were striking thirteen. The hall smelt of boiled cabbage "
+      "and old rag mats. At one end of it a coloured poster, too large for indoor display, had been tacked to the "
+      "wall.");
+  return {ids.begin(), ids.end()};
+}
+
+Trace run(engine::Runtime& rt, const std::vector<int32_t>& prompt, const std::vector<int32_t>& fed) {
+  const int64_t vocab = rt.config().vocab_size;
+  const int bs = rt.block_size();
+  const int64_t total = int64_t(prompt.size() + fed.size());
+  std::vector<int64_t> table;
+  for (int64_t b = 0; b < (total + bs - 1) / bs; ++b) table.push_back(b);
+  Trace t;
+  std::vector<float> logits;
+  model::SequenceInput in{prompt, 0, table, true};
+  rt.model().forward({&in, 1}, rt.kv_cache(), logits);
+  for (size_t r = 0; r < prompt.size(); ++r)
+    t.rows.emplace_back(logits.begin() + int64_t(r) * vocab, logits.begin() + int64_t(r + 1) * vocab);
+  for (size_t i = 0; i < fed.size(); ++i) {
+    model::SequenceInput step{{&fed[i], 1}, int64_t(prompt.size() + i), table, false};
+    rt.model().forward({&step, 1}, rt.kv_cache(), logits);
+    t.rows.push_back(logits);
+  }
+  return t;
+}
+
+int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+double mean_abs_diff(const Trace& a, const Trace& b) {
+  double sum = 0;
+  size_t n = 0;
+  for (size_t r = 0; r < a.rows.size(); ++r)
+    for (size_t i = 0; i < a.rows[r].size(); ++i, ++n) sum += std::abs(double(a.rows[r][i]) - double(b.rows[r][i]));
+  return sum / double(n);
+}
+
+double max_abs_diff(const Trace& a, const Trace& b) {
+  double m = 0;
+  for (size_t r = 0; r < a.rows.size(); ++r)
+    for (size_t i = 0; i < a.rows[r].size(); ++i) m = std::max(m, std::abs(double(a.rows[r][i]) - double(b.rows[r][i])));
+  return m;
+}
+
+double top2_margin(const std::vector<float>& v) {
+  std::vector<float> s = v;
+  std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
+  return double(s[0]) - double(s[1]);
+}
+
+struct Reference {
+  std::vector<int32_t> prompt, fed;
+  Trace bf16, fp8;  // CPU BF16 / CPU FP8 channel-token, BF16 KV
+  double quant_effect = 0;
+};
+
+const Reference& reference() {
+  static const Reference ref = [] {
+    Reference r;
+    auto cpu = load(engine::Device::kCpu, "", "bf16");
+    r.prompt = prompt_tokens(*cpu);
+    // 12 decode steps fed with the CPU's greedy tokens.
+    std::vector<int32_t> none;
+    Trace t = run(*cpu, r.prompt, none);
+    std::vector<int32_t> fed{argmax(t.rows.back())};
+    auto cpu2 = load(engine::Device::kCpu, "", "bf16");
+    for (int i = 0; i < 11; ++i) {
+      Trace step = run(*cpu2, r.prompt, fed);
+      fed.push_back(argmax(step.rows.back()));
+      cpu2 = load(engine::Device::kCpu, "", "bf16");
+    }
+    r.fed = fed;
+    r.bf16 = run(*cpu2, r.prompt, r.fed);
+    auto cpu_fp8 = load(engine::Device::kCpu, "fp8", "bf16");
+    r.fp8 = run(*cpu_fp8, r.prompt, r.fed);
+    r.quant_effect = mean_abs_diff(r.bf16, r.fp8);
+    return r;
+  }();
+  return ref;
+}
+
+struct Case {
+  const char* quant;  // "" = BF16
+  const char* kv;
+  double share;       // of the quantization effect
+};
+
+class CudaModel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaModel, LogitsMatchTheCpuBackend) {
+  REQUIRE_HOPPER();
+  const Case c = GetParam();
+  const Reference& ref = reference();
+  ASSERT_GT(ref.quant_effect, 0.0);
+  auto cpu = load(engine::Device::kCpu, c.quant, c.kv);
+  auto gpu = load(engine::Device::kCuda, c.quant, c.kv);
+  const Trace want = run(*cpu, ref.prompt, ref.fed);
+  const Trace got = run(*gpu, ref.prompt, ref.fed);
+  ASSERT_EQ(want.rows.size(), got.rows.size());
+  const double mean = mean_abs_diff(want, got), worst = max_abs_diff(want, got);
+  std::printf("[ %s / kv %s ] mean|Δ| %.5f (%.3f of the FP8 effect %.5f), max|Δ| %.4f\n",
+              *c.quant ? c.quant : "bf16", c.kv, mean, mean / ref.quant_effect, ref.quant_effect, worst);
+  EXPECT_LE(mean, c.share * ref.quant_effect);
+  for (size_t r = 0; r < want.rows.size(); ++r) {
+    if (argmax(want.rows[r]) != argmax(got.rows[r])) {
+      EXPECT_LT(top2_margin(want.rows[r]), 4 * worst) << "row " << r << ": top-1 differs without a near-tie";
+    }
+    for (float v : got.rows[r]) ASSERT_TRUE(std::isfinite(v)) << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, CudaModel,
+                         ::testing::Values(Case{"", "bf16", 0.25}, Case{"", "fp8", 0.5}, Case{"fp8", "bf16", 0.5},
+                                           Case{"fp8", "fp8", 0.5}, Case{"fp8:tensor", "bf16", 0.5},
+                                           Case{"fp8:block", "bf16", 0.5}, Case{"fp8:block", "fp8", 0.5},
+                                           Case{"fp8:weight-only", "bf16", 0.5}),
+                         [](const auto& param_info) {
+                           const Case& p = param_info.param;
+                           std::string n = std::string(*p.quant ? p.quant : "bf16") + "_kv_" + p.kv;
+                           std::replace(n.begin(), n.end(), ':', '_');
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// Batched prefill of several prompts (the GEMM path: more than 16 rows) and
+// batched decode steps give each sequence what it gets alone, within the same bound.
+TEST(CudaModelBatch, BatchedEqualsAloneWithinTolerance) {
+  REQUIRE_HOPPER();
+  const Reference& ref = reference();
+  auto gpu = load(engine::Device::kCuda, "fp8", "bf16");
+  const int64_t vocab = gpu->config().vocab_size;
+  const int bs = gpu->block_size();
+  // Alone.
+  const Trace alone = run(*gpu, ref.prompt, {});
+  // Batched with two other sequences, each in its own blocks.
+  std::vector<int32_t> other1(ref.prompt.begin(), ref.prompt.begin() + 20), other2(ref.prompt.rbegin(), ref.prompt.rend());
+  const int64_t per = (int64_t(ref.prompt.size()) + bs) / bs + 1;
+  std::vector<std::vector<int64_t>> tables(3);
+  for (int s = 0; s < 3; ++s)
+    for (int64_t b = 0; b < per; ++b) tables[size_t(s)].push_back(100 + s * per + b);
+  std::vector<model::SequenceInput> batch{{other1, 0, tables[0], false}, {ref.prompt, 0, tables[1], true},
+                                          {other2, 0, tables[2], false}};
+  std::vector<float> logits;
+  gpu->model().forward(batch, gpu->kv_cache(), logits);
+  double worst = 0;
+  for (size_t r = 0; r < ref.prompt.size(); ++r)
+    for (int64_t i = 0; i < vocab; ++i)
+      worst = std::max(worst, std::abs(double(logits[size_t((1 + int64_t(r)) * vocab + i)]) -
+                                       double(alone.rows[r][size_t(i)])));
+  std::printf("[ batched vs alone ] max|Δ| %.5f\n", worst);
+  EXPECT_LE(worst, 2.0 * max_abs_diff(ref.bf16, ref.fp8));
+}
+
+// 64 greedy tokens in BF16 equal the CPU's, or the first difference is at a near-tie.
+TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
+  REQUIRE_HOPPER();
+  for (const char* kv : {"bf16", "fp8"}) {
+    auto cpu = load(engine::Device::kCpu, "", kv);
+    auto gpu = load(engine::Device::kCuda, "", kv);
+    const std::vector<int32_t> prompt = prompt_tokens(*cpu);
+    engine::SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = 64;
+    p.ignore_eos = true;
+    const engine::GenerationResult want = engine::generate(*cpu, prompt, p);
+    const engine::GenerationResult got = engine::generate(*gpu, prompt, p);
+    ASSERT_EQ(want.tokens.size(), 64u);
+    ASSERT_EQ(got.tokens.size(), 64u);
+    size_t same = 0;
+    while (same < 64 && want.tokens[same] == got.tokens[same]) ++same;
+    std::printf("[ greedy kv %s ] %zu of 64 tokens equal\n", kv, same);
+    if (same < 64) {
+      // Trace the divergence: the CPU's top-2 margin at that step.
+      std::vector<int32_t> ctx = prompt;
+      ctx.insert(ctx.end(), want.tokens.begin(), want.tokens.begin() + int64_t(same));
+      auto fresh = load(engine::Device::kCpu, "", kv);
+      const Trace t = run(*fresh, ctx, {});
+      const double margin = top2_margin(t.rows.back());
+      std::printf("[ greedy kv %s ] first difference at token %zu: CPU top-2 margin %.4f\n", kv, same, margin);
+      EXPECT_LT(margin, 0.1) << "tokens differ at " << same << " without a near-tie";
+    }
+  }
+}
+
+TEST(CudaModelErrors, UnknownDeviceAndBadIds) {
+  REQUIRE_HOPPER();
+  auto gpu = load(engine::Device::kCuda, "", "bf16");
+  std::vector<int32_t> bad{1, 2, int32_t(gpu->config().vocab_size)};
+  std::vector<int64_t> table{0};
+  model::SequenceInput in{bad, 0, table, false};
+  std::vector<float> logits;
+  EXPECT_THROW(gpu->model().forward({&in, 1}, gpu->kv_cache(), logits), Error);
+}
+
+}  // namespace
+}  // namespace fp8lm::test

@@ -1,0 +1,81 @@
+"""`fp8lm bench throughput` on the shipped model as a user runs it: the table on
+stdout, every number and the configuration in --json, exactly --output-len
+tokens per request, preemption under a small KV cache, and clean errors."""
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
+CONTEXT = json.loads((MODEL / "config.json").read_text())["max_position_embeddings"]
+
+
+def bench(run, *args):
+    return run("bench", "throughput", str(MODEL), "--threads", "2", *args)
+
+
+def assert_clean_error(r):
+    assert r.returncode != 0, r.stdout
+    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
+        assert bad not in r.stderr
+    assert "fp8lm: error:" in r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize("quant", [None, "fp8"])
+def test_table_and_json(run, tmp_path, quant):
+    out = tmp_path / "t.json"
+    extra = ("--quantization", quant) if quant else ()
+    r = bench(run, "--num-prompts", "6", "--input-len", "40", "--output-len", "5", "--max-num-seqs", "4",
+              "--max-num-batched-tokens", "32", "--json", str(out), *extra)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("fp8lm bench throughput: fp8lm-gutenberg-22m, weights ")
+    assert ("weights FP8" in first) == bool(quant)
+    for label in ("requests/s", "output tok/s", "total tok/s", "elapsed s", "preemptions", "peak running",
+                  "weight bandwidth GB/s", "forward steps"):
+        assert label in r.stdout, label
+    j = json.loads(out.read_text())
+    assert j["benchmark"] == "throughput"
+    c, res = j["config"], j["results"]
+    assert (c["num_prompts"], c["input_len"], c["output_len"]) == (6, 40, 5)
+    assert (c["max_num_seqs"], c["max_num_batched_tokens"]) == (4, 32)
+    assert c["quantization"] == quant and c["threads"] == 2
+    assert res["num_requests"] == 6
+    assert res["output_tokens"] == 30 and res["input_tokens"] == 240
+    assert res["peak_running"] == 4 and res["preemptions"] == 0
+    # 240 prompt tokens under a 32-token budget need at least 8 steps; 5 tokens each at least 5 more
+    assert res["forward_steps"] >= 10
+    assert res["elapsed_s"] > 0
+    assert res["output_tok_s"] == pytest.approx(30 / res["elapsed_s"], rel=1e-6)
+    assert res["total_tok_s"] == pytest.approx(270 / res["elapsed_s"], rel=1e-6)
+    assert res["requests_per_s"] == pytest.approx(6 / res["elapsed_s"], rel=1e-6)
+    assert res["weight_bandwidth_gb_s"] == pytest.approx(
+        j["memory"]["weight_bytes"] * res["forward_steps"] / res["elapsed_s"] / 1e9, rel=1e-6)
+
+
+def test_small_kv_cache_preempts_and_every_request_finishes(run, tmp_path):
+    out = tmp_path / "t.json"
+    r = bench(run, "--num-prompts", "6", "--input-len", "24", "--output-len", "12", "--max-num-seqs", "6",
+              "--kv-cache-tokens", "64", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())["results"]
+    assert res["preemptions"] > 0
+    assert res["num_requests"] == 6 and res["output_tokens"] == 72
+
+
+def test_bench_help_lists_throughput(run):
+    r = run("bench", "--help")
+    assert r.returncode == 0
+    assert "latency" in r.stdout and "throughput" in r.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--input-len", str(CONTEXT), "--output-len", "1"), "context"),
+    (("--max-num-seqs", "8", "--max-num-batched-tokens", "4"), "--max-num-batched-tokens"),
+    (("--num-prompts", "0"), "--num-prompts"),
+    (("--input-len", "40", "--output-len", "40", "--kv-cache-tokens", "32"), "KV cache"),
+])
+def test_clean_errors(run, args, words):
+    assert words in assert_clean_error(bench(run, *args))
