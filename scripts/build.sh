@@ -13,7 +13,7 @@ jobs=$(nproc)
 step "Debian packages"
 packages=(cmake ninja-build g++ git python3 python3-venv libgtest-dev libgmock-dev
           libbenchmark-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-14-dev
-          libpcre2-dev libutf8proc-dev pkg-config)
+          libpcre2-dev libutf8proc-dev pkg-config libcpp-httplib-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

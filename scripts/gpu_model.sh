@@ -57,8 +57,8 @@ if ((run_bench)); then
     for b in $batches; do
       name="bench_${cfg//:/_}_b$b"
       name=${name//+/_}
-      timeout 400 "$bin_fp8lm" bench latency bench/configs/llama-3.1-8b "${args[@]}" --batch-size "$b" \
-        --input-len "$input_len" --output-len "$output_len" --warmup 1 --iters 2 --json "$out/$name.json" \
+      timeout "${RUN_TIMEOUT:-400}" "$bin_fp8lm" bench latency bench/configs/llama-3.1-8b "${args[@]}" --batch-size "$b" \
+        --input-len "$input_len" --output-len "$output_len" --warmup 1 --iters "${ITERS:-2}" --json "$out/$name.json" \
         > "$out/$name.txt" 2>&1
       echo "$name exit $?" | tee -a "$out/summary.txt"
     done

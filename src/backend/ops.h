@@ -18,6 +18,7 @@
 
 #include "backend/cpu/linear.h"
 #include "backend/paged_kv_types.h"
+#include "common/error.h"
 #include "model/rope.h"
 
 namespace fp8lm::backend {
@@ -66,6 +67,15 @@ class Ops {
   virtual std::unique_ptr<Weight> upload_vector(std::vector<float> values) = 0;
   // An embedding table [vocab, dim] (high precision storage; rows are gathered).
   virtual std::unique_ptr<Weight> upload_embedding(const cpu::LinearWeights& table) = 0;
+  // Linear layers reading the same input (q/k/v, gate/up) as one weight: the
+  // parts' outputs side by side in each row of y, in order. One GEMM or GEMV
+  // reads them all, which at decode sizes saves a launch and the activation's
+  // quantization per part. nullptr: this backend does not fuse these parts
+  // (the CPU never does; the CUDA backend needs one scheme for all of them).
+  virtual std::unique_ptr<Weight> upload_fused_linear(std::span<const cpu::LinearWeights> parts) {
+    (void)parts;
+    return nullptr;
+  }
   virtual std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& shape, std::vector<KvLayerFormat> layers) = 0;
 
   // ---- scratch
@@ -99,6 +109,17 @@ class Ops {
   // step.positions[r] (rotate-half layout).
   virtual void rope_qk(Tensor q, Tensor k, int64_t head_dim, const model::RopeTable& rope) = 0;
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;  // out = silu(gate) · up
+  // The same from a fused gate/up output: each row's first half gate, second half up.
+  // Only backends that fuse (upload_fused_linear) need the two below.
+  virtual void silu_mul_fused(Tensor gate_up, Tensor out) {
+    (void)gate_up, (void)out;
+    throw_not_fused("silu_mul_fused");
+  }
+  // parts[i] = the next parts[i].cols columns of x (a fused output into its parts).
+  virtual void split_columns(Tensor x, std::span<const Tensor> parts) {
+    (void)x, (void)parts;
+    throw_not_fused("split_columns");
+  }
   // Stores the new K/V into the cache, then attends over the cached positions
   // (sequences: step.sequences).
   virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& params, KvCache& cache,
@@ -106,6 +127,11 @@ class Ops {
   // out[i] = x row step.logit_rows[i].
   virtual void gather_rows(Tensor x, Tensor out) = 0;
   virtual void to_host(Tensor x, std::span<float> out) = 0;  // rows·cols float32 values
+
+ protected:
+  [[noreturn]] void throw_not_fused(const char* op) const {
+    throw Error(name() + ": " + op + " of a fused linear output, but this backend fuses none");
+  }
 };
 
 }  // namespace fp8lm::backend

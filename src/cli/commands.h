@@ -14,6 +14,7 @@ void add_chat_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 // `bench throughput`, registered on the `bench` subcommand by add_bench_command.
 void add_bench_throughput_command(CLI::App& bench);
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   fp8lm::cli::add_quantize_command(app);
   fp8lm::cli::add_eval_command(app);
   fp8lm::cli::add_bench_command(app);
+  fp8lm::cli::add_serve_command(app);
   // CLI11 reports a misspelt command as "a subcommand is required"; name it instead.
   std::string known;
   bool is_known = false;

@@ -12,7 +12,7 @@ struct Engine::Active {
   Active(Runtime& rt, Request r, int64_t max_new)
       : request(std::move(r)),
         sampler(request.params, request.prompt),
-        output(rt.tokenizer(), request.params, rt.eos_ids(), max_new) {
+        output(rt.has_tokenizer() ? &rt.tokenizer() : nullptr, request.params, rt.eos_ids(), max_new) {
     seq.tokens = request.prompt;
   }
   Request request;
@@ -33,6 +33,7 @@ Engine::~Engine() {
 
 RequestId Engine::add_request(Request request) {
   request.params.validate();
+  if (request.logprobs < -1) throw Error("logprobs: " + std::to_string(request.logprobs) + " must be -1 (off) or >= 0");
   const int64_t context = rt_.config().max_position_embeddings;
   const int64_t vocab = rt_.model().vocab_size();
   const auto prompt_len = int64_t(request.prompt.size());
@@ -138,11 +139,20 @@ std::vector<RequestOutput> Engine::step() {
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
       Active& a = *active_.at(batch[i].seq->id);
-      const int32_t token = a.sampler.sample(std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab)));
+      const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
+      std::vector<SampleResult> logprobs;
+      int32_t token = 0;
+      if (a.request.logprobs >= 0) {
+        logprobs.push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
+        token = logprobs.back().token;
+      } else {
+        token = a.sampler.sample(row);
+      }
       ++generated_;
       SequenceOutput::Step s = a.output.push(token);
       RequestOutput out = output_of(a);
       out.new_tokens.push_back(token);
+      out.logprobs = std::move(logprobs);
       out.text = std::move(s.text) + s.tail;
       if (s.finished) {
         finish(a, std::move(out), std::move(s.finish_reason));

@@ -36,6 +36,9 @@ struct RequestOutput {
   std::string finish_reason;        // when finished: "stop", "length" or "cancelled"
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;    // generated so far, new_tokens included
+  // When the request asked for logprobs: one entry per new token (OpenAI's
+  // logprobs of the raw logits, with the request's top alternatives).
+  std::vector<SampleResult> logprobs;
 };
 
 struct Request {
@@ -44,6 +47,9 @@ struct Request {
   // Called on the engine thread for every step that produced tokens or text
   // for this request, and once with finished = true.
   std::function<void(const RequestOutput&)> on_output;
+  // -1: no logprobs; n >= 0: each new token's logprob and the n most likely
+  // alternatives (RequestOutput::logprobs). Sampling is the same either way.
+  int32_t logprobs = -1;
 };
 
 // A finished request, as run_to_completion() reports it.

@@ -56,7 +56,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   GenerationResult r;
   r.prompt_tokens = int64_t(prompt.size());
   Sampler sampler(params, prompt);
-  SequenceOutput output(rt.tokenizer(), params, rt.eos_ids(), max_new);
+  SequenceOutput output(&rt.tokenizer(), params, rt.eos_ids(), max_new);
   auto emit = [&](const std::string& piece) {
     if (piece.empty()) return;
     r.text += piece;

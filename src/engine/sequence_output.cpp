@@ -4,13 +4,13 @@
 
 namespace fp8lm::engine {
 
-SequenceOutput::SequenceOutput(const tokenizer::Tokenizer& tokenizer, const SamplingParams& params,
+SequenceOutput::SequenceOutput(const tokenizer::Tokenizer* tokenizer, const SamplingParams& params,
                                std::span<const int32_t> eos_ids, int64_t max_new)
-    : params_(&params),
-      eos_ids_(eos_ids),
-      max_new_(max_new),
-      stops_(params.stop),
-      decoder_(tokenizer.incremental_decoder(/*skip_special_tokens=*/true)) {}
+    : params_(&params), eos_ids_(eos_ids), max_new_(max_new), stops_(params.stop) {
+  if (tokenizer != nullptr) decoder_.emplace(tokenizer->incremental_decoder(/*skip_special_tokens=*/true));
+  else if (!params.stop.empty())
+    throw Error("stop strings need the model's tokenizer, and this model has none (--load-format dummy)");
+}
 
 SequenceOutput::Step SequenceOutput::push(int32_t token) {
   if (finished_) throw Error("internal: a token pushed after the sequence finished");
@@ -19,7 +19,7 @@ SequenceOutput::Step SequenceOutput::push(int32_t token) {
   if (params_->stops_on(token, eos_ids_)) {
     s.finish_reason = "stop";  // the stop token is counted, never detokenized
   } else {
-    StopChecker::Step c = stops_.push(decoder_.push(uint32_t(token)));
+    StopChecker::Step c = stops_.push(decoder_ ? decoder_->push(uint32_t(token)) : std::string());
     s.text = std::move(c.text);
     if (c.stopped) s.finish_reason = "stop";
     else if (int64_t(tokens_.size()) >= max_new_) s.finish_reason = "length";
@@ -32,7 +32,7 @@ void SequenceOutput::finish(Step& s) {
   finished_ = true;
   s.finished = true;
   if (stops_.stopped()) return;
-  const StopChecker::Step c = stops_.push(decoder_.finish());
+  const StopChecker::Step c = stops_.push(decoder_ ? decoder_->finish() : std::string());
   s.tail = c.text;
   if (c.stopped) s.finish_reason = "stop";
   else s.tail += stops_.finish();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,8 +18,10 @@ namespace fp8lm::engine {
 
 class SequenceOutput {
  public:
-  // `max_new` ≥ 1 tokens at most; `eos_ids` must outlive this object.
-  SequenceOutput(const tokenizer::Tokenizer& tokenizer, const SamplingParams& params,
+  // `max_new` ≥ 1 tokens at most; `eos_ids` must outlive this object. Without a
+  // tokenizer (a --load-format dummy model) there is no text: tokens only, and
+  // stop strings are refused (fp8lm::Error).
+  SequenceOutput(const tokenizer::Tokenizer* tokenizer, const SamplingParams& params,
                  std::span<const int32_t> eos_ids, int64_t max_new);
 
   struct Step {
@@ -39,7 +42,7 @@ class SequenceOutput {
   std::span<const int32_t> eos_ids_;
   int64_t max_new_;
   StopChecker stops_;
-  tokenizer::IncrementalDecoder decoder_;
+  std::optional<tokenizer::IncrementalDecoder> decoder_;
   std::vector<int32_t> tokens_;
   bool finished_ = false;
 

@@ -24,12 +24,20 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
       l.q_norm = ops.upload_vector(h.q_norm);
       l.k_norm = ops.upload_vector(h.k_norm);
     }
-    l.q = ops.upload_linear(h.q);
-    l.k = ops.upload_linear(h.k);
-    l.v = ops.upload_linear(h.v);
+    const cpu::LinearWeights qkv[] = {h.q, h.k, h.v};
+    l.qkv = ops.upload_fused_linear(qkv);
+    if (!l.qkv) {
+      l.q = ops.upload_linear(h.q);
+      l.k = ops.upload_linear(h.k);
+      l.v = ops.upload_linear(h.v);
+    }
     l.o = ops.upload_linear(h.o);
-    l.gate = ops.upload_linear(h.gate);
-    l.up = ops.upload_linear(h.up);
+    const cpu::LinearWeights gate_up[] = {h.gate, h.up};
+    l.gate_up = ops.upload_fused_linear(gate_up);
+    if (!l.gate_up) {
+      l.gate = ops.upload_linear(h.gate);
+      l.up = ops.upload_linear(h.up);
+    }
     l.down = ops.upload_linear(h.down);
     if (config.sliding_window && i >= config.sliding_window_from_layer) l.sliding_window = config.sliding_window;
     layers_.push_back(std::move(l));
@@ -94,9 +102,17 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   backend::Tensor v = ops_.alloc(rows, kv_width);
   backend::Tensor attn = ops_.alloc(rows, q_width);
   backend::Tensor proj = ops_.alloc(rows, hidden);
-  backend::Tensor gate = ops_.alloc(rows, c.intermediate_size);
-  backend::Tensor up = ops_.alloc(rows, c.intermediate_size);
   backend::Tensor act = ops_.alloc(rows, c.intermediate_size);
+  // Separate or fused (backends that fuse them) projection outputs, as the layers need.
+  const bool any_qkv = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.qkv != nullptr; });
+  const bool all_gate_up =
+      std::all_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.gate_up != nullptr; });
+  const bool any_gate_up =
+      std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.gate_up != nullptr; });
+  backend::Tensor qkv = any_qkv ? ops_.alloc(rows, q_width + 2 * kv_width) : backend::Tensor{};
+  backend::Tensor gate_up = any_gate_up ? ops_.alloc(rows, 2 * c.intermediate_size) : backend::Tensor{};
+  backend::Tensor gate = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, c.intermediate_size);
+  backend::Tensor up = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, c.intermediate_size);
   const auto eps = float(c.rms_norm_eps);
 
   ops_.embedding(*embedding_, h);
@@ -105,9 +121,15 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     Layer& l = layers_[size_t(i)];
     // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of x = norm(h).
     observe(i, LinearInput::kQkv, x);
-    ops_.linear(x, *l.q, q);
-    ops_.linear(x, *l.k, k);
-    ops_.linear(x, *l.v, v);
+    if (l.qkv) {
+      ops_.linear(x, *l.qkv, qkv);
+      const backend::Tensor parts[] = {q, k, v};
+      ops_.split_columns(qkv, parts);
+    } else {
+      ops_.linear(x, *l.q, q);
+      ops_.linear(x, *l.k, k);
+      ops_.linear(x, *l.v, v);
+    }
     if (c.qk_norm) {
       ops_.head_rms_norm(q, hd, *l.q_norm, eps);
       ops_.head_rms_norm(k, hd, *l.k_norm, eps);
@@ -128,9 +150,14 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h).
     ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x);
     observe(i, LinearInput::kGateUp, x);
-    ops_.linear(x, *l.gate, gate);
-    ops_.linear(x, *l.up, up);
-    ops_.silu_mul(gate, up, act);
+    if (l.gate_up) {
+      ops_.linear(x, *l.gate_up, gate_up);
+      ops_.silu_mul_fused(gate_up, act);
+    } else {
+      ops_.linear(x, *l.gate, gate);
+      ops_.linear(x, *l.up, up);
+      ops_.silu_mul(gate, up, act);
+    }
     observe(i, LinearInput::kDown, act);
     ops_.linear(act, *l.down, proj);
     if (i + 1 < c.num_hidden_layers) ops_.add_rms_norm(h, proj, *layers_[size_t(i) + 1].input_norm, eps, x);

@@ -73,6 +73,8 @@ class LlamaModel {
   struct Layer {
     std::unique_ptr<backend::Weight> input_norm, post_attention_norm, q_norm, k_norm;
     std::unique_ptr<backend::Weight> q, k, v, o, gate, up, down;
+    // Where the backend fuses them: q/k/v as one weight, gate/up as one (then q, k, v, gate, up are null).
+    std::unique_ptr<backend::Weight> qkv, gate_up;
     std::optional<int64_t> sliding_window;
   };
 

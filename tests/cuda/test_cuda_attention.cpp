@@ -696,7 +696,9 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
   run_and_check(make_problem({"decode e4m3 hd128 gqa8", 16, 2, 128, kE4M3, std::nullopt, 16}, decodes(12, 3000), rng));
   run_and_check(make_problem({"decode e5m2 hd64 gqa4 window1000", 8, 2, 64, kE5M2, 1000, 16}, decodes(6, 3000), rng));
   {
-    const Problem p = make_problem({"decode bf16 hd64 gqa4 ≤512", 8, 2, 64, kBf16, std::nullopt, 16}, decodes(8, 512), rng);
+    // Contexts within one partition: every row is finished by its one CTA, no partials.
+    const Problem p = make_problem({"decode bf16 hd64 gqa4 one partition", 8, 2, 64, kBf16, std::nullopt, 16},
+                                   decodes(8, cuda::kDecodePartition), rng);
     cuda::DeviceAttentionBatch b;
     b.num_seqs = int(p.seqs.size());
     b.num_rows = p.rows;

@@ -589,7 +589,8 @@ TEST(DeviceAllocator, SizeClasses) {
   EXPECT_EQ(A::size_class(4097), 5120u);
   EXPECT_EQ(A::size_class(size_t(1) << 20), size_t(1) << 20);
   EXPECT_EQ(A::size_class((size_t(1) << 20) + 1), (size_t(5) << 20) / 4);
-  EXPECT_EQ(A::size_class(size_t(3) << 29), size_t(3) << 29);  // 1.5 GiB is a class
+  EXPECT_EQ(A::size_class(size_t(3) << 27), size_t(3) << 27);  // 384 MiB: 2 MiB pages above 256 MiB
+  EXPECT_EQ(A::size_class((size_t(3) << 27) + 1), (size_t(3) << 27) + (size_t(2) << 20));
   for (size_t b : {size_t(1000), size_t(70000), size_t(123456789)}) {
     EXPECT_GE(A::size_class(b), b);
     EXPECT_LE(double(A::size_class(b)), 1.25 * double(b) + 512);

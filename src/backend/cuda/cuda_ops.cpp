@@ -4,6 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -184,10 +187,59 @@ struct CudaOps::Impl {
     Tensor out;
   };
   std::unordered_map<uint64_t, Graph> graphs;
+
+  // FP8LM_CUDA_PROFILE=1: each op is bracketed by two events (graphs off);
+  // their device times are summed per op and per size (decode rows ≤ 16 or
+  // more) whenever the stream is synchronized, and the table goes to stderr
+  // when the backend is destroyed. The events add ~2 µs of gap per op.
+  bool profile = false;
+  std::map<std::string, std::pair<double, int64_t>> op_seconds;
+  struct Pending {
+    std::string op;
+    cudaEvent_t start, end;
+  };
+  std::vector<Pending> pending;
+  std::vector<cudaEvent_t> spare_events;
+  cudaEvent_t event() {
+    if (!spare_events.empty()) {
+      cudaEvent_t e = spare_events.back();
+      spare_events.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    FP8LM_CUDA_CHECK(cudaEventCreate(&e));
+    return e;
+  }
+  // After a synchronization: fold the finished ops' times into op_seconds.
+  void collect_profile() {
+    for (Pending& p : pending) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, p.start, p.end) == cudaSuccess) {
+        auto& slot = op_seconds[p.op];
+        slot.first += double(ms) * 1e-3;
+        ++slot.second;
+      }
+      spare_events.push_back(p.start);
+      spare_events.push_back(p.end);
+    }
+    pending.clear();
+  }
   uint64_t replays = 0;
   bool capturing = false;
 
   ~Impl() {
+    if (profile) {
+      (void)cudaStreamSynchronize(stream);
+      collect_profile();
+    }
+    if (profile && !op_seconds.empty()) {
+      double total = 0;
+      for (const auto& [op, t] : op_seconds) total += t.first;
+      std::fprintf(stderr, "fp8lm: CUDA op profile (FP8LM_CUDA_PROFILE; device time per op, m = rows):\n");
+      for (const auto& [op, t] : op_seconds)
+        std::fprintf(stderr, "  %-34s %10.3f ms %8lld calls %9.2f us/call %5.1f%%\n", op.c_str(), t.first * 1e3,
+                     static_cast<long long>(t.second), t.first * 1e6 / double(t.second), 100.0 * t.first / total);
+    }
     drop_graphs();
     if (meta_host != nullptr) (void)cudaFreeHost(meta_host);
     if (host_out != nullptr) (void)cudaFreeHost(host_out);
@@ -211,6 +263,30 @@ struct CudaOps::Impl {
   }
 };
 
+// Times one op on the device when profiling (see Impl::profile).
+class OpTimer {
+ public:
+  OpTimer(CudaOps::Impl& m, const std::string& op, int64_t rows) : m_(m) {
+    if (!m_.profile) return;
+    op_ = op + (rows <= kMaxGemvRows ? " (m<=16)" : " (m>16)");
+    start_ = m_.event();
+    FP8LM_CUDA_CHECK(cudaEventRecord(start_, m_.stream));
+  }
+  ~OpTimer() {
+    if (!m_.profile) return;
+    cudaEvent_t end = m_.event();
+    (void)cudaEventRecord(end, m_.stream);
+    m_.pending.push_back({op_, start_, end});
+  }
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  CudaOps::Impl& m_;
+  std::string op_;
+  cudaEvent_t start_ = nullptr;
+};
+
 CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   const DeviceList list = list_devices();
   if (list.devices.empty()) throw Error("cuda: no CUDA device: " + list.unavailable_reason);
@@ -222,6 +298,9 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
                 ") is not a GPU this build runs on (it needs Hopper, sm_90)");
   FP8LM_CUDA_CHECK(cudaSetDevice(options.device));
   impl_->options = options;
+  const char* profile = std::getenv("FP8LM_CUDA_PROFILE");
+  impl_->profile = profile != nullptr && *profile != '\0' && *profile != '0';
+  if (impl_->profile) impl_->options.cuda_graphs = false;
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
 }
@@ -355,6 +434,57 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear(const cpu::LinearWeights
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));
   }
   return l;
+}
+
+std::unique_ptr<backend::Weight> CudaOps::upload_fused_linear(std::span<const cpu::LinearWeights> parts) {
+  if (parts.size() < 2) return nullptr;
+  const cpu::LinearWeights& first = parts[0];
+  int64_t n = 0;
+  bool any_bias = false;
+  for (const cpu::LinearWeights& p : parts) {
+    cpu::validate(p);
+    const bool same = p.k == first.k && p.storage == first.storage && p.is_fp8() == first.is_fp8() &&
+                      (!p.is_fp8() || (p.format == first.format && p.activation == first.activation &&
+                                       p.activation_group == first.activation_group &&
+                                       p.activation_scale_upper_bound == first.activation_scale_upper_bound &&
+                                       p.input_scale == first.input_scale &&
+                                       (p.scale_layout.granularity == Granularity::kBlock) ==
+                                           (first.scale_layout.granularity == Granularity::kBlock)));
+    if (!same) return nullptr;
+    if (p.is_fp8() && p.scale_layout.granularity == Granularity::kBlock &&
+        (p.n % 128 != 0 || !(p.scale_layout == ScaleLayout::block(128, 128))))
+      return nullptr;
+    if (p.is_fp8() && p.scale_layout.granularity != Granularity::kBlock &&
+        p.scale_layout.granularity != Granularity::kTensor && p.scale_layout.granularity != Granularity::kChannel)
+      return nullptr;
+    n += p.n;
+    any_bias = any_bias || !p.bias.empty();
+  }
+  // The concatenation on the host, then one ordinary upload.
+  cpu::LinearWeights f = first;
+  f.n = n;
+  const size_t elem = first.is_fp8() ? 1 : first.storage == cpu::WeightStorage::kF32 ? 4 : 2;
+  auto bytes = std::make_shared<std::vector<std::byte>>(size_t(n * first.k) * elem);
+  size_t at = 0;
+  f.scales.clear();
+  f.bias.clear();
+  for (const cpu::LinearWeights& p : parts) {
+    const size_t size = size_t(p.n * p.k) * elem;
+    std::memcpy(bytes->data() + at, p.data, size);
+    at += size;
+    if (p.is_fp8()) {
+      if (p.scale_layout.granularity == Granularity::kTensor) f.scales.insert(f.scales.end(), size_t(p.n), p.scales[0]);
+      else f.scales.insert(f.scales.end(), p.scales.begin(), p.scales.end());  // channel [n] or block rows
+    }
+    if (any_bias) {
+      if (p.bias.empty()) f.bias.insert(f.bias.end(), size_t(p.n), 0.0f);
+      else f.bias.insert(f.bias.end(), p.bias.begin(), p.bias.end());
+    }
+  }
+  if (first.is_fp8() && first.scale_layout.granularity != Granularity::kBlock) f.scale_layout = ScaleLayout::channel();
+  f.data = bytes->data();
+  f.owner = bytes;
+  return upload_linear(f);
 }
 
 std::unique_ptr<backend::KvCache> CudaOps::make_kv_cache(const backend::KvCacheShape& shape,
@@ -515,6 +645,7 @@ backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Ten
 // ---- ops --------------------------------------------------------------------------------------
 
 void CudaOps::embedding(const backend::Weight& table, Tensor out) {
+  OpTimer timer(*impl_, "embedding", out.rows);
   const EmbeddingWeight& e = as<EmbeddingWeight>(table, "embedding table");
   require_shape(out, impl_->batch.num_rows, e.dim, "embedding");
   if (e.fp8)
@@ -525,6 +656,7 @@ void CudaOps::embedding(const backend::Weight& table, Tensor out) {
 }
 
 void CudaOps::rms_norm(Tensor x, const backend::Weight& w, float eps, Tensor out) {
+  OpTimer timer(*impl_, "rms_norm", x.rows);
   const VectorWeight& g = as<VectorWeight>(w, "norm weight");
   require_shape(out, x.rows, x.cols, "rms_norm");
   if (g.size != x.cols) throw Error("cuda ops: rms_norm weight size does not match the row width");
@@ -532,6 +664,7 @@ void CudaOps::rms_norm(Tensor x, const backend::Weight& w, float eps, Tensor out
 }
 
 void CudaOps::add_rms_norm(Tensor h, Tensor delta, const backend::Weight& w, float eps, Tensor out) {
+  OpTimer timer(*impl_, "add_rms_norm", h.rows);
   const VectorWeight& g = as<VectorWeight>(w, "norm weight");
   require_shape(delta, h.rows, h.cols, "add_rms_norm");
   require_shape(out, h.rows, h.cols, "add_rms_norm");
@@ -540,6 +673,7 @@ void CudaOps::add_rms_norm(Tensor h, Tensor delta, const backend::Weight& w, flo
 }
 
 void CudaOps::head_rms_norm(Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {
+  OpTimer timer(*impl_, "head_rms_norm", x.rows);
   const VectorWeight& g = as<VectorWeight>(w, "head norm weight");
   if (head_dim <= 0 || x.cols % head_dim != 0 || g.size != head_dim)
     throw Error("cuda ops: head_rms_norm over heads of " + std::to_string(head_dim) + " does not fit rows of " +
@@ -548,11 +682,13 @@ void CudaOps::head_rms_norm(Tensor x, int64_t head_dim, const backend::Weight& w
 }
 
 void CudaOps::add(Tensor acc, Tensor x) {
+  OpTimer timer(*impl_, "add", acc.rows);
   require_shape(x, acc.rows, acc.cols, "add");
   cuda::add(B(acc), B(x), acc.rows * acc.cols, impl_->stream);
 }
 
 void CudaOps::rope_qk(Tensor q, Tensor k, int64_t head_dim, const model::RopeTable& rope) {
+  OpTimer timer(*impl_, "rope_qk", q.rows);
   if (rope.rotary_dim() != head_dim || q.cols % head_dim != 0 || k.cols % head_dim != 0 || q.rows != k.rows ||
       q.rows != impl_->batch.num_rows)
     throw Error("cuda ops: rope does not fit the tensors");
@@ -566,9 +702,32 @@ void CudaOps::rope_qk(Tensor q, Tensor k, int64_t head_dim, const model::RopeTab
 }
 
 void CudaOps::silu_mul(Tensor gate, Tensor up, Tensor out) {
+  OpTimer timer(*impl_, "silu_mul", gate.rows);
   require_shape(up, gate.rows, gate.cols, "silu_mul");
   require_shape(out, gate.rows, gate.cols, "silu_mul");
   cuda::silu_mul(B(gate), B(up), gate.rows * gate.cols, B(out), impl_->stream);
+}
+
+void CudaOps::silu_mul_fused(Tensor gate_up, Tensor out) {
+  OpTimer timer(*impl_, "silu_mul_fused", out.rows);
+  require_shape(gate_up, out.rows, 2 * out.cols, "silu_mul_fused");
+  cuda::silu_mul_fused(B(gate_up), out.rows, out.cols, B(out), impl_->stream);
+}
+
+void CudaOps::split_columns(Tensor x, std::span<const Tensor> parts) {
+  OpTimer timer(*impl_, "split_columns", x.rows);
+  if (parts.empty() || parts.size() > 4) throw Error("cuda ops: split_columns takes 1 to 4 parts");
+  ColumnSplit split;
+  split.count = int(parts.size());
+  int64_t cols = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    require_shape(parts[i], x.rows, parts[i].cols, "split_columns part");
+    split.out[i] = B(parts[i]);
+    split.width[i] = parts[i].cols;
+    cols += parts[i].cols;
+  }
+  if (cols != x.cols) throw Error("cuda ops: split_columns parts do not add up to the input's columns");
+  cuda::split_columns(B(x), x.rows, split, impl_->stream);
 }
 
 void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,
@@ -582,18 +741,24 @@ void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend:
   require_shape(out, q.rows, int64_t(params.num_heads) * params.head_dim, "attention out");
   Impl& m = *impl_;
   const int bs = c->shape_.block_size;
-  store_kv(B(k), B(v), m.batch, params.num_kv_heads, params.head_dim, bs, c->layers[size_t(layer)], m.stream);
+  {
+    OpTimer timer(m, "store_kv", q.rows);
+    store_kv(B(k), B(v), m.batch, params.num_kv_heads, params.head_dim, bs, c->layers[size_t(layer)], m.stream);
+  }
+  OpTimer timer(m, "attention", q.rows);
   const size_t ws = paged_attention_workspace_bytes(m.batch, params);
   void* workspace = ws > 0 ? m.take(ws) : nullptr;
   paged_attention(B(q), B(out), m.batch, params, bs, c->layers[size_t(layer)], workspace, ws, m.stream);
 }
 
 void CudaOps::gather_rows(Tensor x, Tensor out) {
+  OpTimer timer(*impl_, "gather_rows", out.rows);
   require_shape(out, int64_t(impl_->step.logit_rows.size()), x.cols, "gather_rows");
   cuda::gather_rows(B(x), x.cols, impl_->d_logit_rows, out.rows, B(out), impl_->stream, x.rows);
 }
 
 void CudaOps::to_host(Tensor x, std::span<float> out) {
+  OpTimer timer(*impl_, "to_host", x.rows);
   Impl& m = *impl_;
   if (m.capturing) throw Error("cuda ops: to_host inside a recorded step");
   if (out.size() != size_t(x.rows * x.cols)) throw Error("cuda ops: to_host size mismatch");
@@ -606,6 +771,7 @@ void CudaOps::to_host(Tensor x, std::span<float> out) {
   }
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(m.host_out, x.data, bytes, cudaMemcpyDeviceToHost, m.stream));
   FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (m.profile) m.collect_profile();
   const auto* h = static_cast<const uint16_t*>(m.host_out);
   for (size_t i = 0; i < out.size(); ++i) out[i] = fp8lm::bf16_to_float(h[i]);
 }
@@ -621,6 +787,10 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const int64_t m = x.rows;
   if (m == 0) return;
   const bf16* bias = w.bias ? w.bias.as<bf16>() : nullptr;
+  OpTimer timer(im,
+                std::string(!w.fp8 ? "linear bf16 " : w.activation == ActivationQuant::kNone ? "linear w8a16 " : "linear w8a8 ") +
+                    std::to_string(w.n) + "x" + std::to_string(w.k),
+                m);
 
   if (!w.fp8) {
     GemmArgs g;
@@ -650,6 +820,9 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     }
     a.bias = bias;
     a.y = B(y) + r0 * w.n;
+    // Start streaming weights while the kernel before finishes (Hopper PDL); the
+    // GEMV waits for it before reading x. Weights are never written by kernels.
+    a.programmatic_launch = true;
     const size_t ws = fp8_gemv_workspace_bytes(a);
     if (ws > 0) {
       im.ensure_gemv_workspace(ws);
@@ -678,11 +851,14 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const int64_t nscales = std::max<int64_t>(w.act_quant.scale_count(m, w.k), 1);
   auto* scales = static_cast<float*>(im.take(size_t(nscales) * sizeof(float)));
   const float* x_scales = scales;
+  {
+  OpTimer quant_timer(im, "  of which: quantize activations", m);
   if (w.act_quant.static_scale != nullptr) {
     quantize_fp8_static(B(x), m, w.k, w.act_quant.static_scale, codes, s);
     x_scales = w.act_quant.static_scale;
   } else {
     quantize_fp8_dynamic(B(x), m, w.k, w.act_quant, codes, scales, s);
+  }
   }
   if (m <= kMaxGemvRows || !w.gemm_possible) return gemv_all(codes, x_scales);
 

@@ -25,6 +25,17 @@ __global__ void broadcast_kernel(const float* scale, int64_t m, float* out) {
     out[i] = *scale;
 }
 
+__global__ void split_kernel(const __nv_bfloat16* x, int64_t rows, int64_t cols, ColumnSplit split) {
+  const int64_t total = rows * cols;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols;
+    int64_t c = i % cols;
+    int part = 0;
+    while (c >= split.width[part]) c -= split.width[part++];
+    split.out[part][r * split.width[part] + c] = x[i];
+  }
+}
+
 int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 132 * 16)); }
 
 }  // namespace
@@ -39,6 +50,15 @@ void dequantize_weight_bf16(const uint8_t* codes, const float* scales, WeightSca
 void broadcast_scale(const float* scale, int64_t m, float* out, cudaStream_t stream) {
   if (m <= 0) return;
   broadcast_kernel<<<grid_for(m), 256, 0, stream>>>(scale, m, out);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+void split_columns(const __nv_bfloat16* x, int64_t rows, const ColumnSplit& split, cudaStream_t stream) {
+  if (split.count < 1 || split.count > 4) throw Error("split_columns: 1 to 4 parts");
+  int64_t cols = 0;
+  for (int i = 0; i < split.count; ++i) cols += split.width[i];
+  if (rows <= 0 || cols <= 0) return;
+  split_kernel<<<grid_for(rows * cols), 256, 0, stream>>>(x, rows, cols, split);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 

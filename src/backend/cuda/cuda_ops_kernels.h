@@ -19,4 +19,13 @@ void dequantize_weight_bf16(const uint8_t* codes, const float* scales, WeightSca
 // cuBLASLt's outer-vector mode reads (next to per-channel weight scales).
 void broadcast_scale(const float* scale, int64_t m, float* out, cudaStream_t stream);
 
+// Splits each row of x [rows, Σ widths] into up to 4 outputs [rows, widths[i]]
+// (a fused projection's output into its parts). One launch.
+struct ColumnSplit {
+  int count = 0;
+  __nv_bfloat16* out[4] = {};
+  int64_t width[4] = {};
+};
+void split_columns(const __nv_bfloat16* x, int64_t rows, const ColumnSplit& split, cudaStream_t stream);
+
 }  // namespace fp8lm::cuda

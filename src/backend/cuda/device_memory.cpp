@@ -12,6 +12,11 @@ namespace fp8lm::cuda {
 size_t DeviceAllocator::size_class(size_t bytes) {
   constexpr size_t kSmall = 512;
   if (bytes <= 4096) return (bytes + kSmall - 1) / kSmall * kSmall;
+  // Large blocks are weights and the KV cache, allocated once and never
+  // recycled: a 25 % class would waste gigabytes (a 115 GB KV cache → 120 GB),
+  // so they are rounded to 2 MiB (the driver's page) only.
+  constexpr size_t kLarge = size_t(256) << 20, kPage = size_t(2) << 20;
+  if (bytes > kLarge) return (bytes + kPage - 1) / kPage * kPage;
   // Four classes per power of two: round up to a quarter of the power of two
   // just below the request.
   const size_t k = size_t(std::bit_width(bytes - 1)) - 1;  // 2^k < bytes <= 2^(k+1)

@@ -3,7 +3,7 @@
 //
 // Requests are rounded up to a size class (512 B granules below 4 KiB, then four
 // classes per power of two: 2^k, 1.25·2^k, 1.5·2^k, 1.75·2^k, so at most 25 %
-// of a block is padding). A freed block goes onto the free list of its
+// of a block is padding; above 256 MiB — weights, the KV cache — 2 MiB pages). A freed block goes onto the free list of its
 // (stream, class) and the next request of that class on that stream takes it
 // back without touching the driver. Reuse is stream-ordered: a block freed while
 // kernels on its stream may still read it is only handed out again on the same

@@ -1,0 +1,91 @@
+#include "cli/bench_common.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <ctime>
+#include <fstream>
+#include <random>
+
+#include "common/error.h"
+
+namespace fp8lm::cli {
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  }
+  return "unknown";
+}
+
+// /proc/loadavg's first three fields ("0.52 0.58 0.59"): how busy the machine was.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  if (!(in >> a >> b >> c)) return "unknown";
+  return a + " " + b + " " + c;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The weights' scheme in words: "BF16" or "FP8 <scheme> (n of m linear layers)".
+std::string weight_description(const engine::Runtime& rt) {
+  size_t quantized = 0;
+  std::string scheme;
+  for (const io::LinearLayerSpec& l : rt.spec().linears)
+    if (l.scheme.quantized && quantized++ == 0) scheme = l.scheme.describe();
+  if (quantized == 0) return std::string(name(rt.config().dtype));
+  // The tied lm_head counts as a linear layer, as in the load summary.
+  const size_t linears = rt.spec().linears.size() + (rt.config().tie_word_embeddings ? 1 : 0);
+  return "FP8 " + scheme + " (" + std::to_string(quantized) + " of " + std::to_string(linears) + " linear layers)";
+}
+
+// B deterministic prompts of I ids drawn uniformly from the vocabulary, never a
+// special token or an end-of-sequence id.
+std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t batch, int64_t input_len) {
+  // A model without a tokenizer (--load-format dummy) draws from the whole vocabulary.
+  const bool tok = rt.has_tokenizer();
+  const auto vocab = int64_t(std::min<uint64_t>(uint64_t(rt.config().vocab_size),
+                                                tok ? uint64_t(rt.tokenizer().vocab_size(true)) : UINT64_MAX));
+  std::vector<uint8_t> usable(static_cast<size_t>(vocab), 1);
+  for (int64_t id = 0; tok && id < vocab; ++id)
+    if (rt.tokenizer().is_special(uint32_t(id))) usable[size_t(id)] = 0;
+  for (int32_t id : rt.eos_ids())
+    if (id >= 0 && id < vocab) usable[size_t(id)] = 0;
+  std::vector<int32_t> pool;
+  for (int64_t id = 0; id < vocab; ++id)
+    if (usable[size_t(id)]) pool.push_back(int32_t(id));
+  if (pool.empty()) throw Error("bench: the vocabulary has no ordinary (non-special) token to build prompts from");
+  std::mt19937_64 rng(0x66703862656e6368ULL);  // fixed: the same prompts every run
+  std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch),
+                                           std::vector<int32_t>(static_cast<size_t>(input_len)));
+  for (auto& p : prompts)
+    for (int32_t& t : p) t = pool[pick(rng)];
+  return prompts;
+}
+
+void check_positive(const char* flag, int64_t v) {
+  if (v <= 0) throw Error(std::string(flag) + ": " + std::to_string(v) + " must be at least 1");
+}
+
+}  // namespace fp8lm::cli

@@ -1,0 +1,26 @@
+// What the benchmarks (bench latency, bench throughput) share: the synthetic
+// prompts they draw, how they describe the weights and the machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/runtime.h"
+
+namespace fp8lm::cli {
+
+// `batch` deterministic prompts of `input_len` ids drawn uniformly from the
+// vocabulary (fixed seed: the same prompts every run), never a special token or
+// an end-of-sequence id; a model without a tokenizer draws from the whole vocabulary.
+std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t batch, int64_t input_len);
+// "BF16" or "FP8 <scheme> (n of m linear layers)".
+std::string weight_description(const engine::Runtime& rt);
+std::string cpu_model();      // /proc/cpuinfo's model name
+std::string load_average();   // /proc/loadavg's first three fields
+std::string utc_now();        // ISO 8601
+double process_cpu_seconds();  // this process, every thread
+// Throws fp8lm::Error "FLAG: v must be at least 1" for v ≤ 0.
+void check_positive(const char* flag, int64_t v);
+
+}  // namespace fp8lm::cli

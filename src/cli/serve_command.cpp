@@ -1,0 +1,184 @@
+// `fp8lm serve MODEL`: an OpenAI-compatible HTTP server (server/server.h) over
+// the batched engine — /v1/completions, /v1/chat/completions (streaming or
+// not), /v1/models, /health, /metrics. The model and run flags are generate's;
+// the server's own flags follow vLLM's names. SIGINT / SIGTERM stop it
+// cleanly: requests in flight are cancelled, the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "cli/run_flags.h"
+#include "common/error.h"
+#include "engine/block_allocator.h"
+#include "engine/runtime.h"
+#include "io/model_spec.h"
+#include "server/server.h"
+
+namespace fp8lm::cli {
+namespace {
+
+struct ServeFlags {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::string served_model_name;
+  int64_t max_num_seqs = engine::SchedulerConfig{}.max_num_seqs;
+  int64_t max_num_batched_tokens = 0;  // 0: max(2048, max_num_seqs)
+  int64_t max_model_len = 0;
+  int64_t max_waiting = 0;
+  std::string reasoning_parser;
+  std::string chat_template;
+};
+
+// The CPU default when --kv-cache-tokens is not given: a cache of up to this
+// many bytes, at least one full context, at most max_num_seqs full contexts.
+constexpr double kCpuKvBudgetBytes = 256.0 * 1024 * 1024;
+
+int64_t default_cpu_kv_tokens(const io::ModelSpec& spec, int64_t max_model_len, int64_t max_num_seqs, int block_size) {
+  const ModelConfig& c = spec.config;
+  int64_t element = 2;  // BF16, the default
+  switch (spec.kv_cache().dtype) {
+    case KvCacheDType::kF32: element = 4; break;
+    case KvCacheDType::kFP8E4M3:
+    case KvCacheDType::kFP8E5M2: element = 1; break;
+    default: break;
+  }
+  const int64_t per_token = 2 * int64_t(c.num_hidden_layers) * c.num_key_value_heads * c.head_dim * element;
+  int64_t tokens = per_token > 0 ? int64_t(kCpuKvBudgetBytes / double(per_token)) : max_model_len;
+  tokens = std::min(tokens, max_num_seqs * max_model_len);
+  tokens = std::max(tokens, max_model_len);
+  return engine::blocks_for_tokens(tokens, block_size) * block_size;
+}
+
+// SIGINT / SIGTERM are blocked in every thread and taken by this one, which
+// stops the server (never from a signal handler: stop() takes locks).
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // before any other thread exists: all inherit it
+    signal(SIGPIPE, SIG_IGN);                    // a client gone: a failed write, not a dead server
+    thread_ = std::thread([this] {
+      const timespec tick{0, 100'000'000};
+      while (!done_) {
+        const int sig = sigtimedwait(&set_, nullptr, &tick);
+        if (sig < 0) continue;
+        std::fprintf(stderr, "\nfp8lm: %s: stopping the server\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        got_ = true;
+        std::lock_guard lock(m_);
+        if (server_ != nullptr) server_->stop();
+      }
+    });
+  }
+  ~SignalWatcher() {
+    done_ = true;
+    thread_.join();
+  }
+  void attach(server::Server* s) {
+    std::lock_guard lock(m_);
+    server_ = s;
+    if (s != nullptr && got_) s->stop();
+  }
+  bool signalled() const { return got_; }
+
+ private:
+  sigset_t set_{};
+  std::thread thread_;
+  std::atomic<bool> done_{false}, got_{false};
+  std::mutex m_;
+  server::Server* server_ = nullptr;
+};
+
+void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
+  server::ServerOptions o;
+  o.host = sf.host;
+  o.port = sf.port;
+  o.api_key = sf.api_key;
+  o.model_dir = mf.model;
+  o.served_model_name = sf.served_model_name;
+  if (o.served_model_name.empty()) {
+    std::filesystem::path p = std::filesystem::path(mf.model).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    o.served_model_name = p.filename().string();
+    if (o.served_model_name.empty() || o.served_model_name == ".") o.served_model_name = mf.model;
+  }
+  if (sf.max_num_seqs < 1) throw Error("--max-num-seqs: " + std::to_string(sf.max_num_seqs) + " must be at least 1");
+  o.scheduler.max_num_seqs = sf.max_num_seqs;
+  o.scheduler.max_num_batched_tokens =
+      sf.max_num_batched_tokens > 0 ? sf.max_num_batched_tokens
+                                    : std::max(engine::SchedulerConfig{}.max_num_batched_tokens, sf.max_num_seqs);
+  if (o.scheduler.max_num_batched_tokens < o.scheduler.max_num_seqs)
+    throw Error("--max-num-batched-tokens: " + std::to_string(o.scheduler.max_num_batched_tokens) +
+                " must be at least --max-num-seqs (" + std::to_string(o.scheduler.max_num_seqs) + ")");
+  o.scheduler.validate();
+  if (sf.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(sf.max_model_len) + " is negative");
+  if (sf.max_waiting < 0) throw Error("--max-waiting: " + std::to_string(sf.max_waiting) + " is negative");
+  o.max_model_len = sf.max_model_len;
+  o.max_waiting = sf.max_waiting;
+  o.reasoning = server::parse_reasoning_parser(sf.reasoning_parser);
+  o.chat_template = sf.chat_template;
+
+  engine::RuntimeOptions options = rf.options();
+  options.max_num_seqs = o.scheduler.max_num_seqs;
+  options.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
+  const io::LoadOverrides overrides = mf.overrides();
+  if (options.device == engine::Device::kCpu && options.kv_cache_tokens == 0) {
+    const io::ModelSpec spec = io::read_model_spec(mf.model, overrides);
+    const int64_t context = spec.config.max_position_embeddings;
+    const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, context) : context;
+    options.kv_cache_tokens = default_cpu_kv_tokens(spec, len, o.scheduler.max_num_seqs, options.block_size);
+  }
+
+  SignalWatcher signals;
+  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
+  print_load_summary(*rt, rf);
+  if (signals.signalled()) return;
+  server::Server srv(*rt, o);
+  const int port = srv.bind();
+  o.port = port;
+  signals.attach(&srv);
+  srv.serve();
+  signals.attach(nullptr);
+  std::fprintf(stderr, "fp8lm: server stopped\n");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  auto mf = add_model_flags(cmd);
+  auto rf = add_run_flags(cmd);
+  auto sf = std::make_shared<ServeFlags>();
+  cmd->add_option("--host", sf->host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+  cmd->add_option("--port", sf->port, "TCP port (default 8000; 0 = any free port, printed at start)");
+  cmd->add_option("--api-key", sf->api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1/* (also from $FP8LM_API_KEY)")
+      ->envname("FP8LM_API_KEY");
+  cmd->add_option("--served-model-name", sf->served_model_name,
+                  "The model name clients ask for (default: the model directory's name)");
+  cmd->add_option("--max-num-seqs", sf->max_num_seqs, "Requests running at once (default 256)");
+  cmd->add_option("--max-num-batched-tokens", sf->max_num_batched_tokens,
+                  "Tokens per engine step (default max(2048, --max-num-seqs)); long prompts are prefilled in chunks");
+  cmd->add_option("--max-model-len", sf->max_model_len,
+                  "Context per request, prompt + completion (default and maximum: the model's)");
+  cmd->add_option("--max-waiting", sf->max_waiting,
+                  "Requests waiting for a slot before new ones get 503 (default 4 × --max-num-seqs)");
+  cmd->add_option("--reasoning-parser", sf->reasoning_parser,
+                  "qwen3 or deepseek_r1: chat text between <think> and </think> goes to reasoning_content");
+  cmd->add_option("--chat-template", sf->chat_template, "A Jinja chat template file instead of the model's");
+  cmd->callback([mf, rf, sf] { run(*mf, *rf, *sf); });
+}
+
+}  // namespace fp8lm::cli

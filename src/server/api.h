@@ -1,0 +1,116 @@
+// The OpenAI API of `fp8lm serve`, apart from HTTP and the engine: request
+// bodies of /v1/completions and /v1/chat/completions parsed and checked (every
+// bad parameter named), errors in OpenAI's JSON shape, and the response bodies
+// (choices, usage, logprobs in the completions and the chat formats).
+// Everything here is pure, so tests/cpp/test_server_api.cpp checks it without
+// a model or a socket.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+
+namespace fp8lm::server {
+
+// Key order is kept: it shows in chat templates (tojson) and in responses.
+using Json = nlohmann::ordered_json;
+
+// An error for the client: HTTP status and OpenAI's error object.
+class ApiError : public std::runtime_error {
+ public:
+  // `param` names the request field at fault (empty: none); `type` defaults
+  // by status (invalid_request_error, authentication_error, …).
+  ApiError(int status, const std::string& message, std::string param = {}, std::string code = {},
+           std::string type = {});
+  int status() const { return status_; }
+  const std::string& param() const { return param_; }
+  const std::string& code() const { return code_; }
+  const std::string& type() const { return type_; }
+
+ private:
+  int status_;
+  std::string param_, code_, type_;
+};
+
+// {"error": {"message", "type", "param", "code"}} (param and code null when empty).
+Json error_body(const ApiError& e);
+
+// JSON text that never throws on bad UTF-8 (replaced with U+FFFD).
+std::string dump(const Json& j);
+
+// The body as a JSON object; 400 naming the problem otherwise.
+Json parse_body(std::string_view body);
+
+enum class Endpoint : uint8_t { kCompletions, kChat };
+
+// One prompt of /v1/completions: text, or token ids.
+struct PromptInput {
+  bool is_text = true;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+// A request as the client sent it, checked. Sampling fields are in `params`
+// except max_tokens, which depends on the prompt (resolve_max_tokens).
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;                  // empty: not given (the served model)
+  std::vector<PromptInput> prompts;   // completions: one or more
+  Json messages = Json::array();      // chat: content flattened to strings
+  bool add_generation_prompt = true;  // chat (vLLM's extension)
+  Json chat_template_kwargs = Json::object();
+  engine::SamplingParams params;      // max_tokens not set here
+  std::optional<int64_t> max_tokens;  // max_tokens, or chat's max_completion_tokens
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  int32_t logprobs = -1;              // -1: none; else alternatives per token (completions: logprobs, chat: top_logprobs)
+};
+
+inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr int32_t kMaxChoices = 128;
+
+// Throw ApiError(400) naming the parameter for a wrong type or value.
+ApiRequest parse_completion_request(const Json& body);
+ApiRequest parse_chat_request(const Json& body);
+
+// The max_tokens of one prompt of `prompt_tokens` tokens: as asked, else 16
+// for completions (OpenAI's default) and the rest of the context for chat,
+// capped by what the KV cache can hold. 400 when the prompt leaves no room,
+// or prompt + max_tokens is beyond `max_model_len`.
+int32_t resolve_max_tokens(const ApiRequest& r, int64_t prompt_tokens, int64_t max_model_len, int64_t cache_tokens);
+
+// ---- responses ---------------------------------------------------------------
+
+// One finished choice.
+struct ChoiceResult {
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<engine::SampleResult> logprobs;  // one per token when asked for
+  std::string finish_reason;                    // "stop" or "length"
+};
+
+// Token id -> its text, as `decode([id])` gives it.
+using TokenText = std::function<std::string(int32_t)>;
+
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+// Completions format: {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+// `offset` is where the first token's text starts in the choice's text (updated).
+Json completion_logprobs(const std::vector<engine::SampleResult>& lps, int32_t top_n, const TokenText& text,
+                         int64_t& offset);
+// Chat format: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+Json chat_logprobs(const std::vector<engine::SampleResult>& lps, int32_t top_n, const TokenText& text);
+
+// -9999 for -inf (JSON has no infinities), as vLLM.
+double json_logprob(float lp);
+
+}  // namespace fp8lm::server

@@ -1,0 +1,32 @@
+# ---- server: `fp8lm serve`, an OpenAI-compatible HTTP server over the engine ----
+# Included from src/CMakeLists.txt. fp8lm_server_api is the part without HTTP
+# (request parsing and checks, response bodies, reasoning split, metrics),
+# unit-tested on its own; fp8lm_server adds cpp-httplib and the engine thread.
+#
+# cpp-httplib: Debian's libcpp-httplib-dev (a compiled library, found through
+# pkg-config); else an upstream single-header httplib.h on the include path.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+pkg_check_modules(CPP_HTTPLIB IMPORTED_TARGET cpp-httplib)
+if(CPP_HTTPLIB_FOUND)
+  set(FP8LM_HTTPLIB PkgConfig::CPP_HTTPLIB)
+else()
+  find_path(FP8LM_HTTPLIB_INCLUDE_DIR httplib.h)
+  if(NOT FP8LM_HTTPLIB_INCLUDE_DIR)
+    message(FATAL_ERROR "cpp-httplib not found: install Debian's libcpp-httplib-dev (scripts/build.sh does)")
+  endif()
+  add_library(fp8lm_httplib INTERFACE)
+  target_include_directories(fp8lm_httplib SYSTEM INTERFACE ${FP8LM_HTTPLIB_INCLUDE_DIR})
+  target_link_libraries(fp8lm_httplib INTERFACE Threads::Threads)
+  set(FP8LM_HTTPLIB fp8lm_httplib)
+endif()
+
+add_library(fp8lm_server_api STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/api.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reasoning.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp)
+target_link_libraries(fp8lm_server_api PUBLIC fp8lm_engine nlohmann_json::nlohmann_json)
+
+add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp)
+target_link_libraries(fp8lm_server PUBLIC fp8lm_server_api fp8lm_runtime fp8lm_chat
+  PRIVATE ${FP8LM_HTTPLIB} Threads::Threads)

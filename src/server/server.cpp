@@ -1,0 +1,768 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "io/json_file.h"
+#include "server/api.h"
+#include "server/metrics.h"
+
+namespace fp8lm::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string random_id(const char* prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xffffffffULL));
+  return buf;
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < a.size(); ++i) diff |= unsigned(uint8_t(a[i]) ^ uint8_t(i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(dump(error_body(e)), "application/json");
+}
+
+void send_json(httplib::Response& res, const Json& j) {
+  res.status = 200;
+  res.set_content(dump(j), "application/json");
+}
+
+// eos_token_id of generation_config.json (an id or a list), when present.
+std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
+  std::vector<int32_t> ids;
+  const std::filesystem::path path = dir / "generation_config.json";
+  if (!std::filesystem::exists(path)) return ids;
+  try {
+    const nlohmann::json j = io::read_json_file(path);
+    const auto it = j.find("eos_token_id");
+    if (it == j.end()) return ids;
+    if (it->is_number_integer()) ids.push_back(it->get<int32_t>());
+    if (it->is_array())
+      for (const auto& v : *it)
+        if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fp8lm: warning: %s (ignored)\n", e.what());
+  }
+  return ids;
+}
+
+}  // namespace
+
+// One HTTP request in flight: its engine requests (one per choice) and the
+// events their callbacks produce, in order.
+struct Job {
+  struct Event {
+    size_t choice = 0;
+    engine::RequestOutput out;
+  };
+
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;
+  int64_t created = 0;
+  int32_t logprobs = -1;
+  bool include_usage = false;
+  size_t num_choices = 0;
+  int64_t prompt_tokens = 0;  // summed over the prompts (each counted once, whatever n)
+  Clock::time_point arrival;
+
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Event> events;          // guarded by m
+  size_t unfinished = 0;             // guarded by m
+  std::vector<engine::RequestId> ids;  // guarded by m
+  bool cancelled = false;            // guarded by m
+  std::string cancel_reason;         // guarded by m
+
+  // Engine thread only (the callbacks): per-choice token times for the metrics.
+  std::vector<Clock::time_point> last_token;
+  std::vector<uint8_t> got_token;
+};
+
+struct Server::Impl {
+  engine::Runtime& rt;
+  ServerOptions opt;
+  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<chat::ModelChatTemplate> chat_template;
+  std::string chat_template_error;  // why chat is unavailable
+  std::vector<int32_t> extra_eos;   // generation_config.json's EOS ids beyond config.json's
+  int64_t cache_tokens = 0;
+  int64_t created = unix_time();
+  ServerMetrics metrics;
+  httplib::Server http;
+
+  std::thread engine_thread;
+  std::mutex loop_m;
+  std::condition_variable loop_cv;
+  bool engine_quit = false;  // guarded by loop_m
+
+  std::mutex jobs_m;
+  std::unordered_set<std::shared_ptr<Job>> jobs;  // guarded by jobs_m
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> serving_done{false};
+  std::mutex stop_m;
+  std::condition_variable stop_cv;  // stopping or serving_done became true
+  bool bound = false;
+
+  Impl(engine::Runtime& runtime, ServerOptions o) : rt(runtime), opt(std::move(o)) {}
+
+  // ---- the engine thread -------------------------------------------------------
+
+  void wake_engine() {
+    { std::lock_guard lock(loop_m); }
+    loop_cv.notify_one();
+  }
+
+  void engine_loop() {
+    while (true) {
+      {
+        std::unique_lock lock(loop_m);
+        loop_cv.wait(lock, [&] { return engine_quit || engine->has_work(); });
+        if (engine_quit) return;
+      }
+      try {
+        engine->step();
+      } catch (const std::exception& e) {
+        // A bug, never the client's input (requests are checked before they are added).
+        std::fprintf(stderr, "fp8lm: internal error in an engine step: %s; cancelling every request\n", e.what());
+        cancel_all("internal error: " + std::string(e.what()));
+      }
+    }
+  }
+
+  // ---- jobs --------------------------------------------------------------------
+
+  void cancel_job(Job& job, const std::string& reason) {
+    std::vector<engine::RequestId> ids;
+    {
+      std::lock_guard lock(job.m);
+      if (job.cancelled) return;
+      job.cancelled = true;
+      job.cancel_reason = reason;
+      ids = job.ids;
+    }
+    for (const engine::RequestId id : ids) engine->cancel(id);
+    wake_engine();
+  }
+
+  void cancel_all(const std::string& reason) {
+    std::vector<std::shared_ptr<Job>> all;
+    {
+      std::lock_guard lock(jobs_m);
+      all.assign(jobs.begin(), jobs.end());
+    }
+    for (const auto& j : all) cancel_job(*j, reason);
+  }
+
+  void register_job(const std::shared_ptr<Job>& job) {
+    std::lock_guard lock(jobs_m);
+    if (stopping) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    jobs.insert(job);
+  }
+
+  void unregister_job(const std::shared_ptr<Job>& job) {
+    std::lock_guard lock(jobs_m);
+    jobs.erase(job);
+  }
+
+  // Called on the engine thread for every output of choice `c`.
+  void on_output(const std::shared_ptr<Job>& job, size_t c, const engine::RequestOutput& o) {
+    const auto now = Clock::now();
+    if (!o.new_tokens.empty()) {
+      if (!job->got_token[c]) metrics.observe_ttft(seconds(now - job->arrival));
+      else metrics.observe_inter_token(seconds(now - job->last_token[c]));
+      job->got_token[c] = 1;
+      job->last_token[c] = now;
+    }
+    if (o.finished)
+      metrics.observe_finished(seconds(now - job->arrival), o.prompt_tokens, o.completion_tokens,
+                               o.finish_reason == "cancelled" ? "abort" : o.finish_reason);
+    {
+      std::lock_guard lock(job->m);
+      job->events.push_back({c, o});
+      if (o.finished) --job->unfinished;
+    }
+    job->cv.notify_all();
+  }
+
+  // ---- requests ------------------------------------------------------------------
+
+  void check_model(const std::string& model) const {
+    if (!model.empty() && model != opt.served_model_name)
+      throw ApiError(404, "The model `" + model + "` does not exist (this server serves `" + opt.served_model_name + "`).",
+                     "model", "model_not_found");
+  }
+
+  std::string token_text(int32_t id) const {
+    const uint32_t u = uint32_t(id);
+    return rt.tokenizer().decode(std::span<const uint32_t>(&u, 1), /*skip_special_tokens=*/false);
+  }
+
+  std::vector<std::vector<int32_t>> prompts_of(const ApiRequest& r) const {
+    std::vector<std::vector<int32_t>> out;
+    const tokenizer::Tokenizer& tok = rt.tokenizer();
+    const int64_t vocab = rt.model().vocab_size();
+    const char* param = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+    if (r.endpoint == Endpoint::kChat) {
+      if (!chat_template) throw ApiError(400, chat_template_error, "messages");
+      chat::ChatInputs in;
+      in.messages = r.messages;
+      in.add_generation_prompt = r.add_generation_prompt;
+      in.kwargs = r.chat_template_kwargs;
+      std::string text;
+      try {
+        text = chat_template->render(in);
+      } catch (const Error& e) {
+        throw ApiError(400, std::string("the chat template could not render the messages: ") + e.what(), "messages");
+      }
+      // The template wrote every special token the model expects (as `fp8lm chat`).
+      const std::vector<uint32_t> ids = tok.encode(text, /*add_special_tokens=*/false);
+      out.emplace_back(ids.begin(), ids.end());
+    } else {
+      for (const PromptInput& p : r.prompts) {
+        if (p.is_text) {
+          const std::vector<uint32_t> ids = tok.encode(p.text, /*add_special_tokens=*/true);  // as `fp8lm generate`
+          out.emplace_back(ids.begin(), ids.end());
+        } else {
+          for (const int32_t id : p.ids)
+            if (id >= vocab)
+              throw ApiError(400, "prompt token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                      std::to_string(vocab), "prompt");
+          out.push_back(p.ids);
+        }
+      }
+    }
+    for (const auto& p : out)
+      if (p.empty()) throw ApiError(400, std::string("the ") + param + " is empty: there is nothing to generate from", param);
+    return out;
+  }
+
+  void handle_generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    const auto arrival = Clock::now();
+    const Json body = parse_body(req.body);
+    const ApiRequest r = endpoint == Endpoint::kChat ? parse_chat_request(body) : parse_completion_request(body);
+    check_model(r.model);
+    if (stopping) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    const std::vector<std::vector<int32_t>> prompts = prompts_of(r);
+    std::vector<int32_t> max_tokens;
+    for (const auto& p : prompts) max_tokens.push_back(resolve_max_tokens(r, int64_t(p.size()), opt.max_model_len, cache_tokens));
+
+    const size_t count = prompts.size() * size_t(r.n);
+    if (engine->num_waiting() + int64_t(count) > opt.max_waiting)
+      throw ApiError(503,
+                     "the server is overloaded: " + std::to_string(engine->num_waiting()) +
+                         " requests are waiting (limit " + std::to_string(opt.max_waiting) + ", --max-waiting); retry later",
+                     "", "", "server_overloaded");
+
+    auto job = std::make_shared<Job>();
+    job->endpoint = endpoint;
+    job->id = random_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+    job->created = unix_time();
+    job->logprobs = r.logprobs;
+    job->include_usage = r.include_usage;
+    job->num_choices = count;
+    job->unfinished = count;
+    job->arrival = arrival;
+    job->last_token.resize(count);
+    job->got_token.resize(count);
+    for (const auto& p : prompts) job->prompt_tokens += int64_t(p.size());
+
+    register_job(job);
+    // Until a streaming response owns the job, leaving this function ends it.
+    struct Owner {
+      Impl& s;
+      std::shared_ptr<Job> job;
+      bool handed_over = false;
+      ~Owner() {
+        if (handed_over) return;
+        bool unfinished = false;
+        {
+          std::lock_guard lock(job->m);
+          unfinished = job->unfinished > 0;
+        }
+        if (unfinished) s.cancel_job(*job, "the request ended");
+        s.unregister_job(job);
+      }
+    } owner{*this, job};
+
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      for (int32_t j = 0; j < r.n; ++j) {
+        const size_t c = p * size_t(r.n) + size_t(j);
+        engine::Request er;
+        er.prompt = prompts[p];
+        er.params = r.params;
+        er.params.max_tokens = max_tokens[p];
+        if (er.params.seed && j > 0) er.params.seed = *er.params.seed + uint64_t(j);  // n choices differ, reproducibly
+        if (!er.params.ignore_eos)
+          for (const int32_t id : extra_eos)
+            if (std::find(er.params.stop_token_ids.begin(), er.params.stop_token_ids.end(), id) == er.params.stop_token_ids.end())
+              er.params.stop_token_ids.push_back(id);
+        er.logprobs = r.logprobs;
+        er.on_output = [this, job, c](const engine::RequestOutput& o) { on_output(job, c, o); };
+        engine::RequestId id = 0;
+        try {
+          id = engine->add_request(std::move(er));
+        } catch (const Error& e) {
+          throw ApiError(400, e.what(), endpoint == Endpoint::kChat ? "messages" : "prompt");
+        }
+        bool cancel_now = false;
+        {
+          std::lock_guard lock(job->m);
+          job->ids.push_back(id);
+          cancel_now = job->cancelled;
+        }
+        if (cancel_now) engine->cancel(id);
+      }
+    }
+    wake_engine();
+
+    if (!r.stream) {
+      {
+        std::unique_lock lock(job->m);
+        job->cv.wait(lock, [&] { return job->unfinished == 0; });
+      }
+      send_json(res, whole_response(*job));
+      return;
+    }
+    start_stream(res, job);
+    owner.handed_over = true;
+  }
+
+  // ---- whole responses -------------------------------------------------------------
+
+  Json whole_response(Job& job) {
+    std::vector<ChoiceResult> choices(job.num_choices);
+    std::string cancelled;
+    {
+      std::lock_guard lock(job.m);
+      for (Job::Event& e : job.events) {
+        ChoiceResult& c = choices[e.choice];
+        c.text += e.out.text;
+        c.tokens.insert(c.tokens.end(), e.out.new_tokens.begin(), e.out.new_tokens.end());
+        for (auto& lp : e.out.logprobs) c.logprobs.push_back(std::move(lp));
+        if (e.out.finished) c.finish_reason = e.out.finish_reason;
+      }
+      job.events.clear();
+      cancelled = job.cancel_reason;
+    }
+    for (const ChoiceResult& c : choices)
+      if (c.finish_reason == "cancelled") {
+        if (cancelled.rfind("internal error", 0) == 0) throw ApiError(500, cancelled, "", "", "server_error");
+        throw ApiError(503, "the request was cancelled: " + (cancelled.empty() ? std::string("the server is shutting down") : cancelled),
+                       "", "", "server_error");
+      }
+    const TokenText text = [this](int32_t id) { return token_text(id); };
+    Json out = Json::object();
+    out["id"] = job.id;
+    out["object"] = job.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion";
+    out["created"] = job.created;
+    out["model"] = opt.served_model_name;
+    Json list = Json::array();
+    int64_t completion_tokens = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      ChoiceResult& c = choices[i];
+      completion_tokens += int64_t(c.tokens.size());
+      Json choice = Json::object();
+      choice["index"] = i;
+      if (job.endpoint == Endpoint::kChat) {
+        ReasoningSplitter split(opt.reasoning);
+        ReasoningSplitter::Delta d = split.push(c.text);
+        const ReasoningSplitter::Delta tail = split.finish();
+        d.reasoning += tail.reasoning;
+        d.content += tail.content;
+        Json message = Json::object();
+        message["role"] = "assistant";
+        message["content"] = d.content;
+        if (opt.reasoning != ReasoningParser::kNone)
+          message["reasoning_content"] = d.reasoning.empty() ? Json(nullptr) : Json(d.reasoning);
+        choice["message"] = std::move(message);
+        choice["logprobs"] = job.logprobs >= 0 ? chat_logprobs(c.logprobs, job.logprobs, text) : Json(nullptr);
+      } else {
+        choice["text"] = c.text;
+        int64_t offset = 0;
+        choice["logprobs"] = job.logprobs >= 0 ? completion_logprobs(c.logprobs, job.logprobs, text, offset) : Json(nullptr);
+      }
+      choice["finish_reason"] = c.finish_reason;
+      list.push_back(std::move(choice));
+    }
+    out["choices"] = std::move(list);
+    out["usage"] = usage_json(job.prompt_tokens, completion_tokens);
+    return out;
+  }
+
+  // ---- streams -----------------------------------------------------------------------
+
+  struct StreamState {
+    bool started = false;
+    std::vector<ReasoningSplitter> splitters;  // chat: one per choice
+    std::vector<int64_t> offsets;              // completions logprobs: text offset per choice
+    int64_t completion_tokens = 0;
+  };
+
+  Json chunk_base(const Job& job) const {
+    Json j = Json::object();
+    j["id"] = job.id;
+    j["object"] = job.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
+    j["created"] = job.created;
+    j["model"] = opt.served_model_name;
+    return j;
+  }
+
+  static std::string event(const Json& j) { return "data: " + dump(j) + "\n\n"; }
+
+  std::string chunk(const Job& job, size_t index, Json choice_fields) const {
+    Json j = chunk_base(job);
+    Json choice = Json::object();
+    choice["index"] = index;
+    for (auto it = choice_fields.begin(); it != choice_fields.end(); ++it) choice[it.key()] = it.value();
+    j["choices"] = Json::array({std::move(choice)});
+    if (job.include_usage) j["usage"] = nullptr;
+    return event(j);
+  }
+
+  // The server-sent events for one engine output (possibly none).
+  std::string events_for(Job& job, StreamState& st, Job::Event& e) {
+    const engine::RequestOutput& o = e.out;
+    st.completion_tokens += int64_t(o.new_tokens.size());
+    if (o.finish_reason == "cancelled") return {};  // handled by the caller
+    const bool with_lp = job.logprobs >= 0 && !o.logprobs.empty();
+    const TokenText text = [this](int32_t id) { return token_text(id); };
+    Json fields = Json::object();
+    if (job.endpoint == Endpoint::kChat) {
+      ReasoningSplitter::Delta d = st.splitters[e.choice].push(o.text);
+      if (o.finished) {
+        const ReasoningSplitter::Delta tail = st.splitters[e.choice].finish();
+        d.reasoning += tail.reasoning;
+        d.content += tail.content;
+      }
+      if (d.content.empty() && d.reasoning.empty() && !o.finished && !with_lp) return {};
+      Json delta = Json::object();
+      if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+      if (!d.content.empty()) delta["content"] = d.content;
+      fields["delta"] = std::move(delta);
+      fields["logprobs"] = with_lp ? chat_logprobs(o.logprobs, job.logprobs, text) : Json(nullptr);
+    } else {
+      if (o.text.empty() && !o.finished && !with_lp) return {};
+      fields["text"] = o.text;
+      fields["logprobs"] = with_lp ? completion_logprobs(o.logprobs, job.logprobs, text, st.offsets[e.choice]) : Json(nullptr);
+    }
+    fields["finish_reason"] = o.finished ? Json(o.finish_reason) : Json(nullptr);
+    return chunk(job, e.choice, std::move(fields));
+  }
+
+  void start_stream(httplib::Response& res, const std::shared_ptr<Job>& job) {
+    auto st = std::make_shared<StreamState>();
+    st->offsets.assign(job->num_choices, 0);
+    for (size_t i = 0; i < job->num_choices; ++i) st->splitters.emplace_back(opt.reasoning);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, st](size_t, httplib::DataSink& sink) -> bool {
+          std::string out;
+          if (!st->started) {
+            st->started = true;
+            if (job->endpoint == Endpoint::kChat)
+              for (size_t i = 0; i < job->num_choices; ++i)
+                out += chunk(*job, i, Json{{"delta", Json{{"role", "assistant"}, {"content", ""}}},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", nullptr}});
+          }
+          std::deque<Job::Event> events;
+          bool all_done = false;
+          std::string cancel_reason;
+          {
+            std::unique_lock lock(job->m);
+            if (out.empty()) job->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !job->events.empty(); });
+            events.swap(job->events);
+            all_done = job->unfinished == 0;
+            cancel_reason = job->cancel_reason;
+          }
+          bool cancelled = false;
+          for (Job::Event& e : events) {
+            cancelled = cancelled || e.out.finish_reason == "cancelled";
+            out += events_for(*job, *st, e);
+          }
+          if (all_done) {
+            if (cancelled) {
+              const bool internal = cancel_reason.rfind("internal error", 0) == 0;
+              out += event(error_body(ApiError(internal ? 500 : 503,
+                                               "the request was cancelled: " +
+                                                   (cancel_reason.empty() ? std::string("the server is shutting down") : cancel_reason),
+                                               "", "", "server_error")));
+            }
+            if (job->include_usage) {
+              Json j = chunk_base(*job);
+              j["choices"] = Json::array();
+              j["usage"] = usage_json(job->prompt_tokens, st->completion_tokens);
+              out += event(j);
+            }
+            out += "data: [DONE]\n\n";
+          }
+          // A failed write is a client gone: returning false ends the response
+          // and the releaser below cancels the engine requests.
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          if (all_done) sink.done();
+          return true;
+        },
+        [this, job](bool /*success*/) {
+          bool unfinished = false;
+          {
+            std::lock_guard lock(job->m);
+            unfinished = job->unfinished > 0;
+          }
+          if (unfinished) cancel_job(*job, "the client disconnected");
+          unregister_job(job);
+        });
+  }
+
+  // ---- other endpoints -------------------------------------------------------------
+
+  Json model_card() const {
+    Json m = Json::object();
+    m["id"] = opt.served_model_name;
+    m["object"] = "model";
+    m["created"] = created;
+    m["owned_by"] = "fp8lm";
+    m["root"] = opt.model_dir.string();
+    m["parent"] = nullptr;
+    m["max_model_len"] = opt.max_model_len;
+    return m;
+  }
+
+  std::string render_metrics() const {
+    EngineGauges g;
+    g.running = engine->num_running();
+    g.waiting = engine->num_waiting();
+    const int64_t total = engine->kv_blocks_total();
+    g.kv_cache_usage = total > 0 ? double(engine->kv_blocks_used()) / double(total) : 0.0;
+    g.preemptions = engine->num_preemptions();
+    return metrics.render(g, opt.served_model_name);
+  }
+
+  // Runs `body`, turning every exception into an OpenAI error response.
+  template <typename F>
+  void guarded(httplib::Response& res, F&& body) {
+    try {
+      body();
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const Error& e) {
+      send_error(res, ApiError(400, e.what()));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fp8lm: internal error handling a request: %s\n", e.what());
+      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
+    }
+  }
+
+  void routes() {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (opt.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string prefix = "Bearer ";
+      if (auth.rfind(prefix, 0) == 0 && same_secret(auth.substr(prefix.size()), opt.api_key))
+        return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, ApiError(401,
+                               auth.empty() ? "You didn't provide an API key: send it as 'Authorization: Bearer KEY'."
+                                            : "Incorrect API key provided.",
+                               "", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string what = req.method + " " + req.path;
+      if (res.status == 404) send_error(res, ApiError(404, "Not found: " + what, "", "not_found"));
+      else if (res.status == 413) send_error(res, ApiError(413, "the request body is too large"));
+      else send_error(res, ApiError(res.status, "HTTP error " + std::to_string(res.status) + " for " + what));
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      std::fprintf(stderr, "fp8lm: internal error handling a request: %s\n", what.c_str());
+      send_error(res, ApiError(500, "internal error: " + what, "", "", "server_error"));
+    });
+
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (stopping) send_error(res, ApiError(503, "the server is shutting down", "", "", "server_error"));
+      else send_json(res, Json{{"status", "ok"}});
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      send_json(res, Json{{"object", "list"}, {"data", Json::array({model_card()})}});
+    });
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::string name = req.matches[1];
+        if (name != opt.served_model_name) check_model(name);
+        send_json(res, model_card());
+      });
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] { handle_generate(req, res, Endpoint::kCompletions); });
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] { handle_generate(req, res, Endpoint::kChat); });
+    });
+  }
+};
+
+Server::Server(engine::Runtime& runtime, ServerOptions options)
+    : impl_(std::make_unique<Impl>(runtime, std::move(options))) {
+  Impl& s = *impl_;
+  ServerOptions& o = s.opt;
+  (void)runtime.tokenizer();  // a model without tokenizer.json (--load-format dummy) stops here, saying so
+  const int64_t context = runtime.config().max_position_embeddings;
+  if (o.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(o.max_model_len) + " is negative");
+  if (o.max_model_len > context)
+    throw Error("--max-model-len: " + std::to_string(o.max_model_len) + " is beyond the model's context of " +
+                std::to_string(context) + " tokens");
+  if (o.max_model_len == 0) o.max_model_len = context;
+  o.scheduler.validate();
+  if (o.max_waiting < 0) throw Error("--max-waiting: " + std::to_string(o.max_waiting) + " is negative");
+  if (o.max_waiting == 0) o.max_waiting = 4 * o.scheduler.max_num_seqs;
+  if (o.port < 0 || o.port > 65535) throw Error("--port: " + std::to_string(o.port) + " is not a TCP port");
+  if (o.served_model_name.empty()) throw Error("--served-model-name: must not be empty");
+  s.cache_tokens = runtime.blocks().num_total() * runtime.block_size();
+
+  try {
+    if (!o.chat_template.empty()) {
+      std::ifstream in(o.chat_template, std::ios::binary);
+      if (!in) throw Error("--chat-template: cannot read " + o.chat_template.string());
+      std::string src((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const tokenizer::Tokenizer& tok = runtime.tokenizer();
+      s.chat_template = std::make_unique<chat::ModelChatTemplate>(
+          std::map<std::string, std::string>{{"default", src}}, tok.bos() ? tok.bos()->content : std::string(),
+          tok.eos() ? tok.eos()->content : std::string());
+    } else {
+      s.chat_template = std::make_unique<chat::ModelChatTemplate>(chat::ModelChatTemplate::load(o.model_dir));
+    }
+  } catch (const Error& e) {
+    if (!o.chat_template.empty()) throw;
+    s.chat_template_error = std::string("this model has no chat template, so /v1/chat/completions cannot render "
+                                        "messages (give one with --chat-template): ") + e.what();
+  }
+  for (const int32_t id : generation_config_eos(o.model_dir))
+    if (std::find(runtime.eos_ids().begin(), runtime.eos_ids().end(), id) == runtime.eos_ids().end())
+      s.extra_eos.push_back(id);
+
+  s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler);
+  // Every connection holds a handler thread while it is open (keep-alive):
+  // room for every running and waiting request, and a few more.
+  const auto threads = size_t(std::clamp<int64_t>(o.scheduler.max_num_seqs + o.max_waiting + 16, 64, 1024));
+  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.http.set_payload_max_length(64u << 20);
+  s.http.set_tcp_nodelay(true);
+  s.routes();
+}
+
+Server::~Server() {
+  stop();
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.loop_m);
+    s.engine_quit = true;
+  }
+  s.loop_cv.notify_all();
+  if (s.engine_thread.joinable()) s.engine_thread.join();
+}
+
+int Server::bind() {
+  Impl& s = *impl_;
+  int port = s.opt.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.opt.host);
+    if (port < 0) throw Error("cannot listen on " + s.opt.host + " (any port)");
+  } else if (!s.http.bind_to_port(s.opt.host, port)) {
+    throw Error("cannot listen on " + s.opt.host + ":" + std::to_string(port) +
+                " (in use, or not an address of this machine; --host / --port)");
+  }
+  s.bound = true;
+  s.opt.port = port;
+  return port;
+}
+
+void Server::serve() {
+  Impl& s = *impl_;
+  if (!s.bound) bind();
+  s.engine_thread = std::thread([&s] { s.engine_loop(); });
+  if (!s.opt.quiet)
+    std::fprintf(stderr, "fp8lm: serving %s as '%s' on http://%s:%d (max %lld running, %lld waiting; context %lld)\n",
+                 s.opt.model_dir.string().c_str(), s.opt.served_model_name.c_str(), s.opt.host.c_str(), s.opt.port,
+                 static_cast<long long>(s.opt.scheduler.max_num_seqs), static_cast<long long>(s.opt.max_waiting),
+                 static_cast<long long>(s.opt.max_model_len));
+  // httplib's stop() does nothing before listen has started, so a stop that
+  // comes early is applied by this thread as soon as it can be.
+  std::thread stopper([&s] {
+    {
+      std::unique_lock lock(s.stop_m);
+      s.stop_cv.wait(lock, [&] { return s.stopping || s.serving_done; });
+    }
+    while (!s.serving_done) {
+      if (s.http.is_running()) {
+        s.http.stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  if (!s.stopping) s.http.listen_after_bind();
+  {
+    std::lock_guard lock(s.stop_m);
+    s.serving_done = true;
+  }
+  s.stop_cv.notify_all();
+  stopper.join();
+  {
+    std::lock_guard lock(s.loop_m);
+    s.engine_quit = true;
+  }
+  s.loop_cv.notify_all();
+  s.engine_thread.join();
+}
+
+void Server::stop() {
+  Impl& s = *impl_;
+  if (s.stopping.exchange(true)) return;
+  s.cancel_all("the server is shutting down");
+  { std::lock_guard lock(s.stop_m); }
+  s.stop_cv.notify_all();
+}
+
+}  // namespace fp8lm::server

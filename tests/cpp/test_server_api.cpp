@@ -1,0 +1,508 @@
+// The OpenAI API layer of `fp8lm serve` (src/server/api.h, reasoning.h,
+// metrics.h) without HTTP: every request shape both endpoints accept, every
+// bad parameter refused with a 400 that names it, the error body's shape,
+// max_tokens against the context, the response formats of logprobs, the
+// <think> split in whole texts and in every streaming split, the Prometheus
+// text; and the engine's per-token logprobs the API reports.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "cpp/model_fixtures.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "server/api.h"
+#include "server/metrics.h"
+#include "server/reasoning.h"
+
+namespace fp8lm::test {
+namespace {
+
+using server::ApiError;
+using server::ApiRequest;
+using server::Json;
+
+Json body(const std::string& text) { return server::parse_body(text); }
+
+// The ApiError a call throws (fails the test when it throws none).
+template <typename F>
+ApiError error_of(F&& f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ApiError thrown";
+  return ApiError(0, "none");
+}
+
+ApiError completion_error(const std::string& text) {
+  return error_of([&] { server::parse_completion_request(body(text)); });
+}
+ApiError chat_error(const std::string& text) {
+  return error_of([&] { server::parse_chat_request(body(text)); });
+}
+
+// ---- bodies and errors ----------------------------------------------------------
+
+TEST(ServerApi, BodyMustBeAJsonObject) {
+  for (const char* bad : {"", "{", "{\"prompt\": }", "[1, 2]", "\"text\"", "42", "{\"a\": 1} trailing",
+                          "{\"prompt\": 1e999}", "{\"prompt\": \"\xff\"}"}) {
+    const ApiError e = error_of([&] { server::parse_body(bad); });
+    EXPECT_EQ(e.status(), 400) << bad;
+    EXPECT_EQ(e.type(), "invalid_request_error");
+  }
+  EXPECT_TRUE(server::parse_body("{\"prompt\": \"x\"}").is_object());
+}
+
+TEST(ServerApi, ErrorBodyHasOpenAIsShape) {
+  const Json b = server::error_body(ApiError(400, "temperature must be >= 0", "temperature"));
+  ASSERT_TRUE(b.contains("error"));
+  const Json& e = b["error"];
+  EXPECT_EQ(e["message"], "temperature must be >= 0");
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_EQ(e["param"], "temperature");
+  EXPECT_TRUE(e["code"].is_null());
+  const Json auth = server::error_body(ApiError(401, "no key", "", "invalid_api_key"));
+  EXPECT_TRUE(auth["error"]["param"].is_null());
+  EXPECT_EQ(auth["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(auth["error"]["type"], "authentication_error");
+  EXPECT_EQ(ApiError(404, "x").type(), "invalid_request_error");
+  EXPECT_EQ(ApiError(500, "x").type(), "server_error");
+  // Field order as OpenAI's.
+  std::vector<std::string> keys;
+  for (auto it = e.begin(); it != e.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"message", "type", "param", "code"}));
+}
+
+TEST(ServerApi, DumpNeverThrowsOnBadUtf8) {
+  Json j = Json::object();
+  j["text"] = std::string("ok \xff\xfe end");
+  std::string out;
+  EXPECT_NO_THROW(out = server::dump(j));
+  EXPECT_NE(out.find("ok "), std::string::npos);
+  EXPECT_NE(out.find("\xEF\xBF\xBD"), std::string::npos);  // U+FFFD
+}
+
+// ---- /v1/completions -------------------------------------------------------------
+
+TEST(ServerApi, CompletionPromptShapes) {
+  ApiRequest r = server::parse_completion_request(body(R"({"model": "m", "prompt": "Once upon"})"));
+  EXPECT_EQ(r.endpoint, server::Endpoint::kCompletions);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_text);
+  EXPECT_EQ(r.prompts[0].text, "Once upon");
+
+  r = server::parse_completion_request(body(R"({"prompt": ["a", "b", "c"]})"));
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[2].text, "c");
+  EXPECT_TRUE(r.model.empty());
+
+  r = server::parse_completion_request(body(R"({"prompt": [5, 6, 7]})"));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_FALSE(r.prompts[0].is_text);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{5, 6, 7}));
+
+  r = server::parse_completion_request(body(R"({"prompt": [[1, 2], [3]]})"));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].ids, (std::vector<int32_t>{3}));
+
+  r = server::parse_completion_request(body(R"({"prompt": ["text", [9, 10]]})"));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_TRUE(r.prompts[0].is_text);
+  EXPECT_FALSE(r.prompts[1].is_text);
+}
+
+TEST(ServerApi, CompletionPromptErrorsNameThePrompt) {
+  for (const char* bad : {R"({})", R"({"prompt": null})", R"({"prompt": 5})", R"({"prompt": []})",
+                          R"({"prompt": [[]]})", R"({"prompt": [1, "a"]})", R"({"prompt": [-1]})",
+                          R"({"prompt": [1.5]})", R"({"prompt": [{"a": 1}]})", R"({"prompt": [[1, 2], 3]})",
+                          R"({"prompt": [4294967296]})", R"({"prompt": {"text": "a"}})"}) {
+    const ApiError e = completion_error(bad);
+    EXPECT_EQ(e.status(), 400) << bad;
+    EXPECT_EQ(e.param(), "prompt") << bad;
+  }
+}
+
+TEST(ServerApi, SamplingParametersAreRead) {
+  const ApiRequest r = server::parse_completion_request(body(R"({
+    "prompt": "x", "max_tokens": 7, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
+    "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "seed": 1234,
+    "stop": ["\n\n", "END"], "n": 3, "logprobs": 2, "ignore_eos": true, "stream": true,
+    "stream_options": {"include_usage": true}, "stop_token_ids": [2], "user": "ignored"})"));
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.1f);
+  ASSERT_TRUE(r.params.seed.has_value());
+  EXPECT_EQ(*r.params.seed, 1234u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int32_t>{2}));
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.logprobs, 2);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+
+  const ApiRequest d = server::parse_completion_request(body(R"({"prompt": "x", "stop": "END", "temperature": null})"));
+  EXPECT_EQ(d.params.stop, (std::vector<std::string>{"END"}));
+  EXPECT_FALSE(d.max_tokens.has_value());
+  EXPECT_EQ(d.logprobs, -1);
+  EXPECT_EQ(d.n, 1);
+  EXPECT_FALSE(d.stream);
+  EXPECT_FLOAT_EQ(d.params.temperature, 1.0f);  // null = not given
+  // 2.0 is an integer to JSON-from-Python's eyes.
+  EXPECT_EQ(server::parse_completion_request(body(R"({"prompt": "x", "n": 2.0})")).n, 2);
+}
+
+TEST(ServerApi, BadParametersAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("temperature": -0.1)", "temperature"},
+      {R"("temperature": "hot")", "temperature"},
+      {R"("top_p": 0)", "top_p"},
+      {R"("top_p": 1.5)", "top_p"},
+      {R"("top_k": -2)", "top_k"},
+      {R"("top_k": 1.5)", "top_k"},
+      {R"("min_p": 1.5)", "min_p"},
+      {R"("presence_penalty": 2.5)", "presence_penalty"},
+      {R"("frequency_penalty": -3)", "frequency_penalty"},
+      {R"("repetition_penalty": 0)", "repetition_penalty"},
+      {R"("max_tokens": 0)", "max_tokens"},
+      {R"("max_tokens": -5)", "max_tokens"},
+      {R"("max_tokens": "10")", "max_tokens"},
+      {R"("n": 0)", "n"},
+      {R"("n": 1000)", "n"},
+      {R"("n": 2.5)", "n"},
+      {R"("seed": "abc")", "seed"},
+      {R"("seed": 1.5)", "seed"},
+      {R"("stop": 5)", "stop"},
+      {R"("stop": ["a", 5])", "stop"},
+      {R"("stop": [""])", "stop"},
+      {R"("stream": "yes")", "stream"},
+      {R"("stream_options": {"include_usage": true})", "stream_options"},
+      {R"("stream": true, "stream_options": 5)", "stream_options"},
+      {R"("logprobs": 21)", "logprobs"},
+      {R"("logprobs": -1)", "logprobs"},
+      {R"("logprobs": true)", "logprobs"},
+      {R"("ignore_eos": 1)", "ignore_eos"},
+      {R"("echo": true)", "echo"},
+      {R"("best_of": 3)", "best_of"},
+      {R"("logit_bias": {"5": 10})", "logit_bias"},
+      {R"("suffix": "end")", "suffix"},
+      {R"("stop_token_ids": [-1])", "stop_token_ids"},
+      {R"("model": 5)", "model"},
+      {R"("response_format": {"type": "json_object"})", "response_format"},
+  };
+  for (const auto& [field, param] : cases) {
+    const std::string text = R"({"prompt": "x", )" + field + "}";
+    const ApiError e = completion_error(text);
+    EXPECT_EQ(e.status(), 400) << text;
+    EXPECT_EQ(e.param(), param) << text;
+    EXPECT_NE(std::string(e.what()).find(param), std::string::npos) << e.what();
+  }
+  // Accepted "off" values of unsupported features.
+  EXPECT_NO_THROW(server::parse_completion_request(body(R"({"prompt": "x", "echo": false, "logit_bias": {}, "best_of": 1})")));
+}
+
+// ---- /v1/chat/completions --------------------------------------------------------
+
+TEST(ServerApi, ChatMessages) {
+  const ApiRequest r = server::parse_chat_request(body(R"({"model": "m", "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]},
+      {"role": "assistant", "content": null, "name": "bot"}],
+      "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3,
+      "chat_template_kwargs": {"enable_thinking": false}, "add_generation_prompt": false})"));
+  EXPECT_EQ(r.endpoint, server::Endpoint::kChat);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1]["content"], "Hello\nthere");
+  EXPECT_TRUE(r.messages[2]["content"].is_null());
+  EXPECT_EQ(r.messages[2]["name"], "bot");
+  EXPECT_EQ(r.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_EQ(r.logprobs, 3);
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_FALSE(r.add_generation_prompt);
+
+  EXPECT_EQ(server::parse_chat_request(body(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})")).logprobs, 0);
+  EXPECT_EQ(server::parse_chat_request(body(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})")).logprobs, -1);
+}
+
+TEST(ServerApi, ChatErrorsAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": ["hi"]})", "messages"},
+      {R"({"messages": [{"content": "hi"}]})", "messages"},
+      {R"({"messages": [{"role": 1, "content": "hi"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 50})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 3})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", "max_completion_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})", "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": -1})", "temperature"},
+  };
+  for (const auto& [text, param] : cases) {
+    const ApiError e = chat_error(text);
+    EXPECT_EQ(e.status(), 400) << text;
+    EXPECT_EQ(e.param(), param) << text;
+  }
+}
+
+// ---- max_tokens against the context ----------------------------------------------------
+
+TEST(ServerApi, MaxTokensAgainstTheContext) {
+  ApiRequest c = server::parse_completion_request(body(R"({"prompt": "x"})"));
+  EXPECT_EQ(server::resolve_max_tokens(c, 10, 1024, 0), 16);     // OpenAI's default for completions
+  EXPECT_EQ(server::resolve_max_tokens(c, 1020, 1024, 0), 4);    // what is left of the context
+  ApiRequest chat = server::parse_chat_request(body(R"({"messages": [{"role": "user", "content": "x"}]})"));
+  EXPECT_EQ(server::resolve_max_tokens(chat, 24, 1024, 0), 1000);  // the rest of the context
+  EXPECT_EQ(server::resolve_max_tokens(chat, 24, 1024, 256), 233);  // what the whole cache holds
+  c.max_tokens = 100;
+  EXPECT_EQ(server::resolve_max_tokens(c, 924, 1024, 0), 100);
+
+  ApiError e = error_of([&] { server::resolve_max_tokens(c, 925, 1024, 0); });
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.code(), "context_length_exceeded");
+  EXPECT_EQ(e.param(), "prompt");
+  EXPECT_NE(std::string(e.what()).find("1024"), std::string::npos);
+  EXPECT_NE(std::string(e.what()).find("1025"), std::string::npos);
+
+  e = error_of([&] { server::resolve_max_tokens(chat, 1024, 1024, 0); });
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "messages");
+  e = error_of([&] { server::resolve_max_tokens(chat, 3000, 1024, 0); });
+  EXPECT_EQ(e.code(), "context_length_exceeded");
+}
+
+// ---- logprobs formats ---------------------------------------------------------------
+
+std::string fake_text(int32_t id) { return "t" + std::to_string(id); }
+
+std::vector<engine::SampleResult> fake_logprobs() {
+  engine::SampleResult a;
+  a.token = 5;
+  a.logprob = -0.5f;
+  a.top = {{5, -0.5f}, {7, -1.5f}, {9, -2.5f}};
+  engine::SampleResult b;
+  b.token = 8;
+  b.logprob = -3.0f;
+  b.top = {{7, -0.25f}, {6, -1.0f}, {8, -3.0f}};
+  return {a, b};
+}
+
+TEST(ServerApi, CompletionLogprobsFormat) {
+  int64_t offset = 0;
+  const Json j = server::completion_logprobs(fake_logprobs(), 2, fake_text, offset);
+  EXPECT_EQ(j["tokens"], Json::array({"t5", "t8"}));
+  EXPECT_DOUBLE_EQ(j["token_logprobs"][0].get<double>(), -0.5);
+  EXPECT_DOUBLE_EQ(j["token_logprobs"][1].get<double>(), -3.0);
+  EXPECT_EQ(j["top_logprobs"][0].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["top_logprobs"][0]["t7"].get<double>(), -1.5);
+  // The chosen token always appears among the top ones (vLLM's convention).
+  EXPECT_EQ(j["top_logprobs"][1].size(), 3u);
+  EXPECT_DOUBLE_EQ(j["top_logprobs"][1]["t8"].get<double>(), -3.0);
+  EXPECT_EQ(j["text_offset"], Json::array({0, 2}));
+  EXPECT_EQ(offset, 4);
+  // logprobs = 0: the chosen token only.
+  offset = 0;
+  EXPECT_EQ(server::completion_logprobs(fake_logprobs(), 0, fake_text, offset)["top_logprobs"][0].size(), 1u);
+}
+
+TEST(ServerApi, ChatLogprobsFormat) {
+  const Json j = server::chat_logprobs(fake_logprobs(), 2, fake_text);
+  ASSERT_EQ(j["content"].size(), 2u);
+  const Json& first = j["content"][0];
+  EXPECT_EQ(first["token"], "t5");
+  EXPECT_DOUBLE_EQ(first["logprob"].get<double>(), -0.5);
+  EXPECT_EQ(first["bytes"], Json::array({116, 53}));
+  ASSERT_EQ(first["top_logprobs"].size(), 2u);
+  EXPECT_EQ(first["top_logprobs"][1]["token"], "t7");
+  EXPECT_EQ(server::chat_logprobs(fake_logprobs(), 0, fake_text)["content"][0]["top_logprobs"].size(), 0u);
+  EXPECT_DOUBLE_EQ(server::json_logprob(-std::numeric_limits<float>::infinity()), -9999.0);
+}
+
+TEST(ServerApi, Usage) {
+  const Json u = server::usage_json(7, 5);
+  EXPECT_EQ(u["prompt_tokens"], 7);
+  EXPECT_EQ(u["completion_tokens"], 5);
+  EXPECT_EQ(u["total_tokens"], 12);
+}
+
+// ---- reasoning split ------------------------------------------------------------------
+
+struct Split {
+  std::string reasoning, content;
+};
+
+// Whole, and pushed in two pieces at every byte, and byte by byte: all equal.
+Split split_all_ways(server::ReasoningParser p, const std::string& text) {
+  auto run = [&](const std::vector<std::string>& pieces) {
+    server::ReasoningSplitter s(p);
+    Split out;
+    for (const std::string& piece : pieces) {
+      const auto d = s.push(piece);
+      out.reasoning += d.reasoning;
+      out.content += d.content;
+    }
+    const auto d = s.finish();
+    out.reasoning += d.reasoning;
+    out.content += d.content;
+    return out;
+  };
+  const Split whole = run({text});
+  for (size_t at = 0; at <= text.size(); ++at) {
+    const Split two = run({text.substr(0, at), text.substr(at)});
+    EXPECT_EQ(two.reasoning, whole.reasoning) << "split at " << at;
+    EXPECT_EQ(two.content, whole.content) << "split at " << at;
+  }
+  std::vector<std::string> bytes;
+  for (const char c : text) bytes.emplace_back(1, c);
+  const Split each = run(bytes);
+  EXPECT_EQ(each.reasoning, whole.reasoning);
+  EXPECT_EQ(each.content, whole.content);
+  return whole;
+}
+
+TEST(ServerReasoning, Qwen3) {
+  using P = server::ReasoningParser;
+  Split s = split_all_ways(P::kQwen3, "<think>\nLet me see.\n</think>\n\nThe answer is 4.");
+  EXPECT_EQ(s.reasoning, "\nLet me see.\n");
+  EXPECT_EQ(s.content, "\n\nThe answer is 4.");
+  s = split_all_ways(P::kQwen3, "No thinking here, </think> stays.");
+  EXPECT_EQ(s.reasoning, "");
+  EXPECT_EQ(s.content, "No thinking here, </think> stays.");
+  s = split_all_ways(P::kQwen3, "<think>cut off while thinking </thi");
+  EXPECT_EQ(s.reasoning, "cut off while thinking </thi");
+  EXPECT_EQ(s.content, "");
+  s = split_all_ways(P::kQwen3, "<thi");
+  EXPECT_EQ(s.content, "<thi");
+  s = split_all_ways(P::kQwen3, "");
+  EXPECT_EQ(s.content, "");
+}
+
+TEST(ServerReasoning, DeepSeekR1) {
+  using P = server::ReasoningParser;
+  Split s = split_all_ways(P::kDeepSeekR1, "Hmm, 2 + 2.</think>4");
+  EXPECT_EQ(s.reasoning, "Hmm, 2 + 2.");
+  EXPECT_EQ(s.content, "4");
+  s = split_all_ways(P::kDeepSeekR1, "<think>with the tag</think>done <think> later");
+  EXPECT_EQ(s.reasoning, "with the tag");
+  EXPECT_EQ(s.content, "done <think> later");
+  s = split_all_ways(P::kDeepSeekR1, "never closed");
+  EXPECT_EQ(s.reasoning, "never closed");
+  EXPECT_EQ(s.content, "");
+}
+
+TEST(ServerReasoning, NoneAndNames) {
+  const Split s = split_all_ways(server::ReasoningParser::kNone, "<think>a</think>b");
+  EXPECT_EQ(s.content, "<think>a</think>b");
+  EXPECT_EQ(server::parse_reasoning_parser("qwen3"), server::ReasoningParser::kQwen3);
+  EXPECT_EQ(server::parse_reasoning_parser("deepseek_r1"), server::ReasoningParser::kDeepSeekR1);
+  EXPECT_EQ(server::parse_reasoning_parser(""), server::ReasoningParser::kNone);
+  EXPECT_THROW(server::parse_reasoning_parser("granite"), Error);
+}
+
+// ---- metrics --------------------------------------------------------------------------
+
+TEST(ServerMetrics, HistogramIsCumulative) {
+  server::Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.1);  // le: on the bound counts in it
+  h.observe(0.5);
+  h.observe(7.0);
+  std::string out;
+  h.render(out, "x_seconds", "help");
+  EXPECT_NE(out.find("# TYPE x_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"0.10000000000000001\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"1\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"+Inf\"} 4\n"), std::string::npos);
+  EXPECT_NE(out.find("x_seconds_sum 7.6500000000000004\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_count 4\n"), std::string::npos);
+}
+
+TEST(ServerMetrics, RenderHasEveryMetric) {
+  server::ServerMetrics m;
+  m.observe_ttft(0.02);
+  m.observe_inter_token(0.01);
+  m.observe_finished(0.5, 10, 4, "length");
+  m.observe_finished(0.2, 3, 1, "abort");
+  const std::string out = m.render({2, 3, 0.25, 7}, "my-model");
+  for (const char* line : {"fp8lm:num_requests_running{model_name=\"my-model\"} 2\n",
+                           "fp8lm:num_requests_waiting{model_name=\"my-model\"} 3\n",
+                           "fp8lm:kv_cache_usage_perc{model_name=\"my-model\"} 0.25\n",
+                           "fp8lm:num_preemptions_total{model_name=\"my-model\"} 7\n",
+                           "fp8lm:prompt_tokens_total{model_name=\"my-model\"} 13\n",
+                           "fp8lm:generation_tokens_total{model_name=\"my-model\"} 5\n",
+                           "fp8lm:request_success_total{model_name=\"my-model\",finished_reason=\"length\"} 1\n",
+                           "fp8lm:request_success_total{model_name=\"my-model\",finished_reason=\"abort\"} 1\n",
+                           "fp8lm:request_success_total{model_name=\"my-model\",finished_reason=\"stop\"} 0\n",
+                           "fp8lm:time_to_first_token_seconds_count 1\n", "fp8lm:time_per_output_token_seconds_count 1\n",
+                           "fp8lm:e2e_request_latency_seconds_count 2\n"})
+    EXPECT_NE(out.find(line), std::string::npos) << line;
+}
+
+// ---- the engine's per-token logprobs ------------------------------------------------------
+
+TEST(ServerEngineLogprobs, SameTokensAndTheRawLogSoftmax) {
+  const std::filesystem::path dir =
+      std::filesystem::path(FP8LM_SOURCE_DIR) / model_manifest()["shipped"]["dir"].get<std::string>();
+  engine::RuntimeOptions opt;
+  opt.threads = 2;
+  auto rt = engine::Runtime::load(dir, {}, opt);
+  const std::vector<int32_t> prompt = ids_of(model_manifest()["shipped"]["prompts"][0]["ids"]);
+  for (const bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "seeded sampling" : "greedy");
+    engine::SamplingParams p;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+    p.temperature = sampled ? 0.8f : 0.0f;
+    if (sampled) p.seed = 77;
+    const engine::GenerationResult want = engine::generate(*rt, prompt, p);
+
+    engine::Engine eng(*rt, {64, 4});
+    std::vector<int32_t> tokens;
+    std::vector<engine::SampleResult> lps;
+    engine::Request r{prompt, p, [&](const engine::RequestOutput& o) {
+                        tokens.insert(tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+                        EXPECT_EQ(o.logprobs.size(), o.new_tokens.size());
+                        lps.insert(lps.end(), o.logprobs.begin(), o.logprobs.end());
+                      }};
+    r.logprobs = 3;
+    eng.add_request(std::move(r));
+    eng.add_request({std::vector<int32_t>(9, 300), p, {}});  // a neighbour without logprobs
+    eng.run_to_completion();
+    EXPECT_EQ(tokens, want.tokens);
+    ASSERT_EQ(lps.size(), tokens.size());
+    for (size_t i = 0; i < lps.size(); ++i) {
+      EXPECT_EQ(lps[i].token, tokens[i]);
+      ASSERT_EQ(lps[i].top.size(), 3u);
+      EXPECT_LE(lps[i].logprob, 0.0f);
+      EXPECT_GE(lps[i].top[0].logprob, lps[i].top[1].logprob);
+      EXPECT_GE(lps[i].top[1].logprob, lps[i].top[2].logprob);
+      if (!sampled) {  // greedy picks the raw argmax: the best alternative
+        EXPECT_EQ(lps[i].top[0].token, tokens[i]);
+        EXPECT_FLOAT_EQ(lps[i].top[0].logprob, lps[i].logprob);
+      }
+    }
+  }
+  engine::Engine eng(*rt, {64, 4});
+  engine::Request bad{prompt, engine::SamplingParams{}, {}};
+  bad.logprobs = -2;
+  EXPECT_THROW(eng.add_request(std::move(bad)), Error);
+}
+
+}  // namespace
+}  // namespace fp8lm::test
