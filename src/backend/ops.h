@@ -127,6 +127,10 @@ class Ops {
   // out[i] = x row step.logit_rows[i].
   virtual void gather_rows(Tensor x, Tensor out) = 0;
   virtual void to_host(Tensor x, std::span<float> out) = 0;  // rows·cols float32 values
+  // Greedy sampling where the logits are: out[r] = the index of row r's largest
+  // value (the lowest on ties; NaN never wins, -1 for a row of NaN only). Only
+  // rows.size() int32 values cross to the host instead of rows × vocab logits.
+  virtual void argmax_rows(Tensor x, std::span<int32_t> out) = 0;
 
  protected:
   [[noreturn]] void throw_not_fused(const char* op) const {

@@ -1,8 +1,10 @@
 // `fp8lm bench latency MODEL --batch-size B --input-len I --output-len O`:
 // the latency of one batch of B synthetic prompts of I tokens, each extended
-// by O tokens. Per iteration: one batched prefill forward call (TTFT), then
-// O − 1 batched decode steps of one token per sequence (TPOT), greedy argmax
-// of each logits row. Medians over iterations go to a table on stdout, and
+// by O tokens. Per iteration: the batched prefill, in forward calls of at most
+// --max-num-batched-tokens rows (TTFT), then O − 1 batched decode steps of one
+// token per sequence (TPOT), greedy argmax of each logits row computed where
+// the logits are (LlamaModel::forward_greedy). Medians over iterations go to a
+// table on stdout, and
 // with --json FILE every number and the configuration to FILE. The model and
 // KV cache come from engine::Runtime, so any backend the runtime loads onto
 // is measured the same way.
@@ -146,13 +148,6 @@ Memory read_memory() {
 
 
 
-// Argmax of each [vocab] row of `logits` into `out`.
-void argmax_rows(const std::vector<float>& logits, int64_t vocab, std::vector<int32_t>& out) {
-  for (size_t r = 0; r < out.size(); ++r) {
-    const float* row = logits.data() + int64_t(r) * vocab;
-    out[r] = int32_t(std::max_element(row, row + vocab) - row);
-  }
-}
 
 
 // One prefill + (O − 1) decode steps for the whole batch; blocks are freed on
@@ -161,7 +156,6 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
                               int64_t output_len, int64_t max_batched_tokens) {
   const auto batch = int64_t(prompts.size());
   const auto input_len = int64_t(prompts[0].size());
-  const int64_t vocab = rt.model().vocab_size();
   const int64_t blocks_each = engine::blocks_for_tokens(input_len + output_len, rt.block_size());
 
   struct Tables {
@@ -181,7 +175,6 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
   }
 
   IterationResult r;
-  std::vector<float> logits;
   std::vector<int32_t> next(static_cast<size_t>(batch));
   std::vector<model::SequenceInput> inputs(static_cast<size_t>(batch));
 
@@ -194,9 +187,8 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
     while (last < batch && (last + 1 - first) * input_len <= max_batched_tokens) ++last;
     std::vector<model::SequenceInput> part;
     for (int64_t b = first; b < last; ++b) part.push_back({prompts[size_t(b)], 0, tables.t[size_t(b)], false});
-    rt.model().forward(part, rt.kv_cache(), logits);
-    std::vector<int32_t> got(static_cast<size_t>(last - first));
-    argmax_rows(logits, vocab, got);
+    std::vector<int32_t> got;
+    rt.model().forward_greedy(part, rt.kv_cache(), got);
     std::copy(got.begin(), got.end(), next.begin() + first);
     first = last;
   }
@@ -209,8 +201,7 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
     const auto s0 = Clock::now();
     for (int64_t b = 0; b < batch; ++b)
       inputs[size_t(b)] = {{&next[size_t(b)], 1}, input_len + s - 1, tables.t[size_t(b)], false};
-    rt.model().forward(inputs, rt.kv_cache(), logits);
-    argmax_rows(logits, vocab, next);
+    rt.model().forward_greedy(inputs, rt.kv_cache(), next);
     r.steps.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
   }
   r.total = std::chrono::duration<double>(Clock::now() - t0).count();

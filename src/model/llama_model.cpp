@@ -49,6 +49,19 @@ backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blo
 }
 
 void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits) {
+  const backend::Tensor out = run_step(batch, cache);
+  logits.resize(size_t(out.rows * out.cols));
+  ops_.to_host(out, logits);
+}
+
+void LlamaModel::forward_greedy(std::span<const SequenceInput> batch, backend::KvCache& cache,
+                                std::vector<int32_t>& tokens) {
+  const backend::Tensor out = run_step(batch, cache);
+  tokens.resize(size_t(out.rows));
+  ops_.argmax_rows(out, tokens);
+}
+
+backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backend::KvCache& cache) {
   const ModelConfig& c = config_;
   const int block_size = cache.shape().block_size;
 
@@ -85,9 +98,7 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
   const bool decode_only = observer_ == nullptr && int64_t(logit_rows.size()) == rows &&
                            std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.num_tokens == 1; });
   const uint64_t key = decode_only ? uint64_t(rows) : 0;
-  const backend::Tensor out = ops_.run_step(key, [&] { return run_layers(rows, int64_t(logit_rows.size()), cache); });
-  logits.resize(size_t(out.rows * out.cols));
-  ops_.to_host(out, logits);
+  return ops_.run_step(key, [&] { return run_layers(rows, int64_t(logit_rows.size()), cache); });
 }
 
 backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache) {

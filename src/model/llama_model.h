@@ -66,6 +66,11 @@ class LlamaModel {
   // token ids outside the vocabulary.
   void forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits);
 
+  // The same step with greedy sampling where the logits are: `tokens` receives
+  // the argmax of each logits row (the lowest index on ties), and the logits
+  // never leave the backend (on a GPU: rows int32 values instead of rows × vocab).
+  void forward_greedy(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<int32_t>& tokens);
+
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 
@@ -87,6 +92,8 @@ class LlamaModel {
   std::vector<float> observed_, observed_v_;  // host copies for the observer
 
   void observe(int layer, LinearInput input, backend::Tensor x);
+  // Checks and flattens the batch, hands it to the backend, runs the step: the logits tensor.
+  backend::Tensor run_step(std::span<const SequenceInput> batch, backend::KvCache& cache);
   // The step's ops after begin_step: every layer, then the logits of `logit_rows` rows.
   backend::Tensor run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache);
 };

@@ -197,4 +197,15 @@ void CpuOps::to_host(backend::Tensor x, std::span<float> out) {
   std::copy_n(f32(x), x.rows * x.cols, out.data());
 }
 
+void CpuOps::argmax_rows(backend::Tensor x, std::span<int32_t> out) {
+  if (out.size() != size_t(x.rows)) throw Error("cpu ops: argmax_rows needs one output per row");
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* row = f32(x) + r * x.cols;
+    int32_t best = -1;
+    for (int64_t i = 0; i < x.cols; ++i)
+      if (!std::isnan(row[i]) && (best < 0 || row[i] > row[best])) best = int32_t(i);
+    out[size_t(r)] = best;
+  }
+}
+
 }  // namespace fp8lm::cpu

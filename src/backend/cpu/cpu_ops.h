@@ -49,6 +49,7 @@ class CpuOps final : public backend::Ops {
   }
   void gather_rows(backend::Tensor x, backend::Tensor out) override { gather_rows(x, step_.logit_rows, out); }
   void to_host(backend::Tensor x, std::span<float> out) override;
+  void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
 
   // The same ops with their inputs given directly rather than by begin_step
   // (the CUDA backend's tests call these as the reference).

@@ -121,6 +121,13 @@ size_t kv_bytes(backend::KvElement e) {
 }
 
 constexpr size_t kAlign = 256;
+
+// W8A8 rows up to which the GEMV beats cuBLASLt (docs/benchmarks.md, "FP8
+// weight-streaming GEMV"): at m ≤ 8 it is 1.1–1.6× cuBLASLt's BF16 on every
+// Llama-3.1-8B shape, at m = 16 0.64–0.98×, where cuBLASLt's own FP8 GEMM is
+// faster on every shape. W8A16 keeps the GEMV to 16 rows (its alternative is a
+// dequantized copy and the BF16 GEMM).
+constexpr int64_t kGemvRowsW8A8 = 8;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
@@ -146,6 +153,14 @@ class ScratchArena {
     return p;
   }
   void reset() { chunk_ = 0, offset_ = 0; }
+  // An op's temporaries (quantized activations, workspaces) go back when the op
+  // ends: the next op on the stream reuses them, so a prefill of many layers does
+  // not pile up one copy per layer.
+  struct Mark {
+    size_t chunk, offset;
+  };
+  Mark mark() const { return {chunk_, offset_}; }
+  void release(Mark m) { chunk_ = m.chunk, offset_ = m.offset; }
 
  private:
   DeviceAllocator& alloc_;
@@ -252,6 +267,15 @@ struct CudaOps::Impl {
   }
 
   void* take(size_t bytes) { return scratch.take(bytes, stream); }
+  // Returns what an op took for itself when it ends (ScratchArena::release).
+  struct TempScope {
+    ScratchArena& arena;
+    ScratchArena::Mark mark;
+    explicit TempScope(ScratchArena& a) : arena(a), mark(a.mark()) {}
+    ~TempScope() { arena.release(mark); }
+    TempScope(const TempScope&) = delete;
+    TempScope& operator=(const TempScope&) = delete;
+  };
 
   void ensure_gemv_workspace(size_t bytes) {
     if (bytes <= gemv_workspace_bytes) return;
@@ -746,6 +770,7 @@ void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend:
     store_kv(B(k), B(v), m.batch, params.num_kv_heads, params.head_dim, bs, c->layers[size_t(layer)], m.stream);
   }
   OpTimer timer(m, "attention", q.rows);
+  const Impl::TempScope temps(m.scratch);
   const size_t ws = paged_attention_workspace_bytes(m.batch, params);
   void* workspace = ws > 0 ? m.take(ws) : nullptr;
   paged_attention(B(q), B(out), m.batch, params, bs, c->layers[size_t(layer)], workspace, ws, m.stream);
@@ -776,6 +801,27 @@ void CudaOps::to_host(Tensor x, std::span<float> out) {
   for (size_t i = 0; i < out.size(); ++i) out[i] = fp8lm::bf16_to_float(h[i]);
 }
 
+void CudaOps::argmax_rows(Tensor x, std::span<int32_t> out) {
+  Impl& m = *impl_;
+  OpTimer timer(m, "argmax_rows", x.rows);
+  if (m.capturing) throw Error("cuda ops: argmax_rows inside a recorded step");
+  if (out.size() != size_t(x.rows)) throw Error("cuda ops: argmax_rows needs one output per row");
+  const Impl::TempScope temps(m.scratch);
+  auto* ids = static_cast<int32_t*>(m.take(out.size() * sizeof(int32_t)));
+  cuda::argmax_rows(B(x), x.rows, x.cols, ids, m.stream);
+  const size_t bytes = out.size() * sizeof(int32_t);
+  if (bytes > m.host_out_bytes) {
+    FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    if (m.host_out != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(m.host_out));
+    FP8LM_CUDA_CHECK(cudaMallocHost(&m.host_out, bytes));
+    m.host_out_bytes = bytes;
+  }
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(m.host_out, ids, bytes, cudaMemcpyDeviceToHost, m.stream));
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (m.profile) m.collect_profile();
+  std::memcpy(out.data(), m.host_out, bytes);
+}
+
 // ---- linear ------------------------------------------------------------------------------------
 
 void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
@@ -787,6 +833,7 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const int64_t m = x.rows;
   if (m == 0) return;
   const bf16* bias = w.bias ? w.bias.as<bf16>() : nullptr;
+  const Impl::TempScope temps(im.scratch);
   OpTimer timer(im,
                 std::string(!w.fp8 ? "linear bf16 " : w.activation == ActivationQuant::kNone ? "linear w8a16 " : "linear w8a8 ") +
                     std::to_string(w.n) + "x" + std::to_string(w.k),
@@ -860,7 +907,7 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     quantize_fp8_dynamic(B(x), m, w.k, w.act_quant, codes, scales, s);
   }
   }
-  if (m <= kMaxGemvRows || !w.gemm_possible) return gemv_all(codes, x_scales);
+  if (m <= kGemvRowsW8A8 || !w.gemm_possible) return gemv_all(codes, x_scales);
 
   GemmArgs g;
   g.n = w.n, g.k = w.k;
@@ -894,12 +941,15 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
       g.a_scale = a_scale;
       g.b_scale = w.w_scale_gemm.as<float>();
       g.cublas_scale_layout = true;
+      if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
       im.gemm->run(g, s);
       if (m4 < m) gemv(m4, m - m4, codes, x_scales);
       return;
     }
     case GemmScaleMode::kNone: throw Error("cuda ops: internal: an FP8 layer without a GEMM mode");
   }
+  // Where cuBLASLt has no algorithm for the shape (it answers once per shape, cached), the GEMV serves.
+  if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
   im.gemm->run(g, s);
 }
 

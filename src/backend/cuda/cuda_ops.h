@@ -4,10 +4,11 @@
 // every op a kernel on one stream.
 //
 // Linear layers dispatch by the number of rows m (docs/benchmarks.md, "CUDA
-// GEMMs"): m ≤ 16 → fp8lm's weight-streaming GEMV (fp8_gemv.h), which reads FP8
-// weights near the copy bandwidth where cuBLASLt's FP8 kernels do not and which
-// has every scale layout; larger m → cuBLASLt (cublaslt_gemm.h) in the scheme's
-// scale mode. What cuBLASLt cannot do (block scales on m % 4 rows, shapes off
+// GEMMs" and "FP8 weight-streaming GEMV"): W8A8 m ≤ 8 (W8A16 m ≤ 16) → fp8lm's
+// weight-streaming GEMV (fp8_gemv.h), which reads FP8 weights faster than
+// cuBLASLt's FP8 kernels there and has every scale layout (cuBLASLt has no
+// block-scaled algorithm at m = 1); larger m → cuBLASLt (cublaslt_gemm.h) in
+// the scheme's scale mode. What cuBLASLt cannot do (block scales on m % 4 rows, shapes off
 // its alignment, scale layouts it has no mode for) goes through the GEMV 16 rows
 // at a time; weight-only FP8 (W8A16) above 16 rows dequantizes the weight to
 // BF16 scratch and runs the BF16 GEMM.
@@ -84,6 +85,7 @@ class CudaOps final : public backend::Ops {
                  const backend::AttentionParams& params, backend::KvCache& cache, int layer) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
   void to_host(backend::Tensor x, std::span<float> out) override;
+  void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
 
   // Device memory: what fp8lm's allocator holds (weights, KV cache, scratch).
   DeviceMemoryStats memory_stats() const;
