@@ -276,15 +276,12 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   for (const IterationResult& r : its) wall_sum += r.total, others_sum += r.others;
   const double others_share = others_sum / (wall_sum * online_cpus());
 
-  const KvCacheDType kv = rt->spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
-                                                                              : rt->spec().kv_cache().dtype;
-  std::filesystem::path model_path = std::filesystem::path(mf.model).lexically_normal();
-  if (model_path.filename().empty()) model_path = model_path.parent_path();  // "models/m/" → "models/m"
-  const std::string model_name = model_path.filename().string();
-  const std::string weights = weight_description(*rt);
+  const RunDescription run = describe_run(mf, rf, options, *rt);
+  const std::string& model_name = run.model_name;
+  const std::string& weights = run.weights;
 
   std::printf("fp8lm bench latency: %s, weights %s, KV cache %s, %s\n", model_name.c_str(), weights.c_str(),
-              std::string(name(kv)).c_str(), rt->backend_name().c_str());
+              run.kv_cache_dtype.c_str(), rt->backend_name().c_str());
   std::printf("batch %lld, input %lld, output %lld; %lld warmup + %lld timed iterations (medians)\n",
               static_cast<long long>(lf.batch_size), static_cast<long long>(lf.input_len),
               static_cast<long long>(lf.output_len), static_cast<long long>(lf.warmup),
@@ -333,15 +330,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   nlohmann::json out = {
       {"benchmark", "latency"},
       {"config",
-       {{"model", model_name},
-        {"model_path", mf.model},
-        {"quantization", mf.quantization.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.quantization)},
-        {"weights", weights},
-        {"kv_cache_dtype_flag", mf.kv_cache_dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.kv_cache_dtype)},
-        {"kv_cache_dtype", std::string(name(kv))},
-        {"backend", rt->backend_name()},
-        {"cpu_kernels", rf.kernels},
-        {"threads", options.threads},
+       run.config({
         {"batch_size", lf.batch_size},
         {"input_len", lf.input_len},
         {"output_len", lf.output_len},
@@ -354,7 +343,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"load_average_before", load_before},
         {"load_average_after", load_average()},
         {"date", utc_now()},
-        {"version", FP8LM_VERSION}}},
+        {"version", FP8LM_VERSION}})},
       {"results",
        {{"ttft_s", ttft},
         {"prefill_tok_s", prefill},

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -86,6 +87,30 @@ std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, i
 
 void check_positive(const char* flag, int64_t v) {
   if (v <= 0) throw Error(std::string(flag) + ": " + std::to_string(v) + " must be at least 1");
+}
+
+RunDescription describe_run(const ModelFlags& mf, const RunFlags& rf, const engine::RuntimeOptions& options,
+                            const engine::Runtime& rt) {
+  RunDescription d;
+  std::filesystem::path model_path = std::filesystem::path(mf.model).lexically_normal();
+  if (model_path.filename().empty()) model_path = model_path.parent_path();  // "models/m/" → "models/m"
+  d.model_name = model_path.filename().string();
+  d.weights = weight_description(rt);
+  const KvCacheDType kv = rt.spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
+                                                                             : rt.spec().kv_cache().dtype;
+  d.kv_cache_dtype = std::string(name(kv));
+  auto or_null = [](const std::string& v) { return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  d.shared = {{"model", d.model_name},
+              {"model_path", mf.model},
+              {"quantization", or_null(mf.quantization)},
+              {"weights", d.weights},
+              {"kv_cache_dtype_flag", or_null(mf.kv_cache_dtype)},
+              {"kv_cache_dtype", d.kv_cache_dtype},
+              {"backend", rt.backend_name()},
+              {"device", options.device == engine::Device::kCuda ? "cuda" : "cpu"},
+              {"cpu_kernels", rf.kernels},
+              {"threads", options.threads}};
+  return d;
 }
 
 }  // namespace fp8lm::cli

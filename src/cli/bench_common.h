@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "cli/model_flags.h"
+#include "cli/run_flags.h"
 #include "engine/runtime.h"
 
 namespace fp8lm::cli {
@@ -16,6 +20,22 @@ namespace fp8lm::cli {
 std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t batch, int64_t input_len);
 // "BF16" or "FP8 <scheme> (n of m linear layers)".
 std::string weight_description(const engine::Runtime& rt);
+// How both benchmarks name a run: in their header line and in their JSON "config".
+struct RunDescription {
+  std::string model_name;      // the model directory's name
+  std::string weights;         // weight_description()
+  std::string kv_cache_dtype;  // the cache's element type ("bf16" for auto)
+  nlohmann::json shared;       // the config fields every benchmark writes
+  // `shared` plus the benchmark's own fields.
+  nlohmann::json config(nlohmann::json own) const {
+    nlohmann::json c = shared;
+    c.update(own);
+    return c;
+  }
+};
+RunDescription describe_run(const ModelFlags& mf, const RunFlags& rf, const engine::RuntimeOptions& options,
+                            const engine::Runtime& rt);
+
 std::string cpu_model();      // /proc/cpuinfo's model name
 std::string load_average();   // /proc/loadavg's first three fields
 std::string utc_now();        // ISO 8601

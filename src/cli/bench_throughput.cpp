@@ -117,15 +117,12 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   const double total_tok_s = double(input_tokens + output_tokens) / elapsed;
   const double weight_gb_s = double(rt->weight_bytes()) * double(steps) / elapsed / 1e9;
 
-  const KvCacheDType kv = rt->spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
-                                                                              : rt->spec().kv_cache().dtype;
-  std::filesystem::path model_path = std::filesystem::path(mf.model).lexically_normal();
-  if (model_path.filename().empty()) model_path = model_path.parent_path();
-  const std::string model_name = model_path.filename().string();
-  const std::string weights = weight_description(*rt);
+  const RunDescription run = describe_run(mf, rf, options, *rt);
+  const std::string& model_name = run.model_name;
+  const std::string& weights = run.weights;
 
   std::printf("fp8lm bench throughput: %s, weights %s, KV cache %s, %s\n", model_name.c_str(), weights.c_str(),
-              std::string(name(kv)).c_str(), rt->backend_name().c_str());
+              run.kv_cache_dtype.c_str(), rt->backend_name().c_str());
   std::printf("%lld prompts, input %lld, output %lld; max-num-seqs %lld, max-num-batched-tokens %lld\n",
               static_cast<long long>(tf.num_prompts), static_cast<long long>(tf.input_len),
               static_cast<long long>(tf.output_len), static_cast<long long>(tf.max_num_seqs),
@@ -147,15 +144,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   nlohmann::json out = {
       {"benchmark", "throughput"},
       {"config",
-       {{"model", model_name},
-        {"model_path", mf.model},
-        {"quantization", mf.quantization.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.quantization)},
-        {"weights", weights},
-        {"kv_cache_dtype_flag", mf.kv_cache_dtype.empty() ? nlohmann::json(nullptr) : nlohmann::json(mf.kv_cache_dtype)},
-        {"kv_cache_dtype", std::string(name(kv))},
-        {"backend", rt->backend_name()},
-        {"cpu_kernels", rf.kernels},
-        {"threads", options.threads},
+       run.config({
         {"num_prompts", tf.num_prompts},
         {"input_len", tf.input_len},
         {"output_len", tf.output_len},
@@ -171,7 +160,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"load_average_before", load_before},
         {"load_average_after", load_average()},
         {"date", utc_now()},
-        {"version", FP8LM_VERSION}}},
+        {"version", FP8LM_VERSION}})},
       {"results",
        {{"requests_per_s", req_s},
         {"output_tok_s", out_tok_s},
