@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 # Subcommands that work today; a new one joins this list with its issue.
-WORKING_SUBCOMMANDS = {"info", "inspect", "tokenize", "generate", "chat", "quantize", "eval", "bench"}
+WORKING_SUBCOMMANDS = {"info", "inspect", "tokenize", "generate", "chat", "quantize", "eval", "bench", "serve"}
 
 
 def subcommands_in_help(text: str) -> set[str]:
