@@ -407,6 +407,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--json", lf->json, "Also write every number and the configuration to this JSON file");
   cmd->callback([mf, rf, lf] { run_latency(*mf, *rf, *lf); });
   add_bench_throughput_command(*bench);  // bench_throughput.cpp
+  add_bench_serve_command(*bench);       // bench_serve.cpp
 }
 
 }  // namespace fp8lm::cli

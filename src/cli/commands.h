@@ -17,5 +17,7 @@ void add_bench_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 // `bench throughput`, registered on the `bench` subcommand by add_bench_command.
 void add_bench_throughput_command(CLI::App& bench);
+// `bench serve` (bench_serve.cpp), registered the same way.
+void add_bench_serve_command(CLI::App& bench);
 
 }  // namespace fp8lm::cli
