@@ -6,10 +6,12 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -178,6 +180,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--reasoning-parser", sf->reasoning_parser,
                   "qwen3 or deepseek_r1: chat text between <think> and </think> goes to reasoning_content");
   cmd->add_option("--chat-template", sf->chat_template, "A Jinja chat template file instead of the model's");
+  cmd->footer(
+      "On the CPU without --kv-cache-tokens, the KV cache takes up to 256 MiB (at least one context, at most "
+      "--max-num-seqs of them). Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
+      "GET /health, GET /metrics (Prometheus).");
   cmd->callback([mf, rf, sf] { run(*mf, *rf, *sf); });
 }
 

@@ -91,7 +91,6 @@ std::vector<RequestOutput> Engine::step() {
     std::lock_guard lock(mutex_);
     arrived.swap(pending_);
     cancelled.swap(cancels_);
-    queued_ = 0;
   }
   for (auto& a : arrived) {
     scheduler_.add(&a->seq);
@@ -123,6 +122,11 @@ std::vector<RequestOutput> Engine::step() {
   }
 
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
+  // The metrics as of this schedule, before the (long) forward call; the
+  // arrivals leave the queued count only now, so that num_waiting() never
+  // loses sight of them in between (the server's waiting limit reads it).
+  update_metrics();
+  queued_ -= int64_t(arrived.size());
   if (!batch.empty()) {
     inputs_.clear();
     std::vector<uint8_t> samples;

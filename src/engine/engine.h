@@ -92,7 +92,8 @@ class Engine {
   // id, with what it generated during this call.
   std::vector<Completion> run_to_completion();
 
-  // Metrics, readable from any thread (as of the end of the last step).
+  // Metrics, readable from any thread (as of the last step's scheduling, and
+  // again at its end).
   int64_t num_running() const { return running_.load(); }
   int64_t num_waiting() const { return waiting_.load() + queued_.load(); }  // queued for the next step included
   int64_t kv_blocks_used() const { return blocks_used_.load(); }

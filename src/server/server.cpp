@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -77,6 +78,16 @@ std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
   return ids;
 }
 
+// httplib 0.11 listens with a backlog of 5: a burst of new connections (64
+// clients at once) overflows it, and the kernel drops connections the clients
+// already count as open. Calling listen() again on the bound socket raises it.
+class HttpServer : public httplib::Server {
+ public:
+  bool set_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+};
+
+constexpr int kListenBacklog = 1024;
+
 }  // namespace
 
 // One HTTP request in flight: its engine requests (one per choice) and the
@@ -119,7 +130,7 @@ struct Server::Impl {
   int64_t cache_tokens = 0;
   int64_t created = unix_time();
   ServerMetrics metrics;
-  httplib::Server http;
+  HttpServer http;
 
   std::thread engine_thread;
   std::mutex loop_m;
@@ -278,6 +289,12 @@ struct Server::Impl {
     for (const auto& p : prompts) max_tokens.push_back(resolve_max_tokens(r, int64_t(p.size()), opt.max_model_len, cache_tokens));
 
     const size_t count = prompts.size() * size_t(r.n);
+    if (int64_t(count) > opt.max_waiting)
+      throw ApiError(400,
+                     std::to_string(prompts.size()) + " prompt(s) × n = " + std::to_string(r.n) + " makes " +
+                         std::to_string(count) + " sequences, more than this server ever queues (--max-waiting " +
+                         std::to_string(opt.max_waiting) + ")",
+                     "n");
     if (engine->num_waiting() + int64_t(count) > opt.max_waiting)
       throw ApiError(503,
                      "the server is overloaded: " + std::to_string(engine->num_waiting()) +
@@ -683,9 +700,9 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
       s.extra_eos.push_back(id);
 
   s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler);
-  // Every connection holds a handler thread while it is open (keep-alive):
-  // room for every running and waiting request, and a few more.
-  const auto threads = size_t(std::clamp<int64_t>(o.scheduler.max_num_seqs + o.max_waiting + 16, 64, 1024));
+  // Every open connection holds a handler thread (keep-alive): room for every
+  // running request and more; further connections queue until one frees.
+  const auto threads = size_t(std::clamp<int64_t>(o.scheduler.max_num_seqs + 64, 64, 1024));
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(64u << 20);
   s.http.set_tcp_nodelay(true);
@@ -713,6 +730,8 @@ int Server::bind() {
     throw Error("cannot listen on " + s.opt.host + ":" + std::to_string(port) +
                 " (in use, or not an address of this machine; --host / --port)");
   }
+  if (!s.http.set_backlog(kListenBacklog))
+    std::fprintf(stderr, "fp8lm: warning: cannot raise the listen backlog to %d\n", kListenBacklog);
   s.bound = true;
   s.opt.port = port;
   return port;
