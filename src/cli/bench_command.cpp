@@ -125,8 +125,6 @@ double machine_busy_seconds() {
   return double(user + nice + system + irq + softirq + steal) / double(sysconf(_SC_CLK_TCK));
 }
 
-int online_cpus() { return std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN))); }
-
 
 // "VmRSS:   12345 kB" → 12345; -1 when /proc is unavailable.
 Memory read_memory() {

@@ -1,6 +1,7 @@
 #include "cli/bench_common.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <ctime>
@@ -17,6 +18,8 @@ double process_cpu_seconds() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
+
+int online_cpus() { return std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN))); }
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");

@@ -36,6 +36,7 @@ struct RunDescription {
 RunDescription describe_run(const ModelFlags& mf, const RunFlags& rf, const engine::RuntimeOptions& options,
                             const engine::Runtime& rt);
 
+int online_cpus();           // processors online (at least 1)
 std::string cpu_model();      // /proc/cpuinfo's model name
 std::string load_average();   // /proc/loadavg's first three fields
 std::string utc_now();        // ISO 8601

@@ -508,7 +508,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
           {"sampling", "greedy, ignore_eos, stream with include_usage"},
           {"client_threads", workers},
           {"cpu", cpu_model()},
-          {"online_cpus", std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)))},
+          {"online_cpus", online_cpus()},
           {"load_average_before", load_before},
           {"load_average_after", load_average()},
           {"date", utc_now()},

@@ -156,7 +156,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"kv_cache_sized_for_benchmark", cache_sized_here},
         {"kv_cache_blocks", eng.kv_blocks_total()},
         {"cpu", cpu_model()},
-        {"online_cpus", std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)))},
+        {"online_cpus", online_cpus()},
         {"load_average_before", load_before},
         {"load_average_after", load_average()},
         {"date", utc_now()},

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kv_cache.h"
 #ifdef FP8LM_WITH_CUDA
 #include "backend/cuda/cuda_ops.h"
 #endif
@@ -53,10 +54,8 @@ static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c,
     const double step = 1.5 * (rows * width * 2.0 + rows * double(c.intermediate_size)) +
                         double(options.max_num_seqs) * double(c.vocab_size) * 4.0 + double(1ull << 30);
     const double budget = options.gpu_memory_utilization * double(total_bytes) - used - step;
-    uint64_t per_token = 0;
-    for (const backend::KvLayerFormat& f : formats)
-      per_token += 2 * uint64_t(c.num_key_value_heads) * uint64_t(c.head_dim) *
-                   (f.element == backend::KvElement::kF32 ? 4 : f.element == backend::KvElement::kBF16 ? 2 : 1);
+    const backend::KvCacheShape shape{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, options.block_size, 1};
+    const uint64_t per_token = cpu::PagedKvCache::bytes_per_token(shape, formats);
     const auto tokens = int64_t(budget / double(per_token));
     if (tokens < options.block_size)
       throw Error("--device cuda: no memory left for the KV cache (" + std::to_string(int64_t(used / 1048576.0)) +

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/kv_cache.h"
 #include "backend/cpu/linear.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
@@ -110,15 +111,8 @@ struct CudaKvCache final : backend::KvCache {
   uint64_t bytes() const override { return bytes_; }
 };
 
-size_t kv_bytes(backend::KvElement e) {
-  switch (e) {
-    case backend::KvElement::kF32: return 4;
-    case backend::KvElement::kBF16: return 2;
-    case backend::KvElement::kE4M3:
-    case backend::KvElement::kE5M2: return 1;
-  }
-  return 2;
-}
+// Bytes per cache element: the CPU cache's sizes, so both backends size a cache alike.
+size_t kv_bytes(backend::KvElement e) { return cpu::kv_element_bytes(e); }
 
 constexpr size_t kAlign = 256;
 
@@ -267,6 +261,23 @@ struct CudaOps::Impl {
   }
 
   void* take(size_t bytes) { return scratch.take(bytes, stream); }
+
+  // Copies `bytes` from the device to pinned host memory (grown as needed) and
+  // waits: what to_host and argmax_rows hand back to the caller.
+  const void* fetch(const void* device, size_t bytes) {
+    if (bytes > host_out_bytes) {
+      FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      if (host_out != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(host_out));
+      host_out = nullptr;
+      host_out_bytes = 0;
+      FP8LM_CUDA_CHECK(cudaMallocHost(&host_out, bytes));
+      host_out_bytes = bytes;
+    }
+    FP8LM_CUDA_CHECK(cudaMemcpyAsync(host_out, device, bytes, cudaMemcpyDeviceToHost, stream));
+    FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (profile) collect_profile();
+    return host_out;
+  }
   // Returns what an op took for itself when it ends (ScratchArena::release).
   struct TempScope {
     ScratchArena& arena;
@@ -787,17 +798,7 @@ void CudaOps::to_host(Tensor x, std::span<float> out) {
   Impl& m = *impl_;
   if (m.capturing) throw Error("cuda ops: to_host inside a recorded step");
   if (out.size() != size_t(x.rows * x.cols)) throw Error("cuda ops: to_host size mismatch");
-  const size_t bytes = out.size() * sizeof(bf16);
-  if (bytes > m.host_out_bytes) {
-    FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    if (m.host_out != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(m.host_out));
-    FP8LM_CUDA_CHECK(cudaMallocHost(&m.host_out, bytes));
-    m.host_out_bytes = bytes;
-  }
-  FP8LM_CUDA_CHECK(cudaMemcpyAsync(m.host_out, x.data, bytes, cudaMemcpyDeviceToHost, m.stream));
-  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  if (m.profile) m.collect_profile();
-  const auto* h = static_cast<const uint16_t*>(m.host_out);
+  const auto* h = static_cast<const uint16_t*>(m.fetch(x.data, out.size() * sizeof(bf16)));
   for (size_t i = 0; i < out.size(); ++i) out[i] = fp8lm::bf16_to_float(h[i]);
 }
 
@@ -810,16 +811,7 @@ void CudaOps::argmax_rows(Tensor x, std::span<int32_t> out) {
   auto* ids = static_cast<int32_t*>(m.take(out.size() * sizeof(int32_t)));
   cuda::argmax_rows(B(x), x.rows, x.cols, ids, m.stream);
   const size_t bytes = out.size() * sizeof(int32_t);
-  if (bytes > m.host_out_bytes) {
-    FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    if (m.host_out != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(m.host_out));
-    FP8LM_CUDA_CHECK(cudaMallocHost(&m.host_out, bytes));
-    m.host_out_bytes = bytes;
-  }
-  FP8LM_CUDA_CHECK(cudaMemcpyAsync(m.host_out, ids, bytes, cudaMemcpyDeviceToHost, m.stream));
-  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  if (m.profile) m.collect_profile();
-  std::memcpy(out.data(), m.host_out, bytes);
+  std::memcpy(out.data(), m.fetch(ids, bytes), bytes);
 }
 
 // ---- linear ------------------------------------------------------------------------------------
@@ -834,9 +826,13 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   if (m == 0) return;
   const bf16* bias = w.bias ? w.bias.as<bf16>() : nullptr;
   const Impl::TempScope temps(im.scratch);
+  // The label (a few string operations) only when profiling: linear is the hot path.
   OpTimer timer(im,
-                std::string(!w.fp8 ? "linear bf16 " : w.activation == ActivationQuant::kNone ? "linear w8a16 " : "linear w8a8 ") +
-                    std::to_string(w.n) + "x" + std::to_string(w.k),
+                !im.profile ? std::string()
+                            : std::string(!w.fp8                                   ? "linear bf16 "
+                                          : w.activation == ActivationQuant::kNone ? "linear w8a16 "
+                                                                                   : "linear w8a8 ") +
+                                  std::to_string(w.n) + "x" + std::to_string(w.k),
                 m);
 
   if (!w.fp8) {
