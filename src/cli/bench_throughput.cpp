@@ -9,6 +9,8 @@
 // elapsed); a table on stdout, with --json FILE every number and the
 // configuration. Without --kv-cache-tokens the cache holds min(N,
 // max-num-seqs) whole sequences, so preemption only happens when asked for.
+// --enable-prefix-caching with --prefix-len P (the first P of every prompt's
+// I tokens the same) measures prefix caching and reports its hit rate.
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +45,8 @@ struct ThroughputFlags {
   int64_t output_len = 128;
   int64_t max_num_seqs = engine::SchedulerConfig{}.max_num_seqs;
   int64_t max_num_batched_tokens = engine::SchedulerConfig{}.max_num_batched_tokens;
+  bool enable_prefix_caching = false;
+  int64_t prefix_len = 0;  // leading tokens every prompt shares
   std::string json;
 };
 
@@ -60,7 +64,10 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   check_positive("--output-len", tf.output_len);
   check_positive("--max-num-seqs", tf.max_num_seqs);
   check_positive("--max-num-batched-tokens", tf.max_num_batched_tokens);
-  engine::SchedulerConfig sched{tf.max_num_batched_tokens, tf.max_num_seqs};
+  engine::SchedulerConfig sched{tf.max_num_batched_tokens, tf.max_num_seqs, tf.enable_prefix_caching};
+  if (tf.prefix_len < 0 || tf.prefix_len > tf.input_len)
+    throw Error("--prefix-len: " + std::to_string(tf.prefix_len) + " must be between 0 and --input-len (" +
+                std::to_string(tf.input_len) + ")");
   if (tf.max_num_batched_tokens < tf.max_num_seqs)
     throw Error("--max-num-batched-tokens: " + std::to_string(tf.max_num_batched_tokens) +
                 " must be at least --max-num-seqs (" + std::to_string(tf.max_num_seqs) + ")");
@@ -75,7 +82,8 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   // On a GPU the cache takes what --gpu-memory-utilization leaves (with room for one step).
   options.max_num_batched_tokens = tf.max_num_batched_tokens;
   options.max_num_seqs = tf.max_num_seqs;
-  const bool cache_sized_here = options.kv_cache_tokens == 0 && options.device == engine::Device::kCpu;
+  const bool cache_sized_here =
+      options.kv_cache_tokens == 0 && options.kv_cache_bytes == 0 && options.device == engine::Device::kCpu;
   if (cache_sized_here)
     options.kv_cache_tokens = std::min(tf.num_prompts, tf.max_num_seqs) *
                               engine::blocks_for_tokens(tf.input_len + tf.output_len, options.block_size) *
@@ -87,7 +95,8 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load0).count();
   print_load_summary(*rt, rf);
 
-  const auto prompts = synthetic_prompts(*rt, tf.num_prompts, tf.input_len);
+  auto prompts = synthetic_prompts(*rt, tf.num_prompts, tf.input_len);
+  for (auto& p : prompts) std::copy_n(prompts[0].begin(), tf.prefix_len, p.begin());
   engine::Engine eng(*rt, sched);
   engine::SamplingParams params;
   params.temperature = 0.0f;
@@ -135,6 +144,9 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   std::printf("  %-26s %12.3f\n", "CPU s", cpu);
   std::printf("  %-26s %12lld\n", "forward steps", static_cast<long long>(steps));
   std::printf("  %-26s %12lld\n", "preemptions", static_cast<long long>(eng.num_preemptions()));
+  if (tf.enable_prefix_caching)
+    std::printf("  %-26s %12.3f\n", "prefix cache hit rate",
+                eng.prefix_cache_queries() > 0 ? double(eng.prefix_cache_hits()) / double(eng.prefix_cache_queries()) : 0.0);
   std::printf("  %-26s %12lld\n", "peak running", static_cast<long long>(eng.peak_running()));
   std::printf("  %-26s %12.2f\n", "weight bandwidth GB/s", weight_gb_s);
   std::printf("  %-26s %12.1f\n", "weights MiB", double(rt->weight_bytes()) / double(1 << 20));
@@ -150,6 +162,8 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"output_len", tf.output_len},
         {"max_num_seqs", tf.max_num_seqs},
         {"max_num_batched_tokens", tf.max_num_batched_tokens},
+        {"enable_prefix_caching", tf.enable_prefix_caching},
+        {"prefix_len", tf.prefix_len},
         {"sampling", "greedy, ignore_eos"},
         {"block_size", rt->block_size()},
         {"kv_cache_tokens", options.kv_cache_tokens},
@@ -172,6 +186,8 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"output_tokens", output_tokens},
         {"forward_steps", steps},
         {"preemptions", eng.num_preemptions()},
+        {"prefix_cache_queries", eng.prefix_cache_queries()},
+        {"prefix_cache_hits", eng.prefix_cache_hits()},
         {"peak_running", eng.peak_running()},
         {"weight_bandwidth_gb_s", weight_gb_s},
         {"load_s", load_seconds}}},
@@ -197,6 +213,10 @@ void add_bench_throughput_command(CLI::App& bench) {
   cmd->add_option("--max-num-seqs", tf->max_num_seqs, "Most sequences running at once (default 256)");
   cmd->add_option("--max-num-batched-tokens", tf->max_num_batched_tokens,
                   "Token budget of one forward step; long prompts are prefilled in chunks (default 2048)");
+  cmd->add_flag("--enable-prefix-caching", tf->enable_prefix_caching,
+                "Share the KV of cached full blocks between prompts that start alike (reports the hit rate)");
+  cmd->add_option("--prefix-len", tf->prefix_len,
+                  "Leading tokens (of --input-len) that every prompt shares, for prefix caching (default 0)");
   cmd->add_option("--json", tf->json, "Also write every number and the configuration to this JSON file");
   cmd->callback([mf, rf, tf] { run_throughput(*mf, *rf, *tf); });
 }

@@ -88,8 +88,9 @@ void run(const ModelFlags& mf, const RunFlags& rf, const PerplexityFlags& pf) {
 
   // The KV cache holds `batch` windows at once.
   opt.ctx = pf.ctx > 0 ? pf.ctx : eval::default_ctx(io::read_model_spec(mf.model, overrides).config);
-  options.kv_cache_tokens =
-      std::max(options.kv_cache_tokens, eval::kv_tokens_for(opt.ctx, opt.batch, options.block_size));
+  if (options.kv_cache_bytes == 0)  // --kv-cache-memory given: that size, as asked
+    options.kv_cache_tokens =
+        std::max(options.kv_cache_tokens, eval::kv_tokens_for(opt.ctx, opt.batch, options.block_size));
 
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
   print_load_summary(*rt, rf);

@@ -2,7 +2,10 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <utility>
 #include <thread>
 
 #include "common/error.h"
@@ -18,12 +21,42 @@ int usable_cores() {
 
 }  // namespace
 
+uint64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  auto bad = [&](const std::string& why) {
+    return Error(flag + ": '" + text + "' " + why + " (a size in bytes: 1073741824, 8GiB, 8G, 512MiB)");
+  };
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
+    ++digits;
+  const auto dots = std::count(text.begin(), text.begin() + long(digits), '.');
+  if (digits == 0 || dots > 1 || size_t(dots) == digits) throw bad("is not a size");
+  const std::string suffix = text.substr(digits);
+  std::string unit = suffix;
+  if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1.0},         {"k", 1e3},           {"K", 1e3},           {"M", 1e6},
+      {"G", 1e9},        {"T", 1e12},          {"Ki", 1024.0},       {"Mi", 1048576.0},
+      {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}};
+  double scale = 0.0;
+  for (const auto& [name, factor] : kUnits)
+    if (unit == name) scale = factor;
+  if (scale == 0.0) throw bad("has an unknown unit '" + suffix + "'");
+  const double value = std::stod(text.substr(0, digits)) * scale;
+  if (!(value >= 1.0)) throw bad("is less than one byte");
+  if (value >= 18446744073709551616.0) throw bad("is beyond 2^64 bytes");
+  return uint64_t(value);
+}
+
 engine::RuntimeOptions RunFlags::options() const {
   engine::RuntimeOptions o;
   if (threads < 0) throw Error("--threads: " + std::to_string(threads) + " is negative (0 = all cores)");
   o.threads = threads == 0 ? usable_cores() : threads;
   if (kv_cache_tokens < 0) throw Error("--kv-cache-tokens: " + std::to_string(kv_cache_tokens) + " is negative");
   o.kv_cache_tokens = kv_cache_tokens;
+  if (!kv_cache_memory.empty()) {
+    if (kv_cache_tokens > 0) throw Error("--kv-cache-tokens and --kv-cache-memory both size the KV cache: give one");
+    o.kv_cache_bytes = parse_byte_size(kv_cache_memory, "--kv-cache-memory");
+  }
   o.calibrate_kv_scales = !no_kv_calibration;
   if (kernels == "auto") o.kernels = KernelChoice::kAuto;
   else if (kernels == "scalar") o.kernels = KernelChoice::kScalar;
@@ -46,6 +79,8 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
   cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
                   "KV cache capacity in tokens (0 = one full context on the CPU, what --gpu-memory-utilization "
                   "leaves on a GPU)");
+  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV cache capacity in bytes instead of tokens: 8GiB, 8G (10^9), 512MiB, 1073741824");
   cmd->add_option("--device", f->device, "Where the model runs: cpu (default) or cuda (a Hopper GPU)");
   cmd->add_flag("--no-cuda-graphs", f->no_cuda_graphs, "CUDA: launch every kernel of decode steps (no graphs)");
   cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,

@@ -16,6 +16,7 @@ namespace fp8lm::cli {
 struct RunFlags {
   int threads = 0;              // 0 = every core this process may use
   int64_t kv_cache_tokens = 0;  // 0 = one full context
+  std::string kv_cache_memory;  // bytes, "8GiB" style suffixes allowed; empty = not given
   std::string kernels = "auto";
   bool no_kv_calibration = false;
   std::string device = "cpu";
@@ -26,6 +27,11 @@ struct RunFlags {
   engine::RuntimeOptions options() const;
 };
 std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd);
+
+// "123", "8G", "8GiB", "512M", "1.5G": bytes. k/M/G/T are powers of 1000,
+// Ki/Mi/Gi/Ti powers of 1024, a trailing "B" is allowed. Throws fp8lm::Error
+// naming `flag` for anything else, zero or a value beyond 2^64.
+uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 struct SamplingFlags {
   engine::SamplingParams base;

@@ -40,6 +40,8 @@ struct ServeFlags {
   int64_t max_waiting = 0;
   std::string reasoning_parser;
   std::string chat_template;
+  bool skip_tokenizer_init = false;
+  bool enable_prefix_caching = false;
 };
 
 // The CPU default when --kv-cache-tokens is not given: a cache of up to this
@@ -124,6 +126,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   if (o.scheduler.max_num_batched_tokens < o.scheduler.max_num_seqs)
     throw Error("--max-num-batched-tokens: " + std::to_string(o.scheduler.max_num_batched_tokens) +
                 " must be at least --max-num-seqs (" + std::to_string(o.scheduler.max_num_seqs) + ")");
+  o.scheduler.enable_prefix_caching = sf.enable_prefix_caching;
   o.scheduler.validate();
   if (sf.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(sf.max_model_len) + " is negative");
   if (sf.max_waiting < 0) throw Error("--max-waiting: " + std::to_string(sf.max_waiting) + " is negative");
@@ -131,12 +134,14 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   o.max_waiting = sf.max_waiting;
   o.reasoning = server::parse_reasoning_parser(sf.reasoning_parser);
   o.chat_template = sf.chat_template;
+  o.skip_tokenizer_init = sf.skip_tokenizer_init;
 
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = o.scheduler.max_num_seqs;
   options.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
   const io::LoadOverrides overrides = mf.overrides();
-  if (options.device == engine::Device::kCpu && options.kv_cache_tokens == 0) {
+  if (options.device == engine::Device::kCpu && options.kv_cache_tokens == 0 &&
+      options.kv_cache_bytes == 0) {
     const io::ModelSpec spec = io::read_model_spec(mf.model, overrides);
     const int64_t context = spec.config.max_position_embeddings;
     const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, context) : context;
@@ -180,6 +185,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--reasoning-parser", sf->reasoning_parser,
                   "qwen3 or deepseek_r1: chat text between <think> and </think> goes to reasoning_content");
   cmd->add_option("--chat-template", sf->chat_template, "A Jinja chat template file instead of the model's");
+  cmd->add_flag("--enable-prefix-caching", sf->enable_prefix_caching,
+                "Keep the KV of full blocks after requests finish and share it with later requests that start "
+                "with the same tokens (usage reports prompt_tokens_details.cached_tokens)");
+  cmd->add_flag("--skip-tokenizer-init", sf->skip_tokenizer_init,
+                "Use no tokenizer (a --load-format dummy model has none): prompts as token ids, choices with "
+                "token_ids and empty text; chat and stop strings are refused");
   cmd->footer(
       "On the CPU without --kv-cache-tokens, the KV cache takes up to 256 MiB (at least one context, at most "
       "--max-num-seqs of them). Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "

@@ -8,6 +8,17 @@
 
 namespace fp8lm::engine {
 
+namespace {
+
+// Greedy without penalties or logprobs: the token is the logits' argmax (the
+// lowest id on ties, as the sampler's), which the backend can take itself.
+bool plain_greedy(const SamplingParams& p, int32_t logprobs) {
+  return p.greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+         logprobs < 0;
+}
+
+}  // namespace
+
 struct Engine::Active {
   Active(Runtime& rt, Request r, int64_t max_new)
       : request(std::move(r)),
@@ -82,6 +93,8 @@ void Engine::update_metrics() {
   blocks_used_ = scheduler_.blocks_used();
   preemptions_ = scheduler_.num_preemptions();
   peak_running_ = scheduler_.peak_running();
+  prefix_queries_ = scheduler_.prefix_cache_queries();
+  prefix_hits_ = scheduler_.prefix_cache_hits();
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -111,6 +124,7 @@ std::vector<RequestOutput> Engine::step() {
     RequestOutput out;
     out.id = a.seq.id;
     out.prompt_tokens = int64_t(a.request.prompt.size());
+    out.cached_tokens = a.seq.num_cached_tokens;
     out.completion_tokens = int64_t(a.output.tokens().size());
     return out;
   };
@@ -136,21 +150,36 @@ std::vector<RequestOutput> Engine::step() {
                          q.num_computed, q.block_table, false});
       samples.push_back(s.samples() ? 1 : 0);
     }
-    rt_.model().forward(inputs_, rt_.kv_cache(), logits_);
+    // When every row sampled this step is plain greedy, the argmax is taken
+    // where the logits are: on a GPU a batch of 256 would otherwise copy
+    // 256 × vocab floats to the host and scan them there, every step.
+    bool argmax_only = true;
+    for (size_t i = 0; i < batch.size() && argmax_only; ++i)
+      if (samples[i]) {
+        const Active& a = *active_.at(batch[i].seq->id);
+        argmax_only = plain_greedy(a.request.params, a.request.logprobs);
+      }
+    if (argmax_only) rt_.model().forward_greedy(inputs_, rt_.kv_cache(), argmax_);
+    else rt_.model().forward(inputs_, rt_.kv_cache(), logits_);
     ++steps_;
     scheduler_.commit(batch);
     const int64_t vocab = rt_.model().vocab_size();
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
       Active& a = *active_.at(batch[i].seq->id);
-      const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
       std::vector<SampleResult> logprobs;
       int32_t token = 0;
-      if (a.request.logprobs >= 0) {
-        logprobs.push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
-        token = logprobs.back().token;
+      if (argmax_only) {
+        token = argmax_[i];
+        a.sampler.accept(token);
       } else {
-        token = a.sampler.sample(row);
+        const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
+        if (a.request.logprobs >= 0) {
+          logprobs.push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
+          token = logprobs.back().token;
+        } else {
+          token = a.sampler.sample(row);
+        }
       }
       ++generated_;
       SequenceOutput::Step s = a.output.push(token);
@@ -192,6 +221,7 @@ std::vector<Completion> Engine::run_to_completion() {
       Completion& c = seen[out.id];
       c.id = out.id;
       c.prompt_tokens = out.prompt_tokens;
+      c.cached_tokens = out.cached_tokens;
       c.tokens.insert(c.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       c.text += out.text;
       if (out.finished) {

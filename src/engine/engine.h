@@ -35,6 +35,9 @@ struct RequestOutput {
   bool finished = false;
   std::string finish_reason;        // when finished: "stop", "length" or "cancelled"
   int64_t prompt_tokens = 0;
+  // Prompt tokens found in the prefix cache when the request was first
+  // admitted (0 without prefix caching, or before admission).
+  int64_t cached_tokens = 0;
   int64_t completion_tokens = 0;    // generated so far, new_tokens included
   // When the request asked for logprobs: one entry per new token (OpenAI's
   // logprobs of the raw logits, with the request's top alternatives).
@@ -59,6 +62,7 @@ struct Completion {
   std::string text;
   std::string finish_reason;
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // as RequestOutput::cached_tokens
 };
 
 class Engine {
@@ -102,6 +106,9 @@ class Engine {
   int64_t num_generated_tokens() const { return generated_.load(); }
   int64_t num_steps() const { return steps_.load(); }            // forward calls
   int64_t peak_running() const { return peak_running_.load(); }
+  // Prefix caching: prompt tokens looked up at admissions, and those found cached.
+  int64_t prefix_cache_queries() const { return prefix_queries_.load(); }
+  int64_t prefix_cache_hits() const { return prefix_hits_.load(); }
   const SchedulerConfig& config() const { return scheduler_.config(); }
 
  private:
@@ -118,10 +125,11 @@ class Engine {
 
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<float> logits_;
+  std::vector<int32_t> argmax_;  // forward_greedy's tokens, one per row
   std::vector<model::SequenceInput> inputs_;
 
   std::atomic<int64_t> running_{0}, waiting_{0}, blocks_used_{0}, preemptions_{0}, generated_{0}, steps_{0},
-      peak_running_{0}, queued_{0};
+      peak_running_{0}, queued_{0}, prefix_queries_{0}, prefix_hits_{0};
 
   void update_metrics();
 };

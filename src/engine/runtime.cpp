@@ -119,8 +119,19 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
     rt->notes_.push_back(text);
   }
   std::vector<backend::KvLayerFormat> formats = model::kv_layer_formats(c, kv, k_scales, v_scales, &rt->notes_);
-  const int64_t tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens
-                                                     : default_kv_cache_tokens(*rt->ops_, c, formats, options);
+  if (options.kv_cache_tokens > 0 && options.kv_cache_bytes > 0)
+    throw Error("--kv-cache-tokens and --kv-cache-memory both size the KV cache: give one");
+  int64_t tokens = options.kv_cache_tokens;
+  if (options.kv_cache_bytes > 0) {
+    const backend::KvCacheShape shape{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, options.block_size, 1};
+    const uint64_t per_token = cpu::PagedKvCache::bytes_per_token(shape, formats);
+    tokens = int64_t(options.kv_cache_bytes / per_token) / options.block_size * options.block_size;
+    if (tokens == 0)
+      throw Error("--kv-cache-memory: " + std::to_string(options.kv_cache_bytes) + " bytes hold no block of " +
+                  std::to_string(options.block_size) + " tokens (" + std::to_string(per_token) +
+                  " bytes per token for this model and KV-cache dtype)");
+  }
+  if (tokens == 0) tokens = default_kv_cache_tokens(*rt->ops_, c, formats, options);
   const int64_t blocks = (tokens + options.block_size - 1) / options.block_size;
   rt->kv_cache_ = rt->ops_->make_kv_cache(rt->model_->kv_cache_shape(options.block_size, blocks), std::move(formats));
   rt->blocks_ = std::make_unique<BlockAllocator>(blocks);

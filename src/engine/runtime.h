@@ -33,6 +33,10 @@ struct RuntimeOptions {
   // KV-cache capacity in tokens; 0 = one full context (max_position_embeddings)
   // on the CPU, what gpu_memory_utilization leaves on a GPU.
   int64_t kv_cache_tokens = 0;
+  // KV-cache capacity in bytes instead (vLLM's --kv-cache-memory): as many
+  // tokens as the layers' formats fit in it. 0 = not given; at most one of
+  // kv_cache_tokens and kv_cache_bytes.
+  uint64_t kv_cache_bytes = 0;
   // Explicit KV scales (per layer), overriding the checkpoint's; empty = none.
   std::vector<float> k_scales, v_scales;
   // An FP8 E4M3 KV cache without scales (none in the checkpoint, none given):

@@ -101,7 +101,9 @@ struct ChoiceResult {
 // Token id -> its text, as `decode([id])` gives it.
 using TokenText = std::function<std::string(int32_t)>;
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// With `cached_tokens` (prefix caching on): also OpenAI's
+// "prompt_tokens_details": {"cached_tokens": N}.
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, std::optional<int64_t> cached_tokens = std::nullopt);
 
 // Completions format: {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
 // `offset` is where the first token's text starts in the choice's text (updated).

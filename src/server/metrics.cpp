@@ -95,6 +95,11 @@ std::string ServerMetrics::render(const EngineGauges& g, const std::string& mode
   gauge("fp8lm:kv_cache_usage_perc", "KV-cache usage: the share of KV blocks in use, 0 to 1.", num(g.kv_cache_usage));
   counter("fp8lm:num_preemptions_total", "Preemptions (a running request's KV blocks taken back; it is recomputed).",
           g.preemptions);
+  counter("fp8lm:prefix_cache_queries_total",
+          "Prefix cache queries: tokens of admitted requests looked up (0 without --enable-prefix-caching).",
+          g.prefix_cache_queries);
+  counter("fp8lm:prefix_cache_hits_total", "Prefix cache hits: looked-up tokens found cached, not recomputed.",
+          g.prefix_cache_hits);
   std::lock_guard lock(mutex_);
   counter("fp8lm:prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens_);
   counter("fp8lm:generation_tokens_total", "Generated tokens.", generation_tokens_);

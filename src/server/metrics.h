@@ -33,6 +33,8 @@ struct EngineGauges {
   int64_t waiting = 0;
   double kv_cache_usage = 0.0;  // 0..1
   int64_t preemptions = 0;
+  int64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_cache_hits = 0;     // of those, tokens found cached
 };
 
 class ServerMetrics {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_set>
@@ -88,6 +89,8 @@ class HttpServer : public httplib::Server {
 
 constexpr int kListenBacklog = 1024;
 
+constexpr const char* kNoTokenizer = "this server runs without a tokenizer (--skip-tokenizer-init)";
+
 }  // namespace
 
 // One HTTP request in flight: its engine requests (one per choice) and the
@@ -104,6 +107,7 @@ struct Job {
   int32_t logprobs = -1;
   bool include_usage = false;
   size_t num_choices = 0;
+  size_t choices_per_prompt = 1;  // n
   int64_t prompt_tokens = 0;  // summed over the prompts (each counted once, whatever n)
   Clock::time_point arrival;
 
@@ -113,6 +117,7 @@ struct Job {
   size_t unfinished = 0;             // guarded by m
   std::vector<engine::RequestId> ids;  // guarded by m
   bool cancelled = false;            // guarded by m
+  int64_t cached_tokens = 0;         // guarded by m; prompt tokens served from the prefix cache, as prompt_tokens
   std::string cancel_reason;         // guarded by m
 
   // Engine thread only (the callbacks): per-choice token times for the metrics.
@@ -220,6 +225,8 @@ struct Server::Impl {
                                o.finish_reason == "cancelled" ? "abort" : o.finish_reason);
     {
       std::lock_guard lock(job->m);
+      // Each prompt once, like prompt_tokens: its first choice's count.
+      if (o.finished && c % job->choices_per_prompt == 0) job->cached_tokens += o.cached_tokens;
       job->events.push_back({c, o});
       if (o.finished) --job->unfinished;
     }
@@ -235,17 +242,20 @@ struct Server::Impl {
   }
 
   std::string token_text(int32_t id) const {
+    if (opt.skip_tokenizer_init) return "token_id:" + std::to_string(id);  // vLLM's spelling without text
     const uint32_t u = uint32_t(id);
     return rt.tokenizer().decode(std::span<const uint32_t>(&u, 1), /*skip_special_tokens=*/false);
   }
 
   std::vector<std::vector<int32_t>> prompts_of(const ApiRequest& r) const {
     std::vector<std::vector<int32_t>> out;
-    const tokenizer::Tokenizer& tok = rt.tokenizer();
     const int64_t vocab = rt.model().vocab_size();
     const char* param = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+    if (opt.skip_tokenizer_init && !r.params.stop.empty())
+      throw ApiError(400, std::string(kNoTokenizer) + ": stop strings need text; use stop_token_ids", "stop");
     if (r.endpoint == Endpoint::kChat) {
       if (!chat_template) throw ApiError(400, chat_template_error, "messages");
+      const tokenizer::Tokenizer& tok = rt.tokenizer();
       chat::ChatInputs in;
       in.messages = r.messages;
       in.add_generation_prompt = r.add_generation_prompt;
@@ -262,7 +272,9 @@ struct Server::Impl {
     } else {
       for (const PromptInput& p : r.prompts) {
         if (p.is_text) {
-          const std::vector<uint32_t> ids = tok.encode(p.text, /*add_special_tokens=*/true);  // as `fp8lm generate`
+          if (opt.skip_tokenizer_init)
+            throw ApiError(400, std::string(kNoTokenizer) + ": send the prompt as token ids", "prompt");
+          const std::vector<uint32_t> ids = rt.tokenizer().encode(p.text, /*add_special_tokens=*/true);  // as `fp8lm generate`
           out.emplace_back(ids.begin(), ids.end());
         } else {
           for (const int32_t id : p.ids)
@@ -308,6 +320,7 @@ struct Server::Impl {
     job->logprobs = r.logprobs;
     job->include_usage = r.include_usage;
     job->num_choices = count;
+    job->choices_per_prompt = size_t(r.n);
     job->unfinished = count;
     job->arrival = arrival;
     job->last_token.resize(count);
@@ -377,6 +390,16 @@ struct Server::Impl {
 
   // ---- whole responses -------------------------------------------------------------
 
+  // With prefix caching, usage says how many prompt tokens were cached (as OpenAI's API).
+  Json usage_of(Job& job, int64_t completion_tokens) {
+    std::optional<int64_t> cached;
+    if (opt.scheduler.enable_prefix_caching) {
+      std::lock_guard lock(job.m);
+      cached = job.cached_tokens;
+    }
+    return usage_json(job.prompt_tokens, completion_tokens, cached);
+  }
+
   Json whole_response(Job& job) {
     std::vector<ChoiceResult> choices(job.num_choices);
     std::string cancelled;
@@ -425,7 +448,8 @@ struct Server::Impl {
         choice["message"] = std::move(message);
         choice["logprobs"] = job.logprobs >= 0 ? chat_logprobs(c.logprobs, job.logprobs, text) : Json(nullptr);
       } else {
-        choice["text"] = c.text;
+        choice["text"] = opt.skip_tokenizer_init ? std::string() : c.text;
+        if (opt.skip_tokenizer_init) choice["token_ids"] = c.tokens;
         int64_t offset = 0;
         choice["logprobs"] = job.logprobs >= 0 ? completion_logprobs(c.logprobs, job.logprobs, text, offset) : Json(nullptr);
       }
@@ -433,7 +457,7 @@ struct Server::Impl {
       list.push_back(std::move(choice));
     }
     out["choices"] = std::move(list);
-    out["usage"] = usage_json(job.prompt_tokens, completion_tokens);
+    out["usage"] = usage_of(job, completion_tokens);
     return out;
   }
 
@@ -489,8 +513,14 @@ struct Server::Impl {
       fields["delta"] = std::move(delta);
       fields["logprobs"] = with_lp ? chat_logprobs(o.logprobs, job.logprobs, text) : Json(nullptr);
     } else {
-      if (o.text.empty() && !o.finished && !with_lp) return {};
-      fields["text"] = o.text;
+      if (opt.skip_tokenizer_init) {
+        if (o.new_tokens.empty() && !o.finished) return {};
+        fields["text"] = "";
+        fields["token_ids"] = o.new_tokens;
+      } else {
+        if (o.text.empty() && !o.finished && !with_lp) return {};
+        fields["text"] = o.text;
+      }
       fields["logprobs"] = with_lp ? completion_logprobs(o.logprobs, job.logprobs, text, st.offsets[e.choice]) : Json(nullptr);
     }
     fields["finish_reason"] = o.finished ? Json(o.finish_reason) : Json(nullptr);
@@ -540,7 +570,7 @@ struct Server::Impl {
             if (job->include_usage) {
               Json j = chunk_base(*job);
               j["choices"] = Json::array();
-              j["usage"] = usage_json(job->prompt_tokens, st->completion_tokens);
+              j["usage"] = usage_of(*job, st->completion_tokens);
               out += event(j);
             }
             out += "data: [DONE]\n\n";
@@ -583,6 +613,8 @@ struct Server::Impl {
     const int64_t total = engine->kv_blocks_total();
     g.kv_cache_usage = total > 0 ? double(engine->kv_blocks_used()) / double(total) : 0.0;
     g.preemptions = engine->num_preemptions();
+    g.prefix_cache_queries = engine->prefix_cache_queries();
+    g.prefix_cache_hits = engine->prefix_cache_hits();
     return metrics.render(g, opt.served_model_name);
   }
 
@@ -664,7 +696,10 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
     : impl_(std::make_unique<Impl>(runtime, std::move(options))) {
   Impl& s = *impl_;
   ServerOptions& o = s.opt;
-  (void)runtime.tokenizer();  // a model without tokenizer.json (--load-format dummy) stops here, saying so
+  if (!o.skip_tokenizer_init && !runtime.has_tokenizer())
+    throw Error(o.model_dir.string() +
+                " has no tokenizer.json (--load-format dummy loads config.json alone): serve it with "
+                "--skip-tokenizer-init (prompts as token ids, token ids out)");
   const int64_t context = runtime.config().max_position_embeddings;
   if (o.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(o.max_model_len) + " is negative");
   if (o.max_model_len > context)
@@ -679,7 +714,11 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
   s.cache_tokens = runtime.blocks().num_total() * runtime.block_size();
 
   try {
-    if (!o.chat_template.empty()) {
+    if (o.skip_tokenizer_init) {
+      if (!o.chat_template.empty()) throw Error("--chat-template: needs a tokenizer, and --skip-tokenizer-init is given");
+      s.chat_template_error = std::string(kNoTokenizer) + ": /v1/chat/completions needs one to render messages; "
+                              "send token ids to /v1/completions";
+    } else if (!o.chat_template.empty()) {
       std::ifstream in(o.chat_template, std::ios::binary);
       if (!in) throw Error("--chat-template: cannot read " + o.chat_template.string());
       std::string src((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

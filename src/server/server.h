@@ -34,6 +34,11 @@ struct ServerOptions {
   ReasoningParser reasoning = ReasoningParser::kNone;
   std::filesystem::path chat_template;   // a .jinja file instead of the model's template; empty: the model's
   bool quiet = false;                    // no startup lines on stderr
+  // vLLM's --skip-tokenizer-init: no tokenizer is used (a --load-format dummy
+  // model has none). Prompts come as token ids, choices carry `token_ids` and
+  // empty text, logprob tokens read "token_id:N"; chat and stop strings, which
+  // need text, are refused with 400.
+  bool skip_tokenizer_init = false;
 };
 
 class Server {

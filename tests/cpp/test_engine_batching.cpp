@@ -12,6 +12,9 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "common/error.h"
@@ -386,6 +389,413 @@ TEST(SchedulerPolicy, PreemptsTheMostRecentlyAdmitted) {
   s.remove(&d);
   EXPECT_TRUE(s.empty());
   EXPECT_EQ(blocks.num_free(), 5);
+}
+
+
+// ---- prefix caching in the scheduler alone (no model) -----------------------------------
+
+engine::Sequence seq_of(engine::RequestId id, std::vector<int32_t> tokens) {
+  engine::Sequence q;
+  q.id = id;
+  q.tokens = std::move(tokens);
+  return q;
+}
+
+std::vector<int32_t> range_of(int32_t first, int32_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) v[size_t(i)] = first + i;
+  return v;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+constexpr engine::SchedulerConfig kCaching{/*max_num_batched_tokens=*/64, /*max_num_seqs=*/8,
+                                           /*enable_prefix_caching=*/true};
+
+// Schedules one step, commits it and appends a token to every sequence that sampled.
+std::vector<engine::ScheduledSequence> run_step(engine::Scheduler& s, int32_t sampled_token = 7) {
+  auto batch = s.schedule();
+  s.commit(batch);
+  for (const auto& x : batch)
+    if (x.seq->num_computed == int64_t(x.seq->tokens.size())) x.seq->tokens.push_back(sampled_token);
+  return batch;
+}
+
+TEST(SchedulerPrefixCache, LaterPromptsShareTheFullBlocksOfEarlierOnes) {
+  engine::BlockAllocator blocks(20);
+  engine::Scheduler s(blocks, 4, kCaching);
+  const std::vector<int32_t> prompt = range_of(100, 10);  // 2 full blocks of 4, then 2 tokens
+  engine::Sequence a = seq_of(1, prompt);
+  s.add(&a);
+  auto batch = run_step(s);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].num_tokens, 10);
+  EXPECT_EQ(a.num_cached_tokens, 0);
+  EXPECT_EQ(blocks.num_cached(), 2);
+  run_step(s);  // a decode: position 10, no new full block
+  EXPECT_EQ(blocks.num_cached(), 2);
+  const std::vector<int64_t> a_blocks = a.block_table;
+  s.remove(&a);
+  EXPECT_EQ(s.blocks_used(), 0);
+  EXPECT_EQ(blocks.num_free(), 20);
+
+  // The same prompt: its 2 full blocks are shared, 2 tokens computed.
+  engine::Sequence b = seq_of(2, prompt);
+  s.add(&b);
+  batch = s.schedule();
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(b.num_computed, 8);
+  EXPECT_EQ(batch[0].num_tokens, 2);
+  EXPECT_TRUE(batch[0].samples());
+  EXPECT_EQ(b.num_cached_tokens, 8);
+  ASSERT_EQ(b.block_table.size(), 3u);
+  EXPECT_EQ(b.block_table[0], a_blocks[0]);
+  EXPECT_EQ(b.block_table[1], a_blocks[1]);
+  EXPECT_EQ(s.prefix_cache_queries(), 20);
+  EXPECT_EQ(s.prefix_cache_hits(), 8);
+  s.commit(batch);
+  s.remove(&b);
+
+  // Exactly 2 blocks long: one token is always computed, so only the first block is shared.
+  engine::Sequence c = seq_of(3, range_of(100, 8));
+  // Diverging inside the second block: the first block is shared.
+  engine::Sequence d = seq_of(4, concat(range_of(100, 5), range_of(900, 6)));
+  // Diverging at the first token: nothing.
+  engine::Sequence e = seq_of(5, concat({1}, range_of(101, 9)));
+  for (engine::Sequence* q : {&c, &d, &e}) s.add(q);
+  batch = s.schedule();
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(c.num_cached_tokens, 4);
+  EXPECT_EQ(batch[0].num_tokens, 4);
+  EXPECT_EQ(d.num_cached_tokens, 4);
+  EXPECT_EQ(batch[1].num_tokens, 7);
+  EXPECT_EQ(e.num_cached_tokens, 0);
+  EXPECT_EQ(batch[2].num_tokens, 10);
+  EXPECT_EQ(c.block_table[0], a_blocks[0]);
+  EXPECT_EQ(blocks.ref_count(a_blocks[0]), 2);
+  s.commit(batch);
+  for (engine::Sequence* q : {&c, &d, &e}) s.remove(q);
+  EXPECT_EQ(s.blocks_used(), 0);
+  EXPECT_EQ(s.prefix_cache_hits(), 8 + 4 + 4);
+}
+
+TEST(SchedulerPrefixCache, DuplicatesStayUncachedAndLostEntriesAreRedone) {
+  engine::BlockAllocator blocks(16);
+  engine::Scheduler s(blocks, 4, kCaching);
+  const std::vector<int32_t> shared = range_of(100, 8);
+  engine::Sequence a = seq_of(1, concat(shared, {50}));
+  engine::Sequence b = seq_of(2, concat(shared, range_of(60, 5)));
+  s.add(&a);
+  s.add(&b);
+  run_step(s);  // both whole, together: neither finds the other's blocks
+  EXPECT_EQ(a.num_cached_tokens, 0);
+  EXPECT_EQ(b.num_cached_tokens, 0);
+  // a's 2 blocks are cached; b's copies of them are not, its third block is.
+  EXPECT_EQ(blocks.num_cached(), 3);
+  ASSERT_EQ(b.cached_blocks.size(), 3u);
+  EXPECT_EQ(b.cached_blocks[0].block, a.block_table[0]);
+  EXPECT_EQ(b.cached_blocks[1].block, a.block_table[1]);
+  EXPECT_EQ(b.cached_blocks[2].block, b.block_table[2]);
+
+  // a finishes and its blocks are evicted (all the free space is taken once).
+  s.remove(&a);
+  const auto all = blocks.allocate(blocks.num_free());
+  ASSERT_TRUE(all);
+  blocks.free(*all);
+  EXPECT_EQ(blocks.num_cached(), 1);  // b's third block, held by b but now out of reach
+  // b fills its fourth block: its chain is rebuilt from its own blocks.
+  while (b.num_computed < 16) run_step(s, 70);
+  EXPECT_EQ(blocks.num_cached(), 4);
+  ASSERT_EQ(b.cached_blocks.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(b.cached_blocks[i].block, b.block_table[i]) << i;
+
+  engine::Sequence c = seq_of(3, concat(std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 16), {1}));
+  s.add(&c);
+  auto batch = s.schedule();
+  EXPECT_EQ(c.num_cached_tokens, 16);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(c.block_table[i], b.block_table[i]);
+  s.commit(batch);
+  s.remove(&b);
+  s.remove(&c);
+  EXPECT_EQ(s.blocks_used(), 0);
+}
+
+TEST(SchedulerPrefixCache, BlocksOutOfReachGiveWayToTheSameContent) {
+  engine::BlockAllocator blocks(16);
+  engine::Scheduler s(blocks, 4, kCaching);
+  const std::vector<int32_t> shared = range_of(100, 8);
+  engine::Sequence a = seq_of(1, concat(shared, {50}));
+  engine::Sequence b = seq_of(2, concat(shared, range_of(60, 5)));
+  s.add(&a);
+  s.add(&b);
+  run_step(s);  // a caches the shared blocks; b's third block is cached after a's second
+  s.remove(&a);
+  s.remove(&b);
+  // The least recently used go: a's two blocks, not b's third, which no lookup can reach now.
+  const auto most = blocks.allocate(blocks.num_free() - 1);
+  ASSERT_TRUE(most);
+  blocks.free(*most);
+  EXPECT_EQ(blocks.num_cached(), 1);
+
+  // The same tokens again: every full block is cached anew, the third taking
+  // the unreachable one's place, so a later copy finds all three.
+  engine::Sequence c = seq_of(3, b.tokens);
+  s.add(&c);
+  run_step(s);
+  EXPECT_EQ(c.num_cached_tokens, 0);
+  EXPECT_EQ(blocks.num_cached(), 3);
+  engine::Sequence d = seq_of(4, b.tokens);
+  s.add(&d);
+  const auto batch = s.schedule();
+  EXPECT_EQ(d.num_cached_tokens, 12);
+  s.commit(batch);
+  s.remove(&c);
+  s.remove(&d);
+  EXPECT_EQ(s.blocks_used(), 0);
+}
+
+TEST(SchedulerPrefixCache, EqualHashesNeverShareOtherTokens) {
+  engine::BlockAllocator blocks(16);
+  engine::Scheduler s(blocks, 4, kCaching);
+  s.set_block_hasher_for_testing([](engine::BlockHash, std::span<const int32_t>) { return engine::BlockHash{7}; });
+  const std::vector<int32_t> prompt = range_of(1, 9);
+  engine::Sequence a = seq_of(1, prompt);
+  s.add(&a);
+  run_step(s);
+  // Block 0 takes the only hash; block 1 (same hash, another prefix) cannot be cached.
+  EXPECT_EQ(blocks.num_cached(), 1);
+  s.remove(&a);
+
+  engine::Sequence b = seq_of(2, concat(range_of(500, 4), std::vector<int32_t>(prompt.begin() + 4, prompt.end())));
+  engine::Sequence c = seq_of(3, prompt);
+  s.add(&b);
+  s.add(&c);
+  const auto batch = s.schedule();
+  EXPECT_EQ(b.num_cached_tokens, 0);  // same hash, other tokens
+  EXPECT_EQ(c.num_cached_tokens, 4);  // the one block that is cached
+  s.commit(batch);
+  s.remove(&b);
+  s.remove(&c);
+}
+
+TEST(SchedulerPrefixCache, APreemptedSequenceFindsItsBlocksAgain) {
+  engine::BlockAllocator blocks(4);
+  engine::Scheduler s(blocks, 4, kCaching);
+  engine::Sequence a = seq_of(1, range_of(10, 4)), b = seq_of(2, range_of(20, 8));
+  s.add(&a);
+  s.add(&b);
+  run_step(s);  // a: 1 block, b: 2 blocks, all full and cached
+  const std::vector<int64_t> b_blocks = b.block_table;
+  run_step(s);  // a takes the last free block; b needs a third: preempted
+  EXPECT_EQ(s.num_preemptions(), 1);
+  EXPECT_EQ(b.num_computed, 0);
+  EXPECT_EQ(blocks.num_cached(), 3);  // b's blocks stay cached
+  run_step(s);  // b's 2 blocks are found but a third does not fit: it keeps waiting, holding nothing
+  EXPECT_EQ(s.num_waiting(), 1);
+  EXPECT_EQ(blocks.ref_count(b_blocks[0]), 0);
+  EXPECT_EQ(s.blocks_used(), 2);
+  s.remove(&a);
+  const auto batch = s.schedule();  // re-admitted: only its 9th token is computed
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].num_tokens, 1);
+  EXPECT_EQ(std::vector<int64_t>(b.block_table.begin(), b.block_table.begin() + 2), b_blocks);
+  EXPECT_EQ(b.num_cached_tokens, 0);  // as at its first admission
+  EXPECT_EQ(s.prefix_cache_hits(), 8);
+  s.commit(batch);
+  s.remove(&b);
+  EXPECT_EQ(s.blocks_used(), 0);
+}
+
+// ---- prefix caching through the engine, on the shipped model ---------------------------
+
+struct PrefixConfig {
+  std::string name;   // test name suffix
+  std::string quant;  // --quantization ("" for BF16)
+  bool fp8_kv = false;
+};
+
+std::unique_ptr<engine::Runtime> load_config(const PrefixConfig& c, int64_t kv_cache_tokens = 0) {
+  io::LoadOverrides o;
+  if (!c.quant.empty()) o.quantization = io::parse_online_quant(c.quant);
+  if (c.fp8_kv) o.kv_cache_dtype = io::parse_kv_cache_dtype("fp8");
+  engine::RuntimeOptions opt;
+  opt.threads = 2;
+  opt.kv_cache_tokens = kv_cache_tokens;
+  return engine::Runtime::load(shipped_dir(), o, opt);
+}
+
+// 18 requests over two shared prefixes (40 and 23 tokens, so blocks of 16 are
+// shared whole and in part): some prompts identical, some extending others,
+// some diverging inside a block; greedy and seeded sampling.
+std::vector<Case> prefix_cases(const engine::Runtime& rt) {
+  std::mt19937_64 rng(777);
+  std::uniform_int_distribution<int32_t> pick(100, int32_t(rt.config().vocab_size) - 1);
+  auto draw = [&](size_t n) {
+    std::vector<int32_t> v(n);
+    for (int32_t& t : v) t = pick(rng);
+    return v;
+  };
+  const std::vector<int32_t> first = draw(40), second = draw(23);
+  std::vector<Case> cases;
+  for (int i = 0; i < 18; ++i) {
+    Case c;
+    const std::vector<int32_t>& base = i % 3 == 2 ? second : first;
+    c.prompt.assign(base.begin(), base.begin() + std::ptrdiff_t(i % 4 == 3 ? 20 : base.size()));
+    const std::vector<int32_t> tail = draw(size_t(i % 5 == 0 ? 0 : (i * 7) % 12));
+    c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
+    c.params.max_tokens = 4 + (i * 5) % 17;
+    c.params.ignore_eos = true;
+    if (i % 2 == 0) {
+      c.params.temperature = 0.0f;
+    } else {
+      c.params.temperature = 0.8f;
+      c.params.top_p = 0.9f;
+      c.params.seed = 300 + uint64_t(i);
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// What a request produced, with every token's logprob and its top-2
+// alternatives' (floats of the raw logits: equal only if the KV read is).
+struct Trace {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  int64_t cached_tokens = 0;
+  bool operator==(const Trace& o) const { return tokens == o.tokens && logprobs == o.logprobs; }
+};
+
+// Runs the cases through `eng` (all queued at once, or each to completion
+// before the next) and returns their traces in order.
+std::vector<Trace> run_traced(engine::Engine& eng, const std::vector<Case>& cases, bool one_by_one) {
+  std::vector<Trace> traces(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    engine::Request r{cases[i].prompt, cases[i].params, [&traces, i](const engine::RequestOutput& o) {
+                        Trace& t = traces[i];
+                        t.tokens.insert(t.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+                        for (const engine::SampleResult& lp : o.logprobs) {
+                          t.logprobs.push_back(lp.logprob);
+                          for (const engine::TokenLogprob& alt : lp.top) t.logprobs.push_back(alt.logprob);
+                        }
+                        t.cached_tokens = o.cached_tokens;
+                      }};
+    r.logprobs = 2;
+    eng.add_request(std::move(r));
+    if (one_by_one) eng.run_to_completion();
+  }
+  eng.run_to_completion();
+  return traces;
+}
+
+class PrefixCaching : public testing::TestWithParam<PrefixConfig> {};
+
+// Every request gives what it gives without prefix caching — the same tokens
+// as generate() alone, the same logprobs to the bit — whether its prefix was
+// cached by a request batched with it, by one that finished before, or by
+// itself before it was preempted.
+TEST_P(PrefixCaching, OutputsEqualThoseWithoutIt) {
+  auto rt = load_config(GetParam());
+  const std::vector<Case> cases = prefix_cases(*rt);
+  std::vector<engine::GenerationResult> want;
+  for (const Case& c : cases) want.push_back(engine::generate(*rt, c.prompt, c.params));
+  constexpr engine::SchedulerConfig kOff{/*max_num_batched_tokens=*/32, /*max_num_seqs=*/8};
+  constexpr engine::SchedulerConfig kOn{/*max_num_batched_tokens=*/32, /*max_num_seqs=*/8,
+                                        /*enable_prefix_caching=*/true};
+  std::vector<Trace> reference;
+  {
+    engine::Engine eng(*rt, kOff);
+    reference = run_traced(eng, cases, /*one_by_one=*/true);
+    for (size_t i = 0; i < cases.size(); ++i) ASSERT_EQ(reference[i].tokens, want[i].tokens) << i;
+  }
+  {
+    SCOPED_TRACE("in one batch, chunked prefill");
+    engine::Engine eng(*rt, kOn);
+    const std::vector<Trace> got = run_traced(eng, cases, /*one_by_one=*/false);
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_TRUE(got[i] == reference[i]) << "request " << i;
+    EXPECT_GT(eng.prefix_cache_hits(), 0);
+    EXPECT_EQ(eng.kv_blocks_used(), 0);
+    EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
+  }
+  {
+    SCOPED_TRACE("one after another, traced");
+    engine::Engine eng(*rt, kOn);
+    const std::vector<Trace> got = run_traced(eng, cases, /*one_by_one=*/true);
+    int64_t cached = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_TRUE(got[i] == reference[i]) << "request " << i;
+      cached += got[i].cached_tokens;
+    }
+    EXPECT_GT(cached, 0);
+    EXPECT_EQ(eng.prefix_cache_hits(), cached);  // no preemption: each request looked up once
+  }
+  {
+    SCOPED_TRACE("one after another, greedy on the backend");
+    engine::Engine eng(*rt, kOn);
+    std::vector<engine::Completion> got;
+    for (const Case& c : cases) {
+      eng.add_request({c.prompt, c.params, {}});
+      got.push_back(eng.run_to_completion().at(0));
+    }
+    expect_same(got, want);
+    EXPECT_GT(eng.prefix_cache_hits(), 0);
+    EXPECT_EQ(eng.kv_blocks_used(), 0);
+  }
+  {
+    SCOPED_TRACE("preempted in a small cache");
+    auto small = load_config(GetParam(), 80);  // 5 blocks: the longest request fits alone
+    engine::Engine eng(*small, {/*max_num_batched_tokens=*/64, /*max_num_seqs=*/8, /*enable_prefix_caching=*/true});
+    const std::vector<Trace> got = run_traced(eng, cases, /*one_by_one=*/false);
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_TRUE(got[i] == reference[i]) << "request " << i;
+    EXPECT_GT(eng.num_preemptions(), 0);
+    EXPECT_GT(eng.prefix_cache_hits(), 0);
+    EXPECT_EQ(eng.kv_blocks_used(), 0);
+    EXPECT_EQ(small->blocks().num_free(), small->blocks().num_total());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, PrefixCaching,
+                         testing::Values(PrefixConfig{"bf16", "", false}, PrefixConfig{"fp8", "fp8", false},
+                                         PrefixConfig{"fp8_kv_fp8", "fp8", true}),
+                         [](const testing::TestParamInfo<PrefixConfig>& p) { return p.param.name; });
+
+TEST(EnginePrefixCaching, TheSamePromptAgainSkipsItsFullBlocks) {
+  auto rt = load_shipped("fp8");
+  const std::vector<int32_t> prompt = range_of(300, 37);  // (37 − 1) / 16 = 2 blocks to share
+  const std::vector<int32_t> want = engine::generate(*rt, prompt, greedy(10)).tokens;
+  {
+    engine::Engine eng(*rt, {64, 4, true});
+    eng.add_request({prompt, greedy(10), {}});
+    const auto first = eng.run_to_completion();
+    eng.add_request({prompt, greedy(10), {}});
+    const auto second = eng.run_to_completion();
+    ASSERT_EQ(first.size(), 1u);
+    ASSERT_EQ(second.size(), 1u);
+    EXPECT_EQ(first[0].cached_tokens, 0);
+    EXPECT_EQ(second[0].cached_tokens, 32);
+    EXPECT_EQ(first[0].tokens, want);
+    EXPECT_EQ(second[0].tokens, want);
+    EXPECT_EQ(eng.prefix_cache_queries(), 2 * 37);
+    EXPECT_EQ(eng.prefix_cache_hits(), 32);
+    EXPECT_GT(rt->blocks().num_cached(), 0);
+  }
+  EXPECT_EQ(rt->blocks().num_cached(), 0);  // forgotten with the engine
+
+  // Off: nothing is looked up, cached or reported.
+  engine::Engine off(*rt, {64, 4});
+  off.add_request({prompt, greedy(10), {}});
+  const auto first = off.run_to_completion();
+  off.add_request({prompt, greedy(10), {}});
+  const auto second = off.run_to_completion();
+  for (const auto& c : {first.at(0), second.at(0)}) {
+    EXPECT_EQ(c.cached_tokens, 0);
+    EXPECT_EQ(c.tokens, want);
+  }
+  EXPECT_EQ(off.prefix_cache_queries(), 0);
+  EXPECT_EQ(rt->blocks().num_cached(), 0);
 }
 
 }  // namespace

@@ -339,6 +339,11 @@ TEST(ServerApi, Usage) {
   EXPECT_EQ(u["prompt_tokens"], 7);
   EXPECT_EQ(u["completion_tokens"], 5);
   EXPECT_EQ(u["total_tokens"], 12);
+  EXPECT_FALSE(u.contains("prompt_tokens_details"));  // prefix caching off: not reported
+  // On: OpenAI's shape, which its clients read as usage.prompt_tokens_details.cached_tokens.
+  const Json cached = server::usage_json(40, 5, 32);
+  EXPECT_EQ(server::dump(cached), R"({"prompt_tokens":40,"completion_tokens":5,"total_tokens":45,)"
+                                  R"("prompt_tokens_details":{"cached_tokens":32}})");
 }
 
 // ---- reasoning split ------------------------------------------------------------------
@@ -439,11 +444,15 @@ TEST(ServerMetrics, RenderHasEveryMetric) {
   m.observe_inter_token(0.01);
   m.observe_finished(0.5, 10, 4, "length");
   m.observe_finished(0.2, 3, 1, "abort");
-  const std::string out = m.render({2, 3, 0.25, 7}, "my-model");
+  const std::string out = m.render({2, 3, 0.25, 7, 40, 32}, "my-model");
   for (const char* line : {"fp8lm:num_requests_running{model_name=\"my-model\"} 2\n",
                            "fp8lm:num_requests_waiting{model_name=\"my-model\"} 3\n",
                            "fp8lm:kv_cache_usage_perc{model_name=\"my-model\"} 0.25\n",
                            "fp8lm:num_preemptions_total{model_name=\"my-model\"} 7\n",
+                           "# TYPE fp8lm:prefix_cache_queries_total counter\n",
+                           "fp8lm:prefix_cache_queries_total{model_name=\"my-model\"} 40\n",
+                           "# TYPE fp8lm:prefix_cache_hits_total counter\n",
+                           "fp8lm:prefix_cache_hits_total{model_name=\"my-model\"} 32\n",
                            "fp8lm:prompt_tokens_total{model_name=\"my-model\"} 13\n",
                            "fp8lm:generation_tokens_total{model_name=\"my-model\"} 5\n",
                            "fp8lm:request_success_total{model_name=\"my-model\",finished_reason=\"length\"} 1\n",

@@ -525,6 +525,13 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
   std::vector<std::pair<size_t, int64_t>> rows;  // (sequence, token)
   for (size_t i = 0; i < p.seqs.size(); ++i)
     for (int64_t t = 0; t < p.seqs[i].n; ++t) rows.emplace_back(i, t);
+  // A large decode batch runs every row on the tensor-core kernel (its BF16 P·V bound).
+  cuda::DeviceAttentionBatch shape;
+  shape.num_seqs = int(p.seqs.size());
+  shape.num_rows = p.rows;
+  shape.max_new_tokens = p.max_new_tokens;
+  shape.max_context = p.max_context;
+  const bool all_rows_mma = cuda::paged_attention_decode_uses_mma(shape, p.params, p.cfg.fmt.element);
   std::vector<int64_t> bad_per_row(rows.size(), 0);
   std::vector<double> worst_per_row(rows.size(), 0.0);
   std::vector<std::string> first_msg(rows.size());
@@ -535,7 +542,8 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
     const int64_t lo = p.cfg.window ? std::max<int64_t>(0, pos - *p.cfg.window + 1) : 0;
     const int64_t L = pos - lo + 1;
     const int64_t R = cdiv(L, 64) + 1;
-    const bool mma = s.n > cuda::kDecodeMaxNewTokens && cuda::paged_attention_prefill_uses_mma(hd, p.cfg.fmt.element);
+    const bool mma = (s.n > cuda::kDecodeMaxNewTokens && cuda::paged_attention_prefill_uses_mma(hd, p.cfg.fmt.element)) ||
+                     all_rows_mma;
     const size_t n_att = static_cast<size_t>(L), n_hd = static_cast<size_t>(hd);
     std::vector<double> sc(n_att), a(n_att), w(n_att), eg(n_att), ec(n_att);
     std::vector<double> o(n_hd), av(n_hd), bg(n_hd), bc(n_hd);
@@ -682,7 +690,8 @@ TEST(CudaPagedAttention, MixedBatchesMatchCpu) {
 }
 
 // Only decodes (max_new_tokens = 1): split partitions and the reduce; a batch within one
-// partition (no workspace at all); a window that leaves most partitions empty.
+// partition (no workspace at all); a window that leaves most partitions empty; batches
+// large enough for the tensor-core kernel.
 TEST(CudaPagedAttention, DecodeOnlyBatches) {
   REQUIRE_HOPPER();
   g_worst = 0.0;
@@ -707,6 +716,14 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
     EXPECT_EQ(cuda::paged_attention_workspace_bytes(b, p.params), 0u);
     run_and_check(p);
   }
+  // Enough sequences × KV heads (≥ 2 × the SMs of any Hopper part) that the decode step
+  // runs on the tensor-core kernel, one CTA per (sequence, KV head), instead of the split one.
+  run_and_check(make_problem({"decode bf16 hd128 gqa4 large batch (tensor cores)", 8, 2, 128, kBf16, std::nullopt, 16},
+                             decodes(300, 1500), rng));
+  run_and_check(make_problem({"decode e4m3 hd128 gqa4 window300 large batch", 8, 2, 128, kE4M3, 300, 16},
+                             decodes(300, 1500), rng));
+  run_and_check(make_problem({"decode e5m2 hd64 gqa8 large batch", 16, 2, 64, kE5M2b, std::nullopt, 16},
+                             decodes(300, 1200), rng));
   report_worst();
 }
 

@@ -79,3 +79,25 @@ def test_bench_help_lists_throughput(run):
 ])
 def test_clean_errors(run, args, words):
     assert words in assert_clean_error(bench(run, *args))
+
+
+def test_prefix_caching_shares_the_common_prefix(run, tmp_path):
+    out = tmp_path / "t.json"
+    # 8 prompts of 40 tokens whose first 32 (two blocks of 16) are the same; a 48-token budget admits
+    # the first two in the first step, and every later one finds the first one's blocks cached.
+    r = bench(run, "--num-prompts", "8", "--input-len", "40", "--output-len", "4", "--max-num-seqs", "8",
+              "--max-num-batched-tokens", "48", "--enable-prefix-caching", "--prefix-len", "32", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "prefix cache hit rate" in r.stdout
+    j = json.loads(out.read_text())
+    assert j["config"]["enable_prefix_caching"] is True and j["config"]["prefix_len"] == 32
+    res = j["results"]
+    assert res["num_requests"] == 8 and res["output_tokens"] == 32 and res["preemptions"] == 0
+    assert res["prefix_cache_queries"] == 8 * 40
+    assert res["prefix_cache_hits"] == 6 * 32
+    off = bench(run, "--num-prompts", "8", "--input-len", "40", "--output-len", "4", "--prefix-len", "32",
+                "--max-num-seqs", "8", "--max-num-batched-tokens", "48", "--json", str(out))
+    assert off.returncode == 0, off.stderr
+    assert "prefix cache hit rate" not in off.stdout
+    assert json.loads(out.read_text())["results"]["prefix_cache_hits"] == 0
+    assert "--prefix-len" in assert_clean_error(bench(run, "--input-len", "8", "--prefix-len", "9"))

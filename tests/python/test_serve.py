@@ -38,11 +38,11 @@ def free_port():
 class Server:
     """One `fp8lm serve` process on a free port; stop() sends a signal and returns its exit code."""
 
-    def __init__(self, fp8lm_bin, *args):
+    def __init__(self, fp8lm_bin, *args, model=MODEL):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([fp8lm_bin, "serve", str(MODEL), "--threads", "2", "--port", str(self.port), *args],
+        self.proc = subprocess.Popen([fp8lm_bin, "serve", str(model), "--threads", "2", "--port", str(self.port), *args],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:

@@ -198,8 +198,8 @@ struct CudaOps::Impl {
   std::unordered_map<uint64_t, Graph> graphs;
 
   // FP8LM_CUDA_PROFILE=1: each op is bracketed by two events (graphs off);
-  // their device times are summed per op and per size (decode rows ≤ 16 or
-  // more) whenever the stream is synchronized, and the table goes to stderr
+  // their device times are summed per op and per kind of step (prefill or
+  // mixed; decode of ≤ 16 rows or more) whenever the stream is synchronized, and the table goes to stderr
   // when the backend is destroyed. The events add ~2 µs of gap per op.
   bool profile = false;
   std::map<std::string, std::pair<double, int64_t>> op_seconds;
@@ -303,7 +303,8 @@ class OpTimer {
  public:
   OpTimer(CudaOps::Impl& m, const std::string& op, int64_t rows) : m_(m) {
     if (!m_.profile) return;
-    op_ = op + (rows <= kMaxGemvRows ? " (m<=16)" : " (m>16)");
+    // Decode steps (one new token per sequence) apart from prefill and mixed ones.
+    op_ = op + (m_.batch.max_new_tokens > 1 ? " (prefill)" : rows <= kMaxGemvRows ? " (decode m<=16)" : " (decode m>16)");
     start_ = m_.event();
     FP8LM_CUDA_CHECK(cudaEventRecord(start_, m_.stream));
   }

@@ -53,10 +53,13 @@
 //
 // ---- Which kernel computes which row (every row exactly once) ------------------------------
 //   * Rows of sequences with ≤ kDecodeMaxNewTokens new tokens: the decode kernel, one CTA per
-//     (row, kv head, 512-position partition), all GQA query heads of the kv head in one CTA
+//     (row, kv head, kDecodePartition-position partition), all GQA query heads of the kv head in one CTA
 //     (in chunks of 8 when the group is larger); partitions outside [lo, p] exit at once, so
 //     grids sized from max_context cost little; the reduce kernel merges rows with > 1
-//     partition (workspace: partials).
+//     partition (workspace: partials). Except in a step without prefill rows (max_new_tokens ≤
+//     kDecodeMaxNewTokens) with num_seqs × num_kv_heads ≥ 2 × the SMs and a tensor-core head_dim: every
+//     row takes the tensor-core kernel, one CTA per (sequence, kv head) streaming the whole
+//     context (the split kernel's one-partition CTAs are latency-bound at that size).
 //   * Rows of longer sequences: the tensor-core prefill kernel (64 packed (token, query head)
 //     rows × 64-key tiles, causal, GQA, keys gathered from the paged cache, cp.async double
 //     buffering) when paged_attention_prefill_uses_mma(head_dim, element); otherwise (other
@@ -122,6 +125,12 @@ inline constexpr int kDecodePartition = 64;
 // Whether rows of sequences with > kDecodeMaxNewTokens new tokens take the tensor-core prefill
 // kernel (head_dim 64 or 128, BF16 or FP8 cache) rather than the SIMT path.
 bool paged_attention_prefill_uses_mma(int64_t head_dim, backend::KvElement element);
+
+// Whether every row of this batch takes the tensor-core kernel: a step without prefill rows
+// (max_new_tokens ≤ kDecodeMaxNewTokens) of num_seqs × num_kv_heads ≥ 2 × the current
+// device's SMs, with paged_attention_prefill_uses_mma(head_dim, element).
+bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
+                                     backend::KvElement element);
 
 // Writes each row's K and V (rows × num_kv_heads·head_dim, BF16, 16-byte aligned) into the cache
 // at its position (block = block_tables[seq][pos / block_size], slot = pos % block_size), rounded
