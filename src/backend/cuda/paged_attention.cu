@@ -20,8 +20,9 @@
 //                          gathered from the paged cache with cp.async into a double buffer
 //                          (FP8 tiles expanded to exact BF16 in shared memory), S = Q·Kᵀ and
 //                          O += P·V with mma.sync m16n8k16, online softmax in registers.
-//                          A decode-only step of many sequences (sequences × KV heads ≥ twice
-//                          the SMs) runs on it too, one CTA per (sequence, KV head).
+//                          A step without prefill rows of many sequences (sequences × KV heads
+//                          ≥ twice the SMs) runs on it too, keys split over the warps: one CTA
+//                          per (sequence, KV head, 16 rows), each warp a quarter of every tile.
 #include "backend/cuda/paged_attention.h"
 
 #include <cuda_bf16.h>
@@ -561,9 +562,15 @@ __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t pair) {
   return pack_bf16x2(__floats2bfloat162_rn(f.x, f.y));
 }
 
-template <int HD, KvElement E>
+// kKeySplit (decode steps): a CTA takes 16 packed rows, and each warp a quarter of every key
+// tile (16 keys) with its own online softmax, merged through shared memory at the end: at
+// decode a sequence has G rows per token (4 for Llama-3's GQA), so splitting rows over the
+// warps would leave three of them computing masked rows.
+template <int HD, KvElement E, bool kKeySplit>
 __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const FlashArgs a) {
   using S = FlashSmem<HD, E>;
+  constexpr int kRows = kKeySplit ? 16 : kBM;         // packed rows per CTA
+  constexpr int kWarpKeys = kKeySplit ? kBN / 4 : kBN;  // keys of a tile per warp
   extern __shared__ __align__(16) unsigned char fsmem[];
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int seq = int(blockIdx.x / unsigned(a.tiles));
@@ -572,15 +579,17 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
   if (n <= a.decode_max_new_tokens) return;  // the decode kernel's
   const int G = a.group;
   const int rows_total = n * G;
-  const int r0 = tile * kBM;
+  const int r0 = tile * kRows;
+  const int warp_row = kKeySplit ? 0 : warp * 16;  // the warp's first row in the CTA
+  const int warp_key = kKeySplit ? warp * kWarpKeys : 0;  // the warp's first key in a tile
   if (r0 >= rows_total) return;
   const int kvh = int(blockIdx.y);
   const int64_t start = a.seq_start_position[seq];
   const int64_t first_row = a.seq_first_row[seq];
-  const int r_end = r0 + kBM < rows_total ? r0 + kBM : rows_total;
+  const int r_end = r0 + kRows < rows_total ? r0 + kRows : rows_total;
   const int64_t p_first = start + r0 / G, p_last = start + (r_end - 1) / G;
   const int64_t lo_first = window_lo(p_first, a.window), lo_last = window_lo(p_last, a.window);
-  const bool partial_rows = r_end - r0 < kBM;
+  const bool partial_rows = r_end - r0 < kRows;
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks_per_seq;
   const int64_t q_stride = int64_t(a.num_heads) * HD;
 
@@ -590,7 +599,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
   bool ok_r[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int r = r0 + warp * 16 + lane / 4 + 8 * i;
+    const int r = r0 + warp_row + lane / 4 + 8 * i;
     ok_r[i] = r < rows_total;
     tok_r[i] = r / G;
     head_r[i] = r % G;
@@ -601,7 +610,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
   // Q tile (zeros past the sequence's rows); joins the first K/V copy group.
   {
     constexpr int kCpr = HD / 8;
-    for (int idx = tid; idx < kBM * kCpr; idx += kFlashThreads) {
+    for (int idx = tid; idx < kRows * kCpr; idx += kFlashThreads) {
       const int r = idx / kCpr, ch = idx % kCpr, gr = r0 + r;
       const bool ok = gr < rows_total;
       const __nv_bfloat16* src = a.q;
@@ -654,7 +663,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
     if (it == 0) {
 #pragma unroll
       for (int ks = 0; ks < HD / 16; ++ks)
-        ldmatrix_x4(qf[ks], smem_addr(fsmem + S::kQ + ((warp * 16 + (lane & 15)) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
+        ldmatrix_x4(qf[ks], smem_addr(fsmem + S::kQ + ((warp_row + (lane & 15)) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
     }
     const unsigned char* kb;
     const unsigned char* vb;
@@ -685,16 +694,16 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
       vb = kb + S::kStage;
     }
 
-    // S = Q·Kᵀ: 16 rows × 64 keys per warp.
-    float s[kBN / 8][4];
+    // S = Q·Kᵀ: 16 rows × the warp's kWarpKeys keys.
+    float s[kWarpKeys / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    for (int nt = 0; nt < kWarpKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ++ks) {
 #pragma unroll
-      for (int np = 0; np < kBN / 16; ++np) {
+      for (int np = 0; np < kWarpKeys / 16; ++np) {
         uint32_t b[4];
-        const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+        const int key = warp_key + np * 16 + (lane & 7) + ((lane >> 4) << 3);
         const int col = ks * 16 + (((lane >> 3) & 1) << 3);
         ldmatrix_x4(b, smem_addr(kb + (key * S::kStride + col) * 2));
         mma_bf16(s[2 * np], qf[ks], b[0], b[1]);
@@ -703,14 +712,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
     }
 
     // Scale, mask, online softmax; P rounded to BF16 (and summed as rounded).
-    const int64_t jbase = jt * kBN;
-    const bool full = !partial_rows && jbase >= lo_last && jbase + kBN - 1 <= p_first;
-    uint32_t pk[kBN / 8][2];
+    const int64_t jtile = jt * kBN;
+    const bool full = !partial_rows && jtile >= lo_last && jtile + kBN - 1 <= p_first;
+    const int64_t jbase = jtile + warp_key;
+    uint32_t pk[kWarpKeys / 8][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
+      for (int nt = 0; nt < kWarpKeys / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[nt][2 * i + e];
@@ -735,7 +745,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
         o[nt][2 * i + 1] *= alpha;
       }
 #pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
+      for (int nt = 0; nt < kWarpKeys / 8; ++nt) {
         const __nv_bfloat162 p = __floats2bfloat162_rn(expf(s[nt][2 * i] - m_use), expf(s[nt][2 * i + 1] - m_use));
         const float2 back = __bfloat1622float2(p);
         l_r[i] += back.x + back.y;
@@ -745,12 +755,12 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
 
     // O += P·V: the S accumulators of two 8-key tiles are the A fragment of one 16-key step.
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
+    for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
       const uint32_t pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
 #pragma unroll
       for (int dp = 0; dp < HD / 16; ++dp) {
         uint32_t b[4];
-        const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        const int key = warp_key + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
         const int col = dp * 16 + ((lane >> 4) << 3);
         ldmatrix_x4_trans(b, smem_addr(vb + (key * S::kStride + col) * 2));
         mma_bf16(o[2 * dp], pa, b[0], b[1]);
@@ -758,6 +768,63 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
       }
     }
     __syncthreads();  // the next iteration refills this stage
+  }
+
+  if constexpr (kKeySplit) {
+    // Merge the warps' softmax states of the same 16 rows: every warp leaves its maxima,
+    // sums and outputs in shared memory (the tiles are no longer needed), then warp 0 rescales
+    // them to the common maximum and adds them up, warps in order.
+    float* mbuf = reinterpret_cast<float*>(fsmem);       // [warp][16 rows]
+    float* lbuf = mbuf + 4 * 16;                          // [warp][16 rows]
+    float* obuf = lbuf + 4 * 16;                          // [warp][16 rows][HD]
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float l = l_r[i];
+      l += __shfl_xor_sync(kFull, l, 1);
+      l += __shfl_xor_sync(kFull, l, 2);
+      const int row = lane / 4 + 8 * i;
+      if ((lane & 3) == 0) {
+        mbuf[warp * 16 + row] = m_r[i];
+        lbuf[warp * 16 + row] = l;
+      }
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; ++nt) {
+        float* dst = obuf + (warp * 16 + row) * HD + nt * 8 + (lane & 3) * 2;
+        dst[0] = o[nt][2 * i];
+        dst[1] = o[nt][2 * i + 1];
+      }
+    }
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = lane / 4 + 8 * i;
+      float m = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) m = fmaxf(m, mbuf[w * 16 + row]);
+      const float m_use = m == -INFINITY ? 0.0f : m;
+      float f[4], l = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        f[w] = expf(mbuf[w * 16 + row] - m_use);
+        l += lbuf[w * 16 + row] * f[w];
+      }
+      // Every lane of the quad has the row's whole sum: the quad's first keeps it, so that
+      // the quad sum below gives it back once.
+      l_r[i] = (lane & 3) == 0 ? l : 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; ++nt) {
+        float x0 = 0.0f, x1 = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float* src = obuf + (w * 16 + row) * HD + nt * 8 + (lane & 3) * 2;
+          x0 += src[0] * f[w];
+          x1 += src[1] * f[w];
+        }
+        o[nt][2 * i] = x0;
+        o[nt][2 * i + 1] = x1;
+      }
+    }
   }
 
   // Normalize and write.
@@ -913,21 +980,23 @@ void launch_rows_any(KvElement e, const RowArgs& a, unsigned blocks, cudaStream_
   }
 }
 
-template <int HD, KvElement E>
+template <int HD, KvElement E, bool kKeySplit>
 void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   constexpr int kBytes = FlashSmem<HD, E>::kBytes;
+  static_assert(!kKeySplit || kBytes >= 4 * 16 * (HD + 2) * 4, "the warps' merge fits in the tiles' space");
   // A host call (not a stream operation: allowed while capturing a graph), per device.
-  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  flash_attention_kernel<HD, E><<<dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream>>>(a);
+  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E, kKeySplit>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  flash_attention_kernel<HD, E, kKeySplit><<<dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream>>>(a);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int HD>
+template <int HD, bool kKeySplit>
 void launch_flash_e(KvElement e, const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   switch (e) {
-    case KvElement::kBF16: launch_flash<HD, KvElement::kBF16>(a, blocks, stream); break;
-    case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3>(a, blocks, stream); break;
-    case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2>(a, blocks, stream); break;
+    case KvElement::kBF16: launch_flash<HD, KvElement::kBF16, kKeySplit>(a, blocks, stream); break;
+    case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3, kKeySplit>(a, blocks, stream); break;
+    case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2, kKeySplit>(a, blocks, stream); break;
     case KvElement::kF32: fail("paged attention", "no tensor-core path for an f32 cache");
   }
 }
@@ -1037,13 +1106,15 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     ra.part_l = reinterpret_cast<float*>(base + up16(plan.part_o_floats * 4) + up16(plan.part_ml_floats * 4));
   }
 
-  // A decode step of many sequences goes to the tensor-core kernel whole: one
-  // CTA per (sequence, KV head) streams its context through a double-buffered
-  // copy pipeline. The split kernel's CTAs of one 64-key partition each are
+  // A decode step of many sequences goes to the tensor-core kernel whole, in
+  // its key-split form: one CTA per (sequence, KV head, 16 packed rows) streams
+  // the context through a double-buffered copy pipeline, each warp a quarter of
+  // every tile. The split SIMT kernel's CTAs of one 64-key partition each are
   // latency-bound there (batch 256, Llama-3.1-8B: ~0.9 ms a layer, ~1.2 TB/s
-  // for BF16 and no faster for FP8). With fewer sequences than twice the SMs
-  // per KV head the split kernel stays: one CTA per (sequence, head) alone
-  // would leave most SMs idle.
+  // for BF16 and no faster for FP8; the row-split tensor-core kernel, whose
+  // warps each took 16 rows of which a decode fills 4 in one: 0.63 ms). With
+  // fewer sequences than twice the SMs per KV head the split kernel stays: one
+  // CTA per (sequence, head) alone would leave most SMs idle.
   const bool mma = paged_attention_prefill_uses_mma(p.head_dim, layer.element);
   const bool decode_on_mma = paged_attention_decode_uses_mma(batch, p, layer.element);
 
@@ -1077,11 +1148,17 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     fa.window = window;
     fa.score_scale = score_scale;
     fa.v_scale = v_scale;
-    fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, kBM));
+    fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, decode_on_mma ? 16 : kBM));
     fa.decode_max_new_tokens = decode_on_mma ? 0 : kDecodeMaxNewTokens;
     const unsigned blocks = unsigned(int64_t(batch.num_seqs) * fa.tiles);
-    if (p.head_dim == 64) launch_flash_e<64>(layer.element, fa, blocks, stream);
-    else launch_flash_e<128>(layer.element, fa, blocks, stream);
+    if (decode_on_mma) {
+      if (p.head_dim == 64) launch_flash_e<64, true>(layer.element, fa, blocks, stream);
+      else launch_flash_e<128, true>(layer.element, fa, blocks, stream);
+    } else if (p.head_dim == 64) {
+      launch_flash_e<64, false>(layer.element, fa, blocks, stream);
+    } else {
+      launch_flash_e<128, false>(layer.element, fa, blocks, stream);
+    }
   } else {
     ra.split = false;
     launch_rows_any(layer.element, ra, unsigned(batch.num_rows), stream);

@@ -58,8 +58,10 @@
 //     grids sized from max_context cost little; the reduce kernel merges rows with > 1
 //     partition (workspace: partials). Except in a step without prefill rows (max_new_tokens ≤
 //     kDecodeMaxNewTokens) with num_seqs × num_kv_heads ≥ 2 × the SMs and a tensor-core head_dim: every
-//     row takes the tensor-core kernel, one CTA per (sequence, kv head) streaming the whole
-//     context (the split kernel's one-partition CTAs are latency-bound at that size).
+//     row takes the tensor-core kernel in its key-split form: one CTA per (sequence, kv head,
+//     16 packed rows) streaming the whole context, each warp a quarter of every key tile with its
+//     own online softmax, merged in shared memory (the split kernel's one-partition CTAs are
+//     latency-bound at that size).
 //   * Rows of longer sequences: the tensor-core prefill kernel (64 packed (token, query head)
 //     rows × 64-key tiles, causal, GQA, keys gathered from the paged cache, cp.async double
 //     buffering) when paged_attention_prefill_uses_mma(head_dim, element); otherwise (other
