@@ -1,7 +1,8 @@
 // `fp8lm chat --model M`: an interactive conversation through the model's chat
 // template. Each line on stdin is a user message; the reply streams to stdout.
 // `/reset` starts over, `/exit` (or end of input) quits. The whole conversation
-// is rendered and run again each turn (prefix caching arrives with the server).
+// is rendered and run again each turn (the engine's prefix cache serves `fp8lm serve`;
+// chat drives generate() alone, one sequence, without it).
 #include <unistd.h>
 
 #include <cstdio>

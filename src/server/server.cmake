@@ -27,6 +27,6 @@ add_library(fp8lm_server_api STATIC
   ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp)
 target_link_libraries(fp8lm_server_api PUBLIC fp8lm_engine nlohmann_json::nlohmann_json)
 
-add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp)
+add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp ${CMAKE_CURRENT_LIST_DIR}/connection_watch.cpp)
 target_link_libraries(fp8lm_server PUBLIC fp8lm_server_api fp8lm_runtime fp8lm_chat
   PRIVATE ${FP8LM_HTTPLIB} Threads::Threads)

@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "io/json_file.h"
 #include "server/api.h"
+#include "server/connection_watch.h"
 #include "server/metrics.h"
 
 namespace fp8lm::server {
@@ -88,6 +89,9 @@ class HttpServer : public httplib::Server {
 };
 
 constexpr int kListenBacklog = 1024;
+
+// How often a non-streaming handler checks that its client is still connected.
+constexpr std::chrono::milliseconds kDisconnectPoll{250};
 
 constexpr const char* kNoTokenizer = "this server runs without a tokenizer (--skip-tokenizer-init)";
 
@@ -377,10 +381,20 @@ struct Server::Impl {
     wake_engine();
 
     if (!r.stream) {
-      {
-        std::unique_lock lock(job->m);
-        job->cv.wait(lock, [&] { return job->unfinished == 0; });
+      // Nothing is written until the answer is ready, so a client that leaves is
+      // noticed by watching its connection (a few times a second): its engine
+      // requests are then cancelled (by `owner`) and their KV blocks freed.
+      ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+      std::unique_lock lock(job->m);
+      while (!job->cv.wait_for(lock, kDisconnectPoll, [&] { return job->unfinished == 0; })) {
+        lock.unlock();
+        if (watch.peer_closed()) {
+          cancel_job(*job, "the client disconnected");
+          return;
+        }
+        lock.lock();
       }
+      lock.unlock();
       send_json(res, whole_response(*job));
       return;
     }
@@ -781,10 +795,12 @@ void Server::serve() {
   if (!s.bound) bind();
   s.engine_thread = std::thread([&s] { s.engine_loop(); });
   if (!s.opt.quiet)
-    std::fprintf(stderr, "fp8lm: serving %s as '%s' on http://%s:%d (max %lld running, %lld waiting; context %lld)\n",
+    std::fprintf(stderr, "fp8lm: serving %s as '%s' on http://%s:%d (max %lld running, %lld waiting; context %lld%s%s)\n",
                  s.opt.model_dir.string().c_str(), s.opt.served_model_name.c_str(), s.opt.host.c_str(), s.opt.port,
                  static_cast<long long>(s.opt.scheduler.max_num_seqs), static_cast<long long>(s.opt.max_waiting),
-                 static_cast<long long>(s.opt.max_model_len));
+                 static_cast<long long>(s.opt.max_model_len),
+                 s.opt.scheduler.enable_prefix_caching ? "; prefix caching" : "",
+                 s.opt.skip_tokenizer_init ? "; no tokenizer: token ids in and out" : "");
   // httplib's stop() does nothing before listen has started, so a stop that
   // comes early is applied by this thread as soon as it can be.
   std::thread stopper([&s] {

@@ -4,10 +4,11 @@
 // sleeps on a condition variable when idle; HTTP handler threads (cpp-httplib's
 // pool) parse and check a request, add one engine request per choice, then wait
 // on the request's own event queue, which the engine's callbacks fill. A
-// non-streaming handler answers when every choice finished; a streaming one
-// writes server-sent events as outputs arrive, and when the client goes away
-// (a write fails) its engine requests are cancelled, so their KV blocks are
-// freed at the next step. stop() (SIGINT/SIGTERM) cancels everything in flight,
+// non-streaming handler answers when every choice finished, watching the
+// connection meanwhile (server/connection_watch.h); a streaming one writes
+// server-sent events as outputs arrive. When the client goes away (the
+// connection closed, or a write fails) its engine requests are cancelled, so
+// their KV blocks are freed at the next step. stop() (SIGINT/SIGTERM) cancels everything in flight,
 // stops accepting, and serve() returns once every handler finished.
 #pragma once
 

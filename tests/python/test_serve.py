@@ -495,13 +495,19 @@ def test_load_200_requests_at_concurrency_64(server):
     assert after["fp8lm:num_requests_running"] == 0 and after["fp8lm:kv_cache_usage_perc"] == 0
 
 
-def stream_and_leave(url, body, chunks_to_read=3):
-    """Raw HTTP: starts a streaming request, reads a few events, then closes the connection."""
+def post_raw(url, body):
+    """Raw HTTP: a connected socket that has sent POST /v1/completions with `body`."""
     host, port = url.removeprefix("http://").split(":")
     data = json.dumps(body).encode()
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    s = socket.create_connection((host, int(port)), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    return s
+
+
+def stream_and_leave(url, body, chunks_to_read=3):
+    """Raw HTTP: starts a streaming request, reads a few events, then closes the connection."""
+    with post_raw(url, body) as s:
         got = b""
         while got.count(b"data: ") < chunks_to_read:
             piece = s.recv(65536)
@@ -532,6 +538,33 @@ def test_clients_leaving_mid_stream_free_their_kv_blocks(server):
     m = wait_idle(server)
     assert m['fp8lm:request_success_total{model_name="%s",finished_reason="abort"}' % NAME] == aborted + 4
     # Still serving.
+    assert greedy(server.client(), n=3).usage.completion_tokens == 3
+
+
+def send_and_leave(url, body, wait_s=0.5):
+    """Raw HTTP: sends a non-streaming request, waits until it must be running, then closes."""
+    with post_raw(url, body):
+        time.sleep(wait_s)
+
+
+def test_clients_leaving_a_whole_response_free_their_kv_blocks(server):
+    """Nothing is written to a non-streaming client before the answer, so the server watches
+    the connection: a client that closes it has its requests cancelled well before they would
+    have finished (900 tokens each would take the CPU many seconds)."""
+    aborted = server.metrics()['fp8lm:request_success_total{model_name="%s",finished_reason="abort"}' % NAME]
+    body = {"prompt": STORY, "max_tokens": 900, "ignore_eos": True, "n": 2}
+    started = time.monotonic()
+    threads = [threading.Thread(target=send_and_leave, args=(server.url, {**body, "seed": i, "temperature": 1.0}))
+               for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    m = wait_idle(server, timeout=5)
+    assert m['fp8lm:request_success_total{model_name="%s",finished_reason="abort"}' % NAME] == aborted + 6
+    assert m["fp8lm:generation_tokens_total"] > 0
+    assert time.monotonic() - started < 6
+    # Still serving, whole responses too.
     assert greedy(server.client(), n=3).usage.completion_tokens == 3
 
 
