@@ -238,8 +238,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
                 "); leave it out to size the cache for the benchmark");
   // On the CPU the cache is sized for the benchmark; on a GPU it takes what
   // --gpu-memory-utilization leaves, which is the capacity reported.
-  if (options.kv_cache_tokens == 0 && options.kv_cache_bytes == 0 && options.device == engine::Device::kCpu)
-    options.kv_cache_tokens = needed;
+  if (!options.kv_cache_sized() && options.device == engine::Device::kCpu) options.kv_cache_tokens = needed;
   check_positive("--max-num-batched-tokens", lf.max_batched_tokens);
   options.max_num_batched_tokens = std::max(lf.max_batched_tokens, lf.input_len);
   options.max_num_seqs = lf.batch_size;

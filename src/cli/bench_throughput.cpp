@@ -82,8 +82,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   // On a GPU the cache takes what --gpu-memory-utilization leaves (with room for one step).
   options.max_num_batched_tokens = tf.max_num_batched_tokens;
   options.max_num_seqs = tf.max_num_seqs;
-  const bool cache_sized_here =
-      options.kv_cache_tokens == 0 && options.kv_cache_bytes == 0 && options.device == engine::Device::kCpu;
+  const bool cache_sized_here = !options.kv_cache_sized() && options.device == engine::Device::kCpu;
   if (cache_sized_here)
     options.kv_cache_tokens = std::min(tf.num_prompts, tf.max_num_seqs) *
                               engine::blocks_for_tokens(tf.input_len + tf.output_len, options.block_size) *
@@ -96,7 +95,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   print_load_summary(*rt, rf);
 
   auto prompts = synthetic_prompts(*rt, tf.num_prompts, tf.input_len);
-  for (auto& p : prompts) std::copy_n(prompts[0].begin(), tf.prefix_len, p.begin());
+  for (size_t i = 1; i < prompts.size(); ++i) std::copy_n(prompts[0].begin(), tf.prefix_len, prompts[i].begin());
   engine::Engine eng(*rt, sched);
   engine::SamplingParams params;
   params.temperature = 0.0f;

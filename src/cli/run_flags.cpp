@@ -53,10 +53,7 @@ engine::RuntimeOptions RunFlags::options() const {
   o.threads = threads == 0 ? usable_cores() : threads;
   if (kv_cache_tokens < 0) throw Error("--kv-cache-tokens: " + std::to_string(kv_cache_tokens) + " is negative");
   o.kv_cache_tokens = kv_cache_tokens;
-  if (!kv_cache_memory.empty()) {
-    if (kv_cache_tokens > 0) throw Error("--kv-cache-tokens and --kv-cache-memory both size the KV cache: give one");
-    o.kv_cache_bytes = parse_byte_size(kv_cache_memory, "--kv-cache-memory");
-  }
+  if (!kv_cache_memory.empty()) o.kv_cache_bytes = parse_byte_size(kv_cache_memory, "--kv-cache-memory");
   o.calibrate_kv_scales = !no_kv_calibration;
   if (kernels == "auto") o.kernels = KernelChoice::kAuto;
   else if (kernels == "scalar") o.kernels = KernelChoice::kScalar;

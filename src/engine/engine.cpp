@@ -23,7 +23,8 @@ struct Engine::Active {
   Active(Runtime& rt, Request r, int64_t max_new)
       : request(std::move(r)),
         sampler(request.params, request.prompt),
-        output(rt.has_tokenizer() ? &rt.tokenizer() : nullptr, request.params, rt.eos_ids(), max_new) {
+        output(rt.has_tokenizer() && request.detokenize ? &rt.tokenizer() : nullptr, request.params, rt.eos_ids(),
+               max_new) {
     seq.tokens = request.prompt;
   }
   Request request;

@@ -53,6 +53,9 @@ struct Request {
   // -1: no logprobs; n >= 0: each new token's logprob and the n most likely
   // alternatives (RequestOutput::logprobs). Sampling is the same either way.
   int32_t logprobs = -1;
+  // false: no text at all (RequestOutput::text stays empty), as for a model
+  // without a tokenizer; stop strings then never match.
+  bool detokenize = true;
 };
 
 // A finished request, as run_to_completion() reports it.

@@ -40,8 +40,8 @@ static std::unique_ptr<backend::Ops> make_ops(const RuntimeOptions& options) {
 // KV-cache capacity when none is given: one full context on the CPU; on a GPU
 // what fits in gpu_memory_utilization of its memory once the weights are
 // loaded and room for one step of max_num_batched_tokens rows is kept.
-static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c,
-                                       const std::vector<backend::KvLayerFormat>& formats, const RuntimeOptions& options) {
+static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c, uint64_t per_token,
+                                       const RuntimeOptions& options) {
 #ifdef FP8LM_WITH_CUDA
   if (auto* gpu = dynamic_cast<cuda::CudaOps*>(&ops)) {
     size_t free_bytes = 0, total_bytes = 0;
@@ -54,8 +54,6 @@ static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c,
     const double step = 1.5 * (rows * width * 2.0 + rows * double(c.intermediate_size)) +
                         double(options.max_num_seqs) * double(c.vocab_size) * 4.0 + double(1ull << 30);
     const double budget = options.gpu_memory_utilization * double(total_bytes) - used - step;
-    const backend::KvCacheShape shape{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, options.block_size, 1};
-    const uint64_t per_token = cpu::PagedKvCache::bytes_per_token(shape, formats);
     const auto tokens = int64_t(budget / double(per_token));
     if (tokens < options.block_size)
       throw Error("--device cuda: no memory left for the KV cache (" + std::to_string(int64_t(used / 1048576.0)) +
@@ -64,7 +62,7 @@ static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c,
     return tokens / options.block_size * options.block_size;
   }
 #endif
-  (void)ops, (void)formats, (void)options;
+  (void)ops, (void)per_token, (void)options;
   return c.max_position_embeddings;
 }
 
@@ -121,17 +119,17 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   std::vector<backend::KvLayerFormat> formats = model::kv_layer_formats(c, kv, k_scales, v_scales, &rt->notes_);
   if (options.kv_cache_tokens > 0 && options.kv_cache_bytes > 0)
     throw Error("--kv-cache-tokens and --kv-cache-memory both size the KV cache: give one");
+  const uint64_t per_token =
+      cpu::PagedKvCache::bytes_per_token(rt->model_->kv_cache_shape(options.block_size, 1), formats);
   int64_t tokens = options.kv_cache_tokens;
   if (options.kv_cache_bytes > 0) {
-    const backend::KvCacheShape shape{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, options.block_size, 1};
-    const uint64_t per_token = cpu::PagedKvCache::bytes_per_token(shape, formats);
     tokens = int64_t(options.kv_cache_bytes / per_token) / options.block_size * options.block_size;
     if (tokens == 0)
       throw Error("--kv-cache-memory: " + std::to_string(options.kv_cache_bytes) + " bytes hold no block of " +
                   std::to_string(options.block_size) + " tokens (" + std::to_string(per_token) +
                   " bytes per token for this model and KV-cache dtype)");
   }
-  if (tokens == 0) tokens = default_kv_cache_tokens(*rt->ops_, c, formats, options);
+  if (tokens == 0) tokens = default_kv_cache_tokens(*rt->ops_, c, per_token, options);
   const int64_t blocks = (tokens + options.block_size - 1) / options.block_size;
   rt->kv_cache_ = rt->ops_->make_kv_cache(rt->model_->kv_cache_shape(options.block_size, blocks), std::move(formats));
   rt->blocks_ = std::make_unique<BlockAllocator>(blocks);

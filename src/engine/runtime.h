@@ -37,6 +37,8 @@ struct RuntimeOptions {
   // tokens as the layers' formats fit in it. 0 = not given; at most one of
   // kv_cache_tokens and kv_cache_bytes.
   uint64_t kv_cache_bytes = 0;
+  // Whether the capacity was given, in tokens or in bytes.
+  bool kv_cache_sized() const { return kv_cache_tokens > 0 || kv_cache_bytes > 0; }
   // Explicit KV scales (per layer), overriding the checkpoint's; empty = none.
   std::vector<float> k_scales, v_scales;
   // An FP8 E4M3 KV cache without scales (none in the checkpoint, none given):

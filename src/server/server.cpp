@@ -362,6 +362,7 @@ struct Server::Impl {
             if (std::find(er.params.stop_token_ids.begin(), er.params.stop_token_ids.end(), id) == er.params.stop_token_ids.end())
               er.params.stop_token_ids.push_back(id);
         er.logprobs = r.logprobs;
+        er.detokenize = !opt.skip_tokenizer_init;
         er.on_output = [this, job, c](const engine::RequestOutput& o) { on_output(job, c, o); };
         engine::RequestId id = 0;
         try {
@@ -462,7 +463,7 @@ struct Server::Impl {
         choice["message"] = std::move(message);
         choice["logprobs"] = job.logprobs >= 0 ? chat_logprobs(c.logprobs, job.logprobs, text) : Json(nullptr);
       } else {
-        choice["text"] = opt.skip_tokenizer_init ? std::string() : c.text;
+        choice["text"] = c.text;  // empty with --skip-tokenizer-init: the engine makes no text
         if (opt.skip_tokenizer_init) choice["token_ids"] = c.tokens;
         int64_t offset = 0;
         choice["logprobs"] = job.logprobs >= 0 ? completion_logprobs(c.logprobs, job.logprobs, text, offset) : Json(nullptr);
@@ -527,14 +528,11 @@ struct Server::Impl {
       fields["delta"] = std::move(delta);
       fields["logprobs"] = with_lp ? chat_logprobs(o.logprobs, job.logprobs, text) : Json(nullptr);
     } else {
-      if (opt.skip_tokenizer_init) {
-        if (o.new_tokens.empty() && !o.finished) return {};
-        fields["text"] = "";
-        fields["token_ids"] = o.new_tokens;
-      } else {
-        if (o.text.empty() && !o.finished && !with_lp) return {};
-        fields["text"] = o.text;
-      }
+      // Without a tokenizer there is no text: every token gets its chunk, with its id.
+      const bool nothing_new = opt.skip_tokenizer_init ? o.new_tokens.empty() : o.text.empty() && !with_lp;
+      if (nothing_new && !o.finished) return {};
+      fields["text"] = o.text;
+      if (opt.skip_tokenizer_init) fields["token_ids"] = o.new_tokens;
       fields["logprobs"] = with_lp ? completion_logprobs(o.logprobs, job.logprobs, text, st.offsets[e.choice]) : Json(nullptr);
     }
     fields["finish_reason"] = o.finished ? Json(o.finish_reason) : Json(nullptr);
