@@ -480,6 +480,7 @@ __global__ void __launch_bounds__(128) reduce_kernel(const RowArgs a) {
 constexpr int kBM = 64;  // packed (token, query head) rows per CTA
 constexpr int kBN = 64;  // keys per tile
 constexpr int kFlashThreads = 128;
+constexpr int kKeySplitRows = 16;  // packed rows per CTA of the key-split (decode) form: one MMA row tile
 
 struct FlashArgs {
   const __nv_bfloat16* q;
@@ -569,7 +570,7 @@ __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t pair) {
 template <int HD, KvElement E, bool kKeySplit>
 __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const FlashArgs a) {
   using S = FlashSmem<HD, E>;
-  constexpr int kRows = kKeySplit ? 16 : kBM;         // packed rows per CTA
+  constexpr int kRows = kKeySplit ? kKeySplitRows : kBM;  // packed rows per CTA
   constexpr int kWarpKeys = kKeySplit ? kBN / 4 : kBN;  // keys of a tile per warp
   extern __shared__ __align__(16) unsigned char fsmem[];
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -1148,7 +1149,7 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     fa.window = window;
     fa.score_scale = score_scale;
     fa.v_scale = v_scale;
-    fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, decode_on_mma ? 16 : kBM));
+    fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, decode_on_mma ? kKeySplitRows : kBM));
     fa.decode_max_new_tokens = decode_on_mma ? 0 : kDecodeMaxNewTokens;
     const unsigned blocks = unsigned(int64_t(batch.num_seqs) * fa.tiles);
     if (decode_on_mma) {
