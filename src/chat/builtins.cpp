@@ -91,7 +91,11 @@ std::string replace_all(const std::string& s, const std::string& from, const std
     const auto offs = codepoint_offsets(s);
     std::int64_t done = 0;
     for (std::size_t k = 0; k + 1 < offs.size() || k == 0; ++k) {
-      if (count < 0 || done < count) { out += to; ++done; }
+      if (count < 0 || done < count) {
+        check_value_size(out.size() + to.size() + s.size(), "replace");
+        out += to;
+        ++done;
+      }
       if (k + 1 >= offs.size()) break;
       out.append(s, offs[k], offs[k + 1] - offs[k]);
     }
@@ -102,6 +106,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   while (count < 0 || done < count) {
     const auto f = s.find(from, pos);
     if (f == std::string::npos) break;
+    check_value_size(out.size() + (f - pos) + to.size(), "replace");
     out.append(s, pos, f - pos);
     out += to;
     pos = f + from.size();
@@ -121,7 +126,11 @@ List split(const std::string& s, const Value* sep, std::int64_t maxsplit, bool f
     while (k < s.size()) {
       std::size_t n = k;
       const bool sp = py_space(decode_at(s, n));
-      if (sp && start != std::string::npos) { words.emplace_back(start, k); start = std::string::npos; }
+      if (sp && start != std::string::npos) {
+        check_value_size((words.size() + 1) * sizeof(Value) + s.size(), "split");
+        words.emplace_back(start, k);
+        start = std::string::npos;
+      }
       if (!sp && start == std::string::npos) start = k;
       k = n;
     }
@@ -147,7 +156,10 @@ List split(const std::string& s, const Value* sep, std::int64_t maxsplit, bool f
   const std::string& d = sep->s;
   if (d.empty()) throw Error("empty separator");
   std::vector<std::size_t> hits;
-  for (std::size_t p = s.find(d); p != std::string::npos; p = s.find(d, p + d.size())) hits.push_back(p);
+  for (std::size_t p = s.find(d); p != std::string::npos; p = s.find(d, p + d.size())) {
+    check_value_size((hits.size() + 2) * sizeof(Value) + s.size(), "split");
+    hits.push_back(p);
+  }
   if (maxsplit >= 0 && static_cast<std::int64_t>(hits.size()) > maxsplit) {
     const auto m = static_cast<std::size_t>(maxsplit);
     if (from_right) {
@@ -210,6 +222,7 @@ Value string_method(const Value& self, const std::string& name) {
       std::int64_t done = 0;
       if (from->s.empty()) throw Error("str.replace with an empty pattern is not supported");
       for (auto f = s.find(from->s); f != std::string::npos && (count < 0 || done < count); f = s.find(from->s, pos), ++done) {
+        check_value_size(out.size() + (f - pos) + to->s.size(), "replace");
         out.append(s, pos, f - pos);
         out += to->s;
         pos = f + from->s.size();
@@ -412,10 +425,13 @@ Value filter_map(Evaluator& ev, const Value& v, CallArgs& a) {
   CallArgs rest;
   rest.positional.assign(a.positional.begin() + 1, a.positional.end());
   rest.keyword = a.keyword;
+  std::uint64_t bytes = 0;
   for (const Value& item : iterate(v)) {
     ev.step();
     CallArgs copy = rest;
     out.push_back(apply_filter(ev, filter, item, copy));
+    bytes += sizeof(Value) + out.back().s.size();
+    ev.reserve(bytes, "map", 0, /*count=*/false);
   }
   return Value::make_list(std::move(out));
 }
@@ -425,12 +441,16 @@ Value filter_join(Evaluator& ev, const Value& v, CallArgs& a) {
   const Value* attr = arg(a, 1, "attribute");
   std::string out;
   bool first = true;
+  const std::string separator = sep ? to_str(*sep) : "";
   for (const Value& item : iterate(v)) {
     ev.step();
-    if (!first) out += sep ? to_str(*sep) : "";
+    const std::string piece = to_str(attr ? attr_path(item, to_str(*attr)) : item);
+    ev.reserve(out.size() + (first ? 0 : separator.size()) + piece.size(), "join", 0, /*count=*/false);
+    if (!first) out += separator;
     first = false;
-    out += to_str(attr ? attr_path(item, to_str(*attr)) : item);
+    out += piece;
   }
+  ev.reserve(out.size(), "join");  // counts the work of building it
   return Value::string(std::move(out));
 }
 
@@ -471,25 +491,27 @@ Value filter_float(Evaluator&, const Value& v, CallArgs& a) {
   return fallback;
 }
 
-Value filter_indent(Evaluator&, const Value& v, CallArgs& a) {
+Value filter_indent(Evaluator& ev, const Value& v, CallArgs& a) {
   const Value* w = arg(a, 0, "width");
   std::string ind = w && w->is_string() ? w->s : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(int_arg(a, 0, "width", 4), 0, 1024)), ' ');
   const bool first = bool_arg(a, 1, "first", false);
   const bool blank = bool_arg(a, 2, "blank", false);
-  std::vector<std::string> lines;
   const std::string s = to_str(v) + "\n";
+  // Line by line into the result, its size checked before each line is added
+  // (every line can gain a whole `ind`).
+  std::string out;
   std::size_t pos = 0;
-  while (pos < s.size()) {
-    auto nl = s.find_first_of("\r\n", pos);
-    lines.push_back(s.substr(pos, nl - pos));
+  for (std::size_t k = 0; pos < s.size(); ++k) {
+    const auto nl = s.find_first_of("\r\n", pos);
+    const std::string_view line(s.data() + pos, nl - pos);
+    const bool add = k == 0 ? first : (blank || !line.empty());
+    ev.reserve(out.size() + 1 + (add ? ind.size() : 0) + line.size(), "indent", 0, /*count=*/false);
+    if (k) out += "\n";
+    if (add) out += ind;
+    out += line;
     pos = nl + ((s[nl] == '\r' && nl + 1 < s.size() && s[nl + 1] == '\n') ? 2 : 1);
   }
-  std::string out;
-  for (std::size_t k = 0; k < lines.size(); ++k) {
-    if (k) out += "\n";
-    const bool add = k == 0 ? first : (blank || !lines[k].empty());
-    out += (add ? ind : "") + lines[k];
-  }
+  ev.reserve(out.size(), "indent");
   return Value::string(std::move(out));
 }
 
@@ -669,21 +691,24 @@ std::string py_strip(const std::string& s, const Value& chars, bool left, bool r
     for (std::size_t k = 0; k < chars.s.size();) set.insert(decode_at(chars.s, k));
   }
   auto strip_cp = [&](std::uint32_t c) { return whitespace ? py_space(c) : set.count(c) > 0; };
-  const auto offs = codepoint_offsets(s);
-  std::size_t b = 0, e = offs.size() - 1;  // code point indices
+  // Byte offsets walked in place: a code point index would cost 8 bytes per
+  // byte of a (possibly huge) message.
+  std::size_t b = 0, e = s.size();
   if (left)
     while (b < e) {
-      std::size_t k = offs[b];
+      std::size_t k = b;
       if (!strip_cp(decode_at(s, k))) break;
-      ++b;
+      b = k;
     }
   if (right)
     while (e > b) {
-      std::size_t k = offs[e - 1];
-      if (!strip_cp(decode_at(s, k))) break;
-      --e;
+      std::size_t k = e - 1;
+      while (k > b && (static_cast<unsigned char>(s[k]) & 0xc0) == 0x80) --k;  // start of the last code point
+      std::size_t n = k;
+      if (!strip_cp(decode_at(s, n))) break;
+      e = k;
     }
-  return s.substr(offs[b], offs[e] - offs[b]);
+  return s.substr(b, e - b);
 }
 
 bool is_known_filter(const std::string& name) { return find_filter(name) != nullptr; }
@@ -793,12 +818,16 @@ Value get_item(const Value& obj, const Value& key) {
   if ((obj.is_sequence() || obj.is_string()) && (key.kind == Value::Kind::Int || key.kind == Value::Kind::Bool)) {
     std::int64_t i = key.kind == Value::Kind::Bool ? key.b : key.i;
     if (obj.is_string()) {
-      const auto offs = codepoint_offsets(obj.s);
-      const auto n = static_cast<std::int64_t>(offs.size() - 1);
+      // Walked in place, not through a code point index (8 bytes per byte).
+      const auto n = static_cast<std::int64_t>(codepoint_count(obj.s));
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::undefined("string index out of range");
-      const auto u = static_cast<std::size_t>(i);
-      return Value::string(obj.s.substr(offs[u], offs[u + 1] - offs[u]));
+      std::size_t pos = 0;
+      for (std::int64_t seen = -1; pos < obj.s.size(); ++pos)
+        if ((static_cast<unsigned char>(obj.s[pos]) & 0xc0) != 0x80 && ++seen == i) break;
+      std::size_t end = pos + 1;
+      while (end < obj.s.size() && (static_cast<unsigned char>(obj.s[end]) & 0xc0) == 0x80) ++end;
+      return Value::string(obj.s.substr(pos, end - pos));
     }
     const auto n = static_cast<std::int64_t>(obj.list->size());
     if (i < 0) i += n;
@@ -820,7 +849,10 @@ List iterate(const Value& v) {
       return out;
     }
     case Value::Kind::String: {
+      const std::uint64_t n = codepoint_count(v.s);
+      reserve_value(n * sizeof(Value) + v.s.size(), "iterating over the characters of a string", n);
       List out;
+      out.reserve(n);
       const auto offs = codepoint_offsets(v.s);
       for (std::size_t k = 0; k + 1 < offs.size(); ++k) out.push_back(Value::string(v.s.substr(offs[k], offs[k + 1] - offs[k])));
       return out;

@@ -53,13 +53,14 @@ std::string format_time(const std::string& fmt, const RenderEnv& env) {
     localtime_r(&t, &tm);
   }
   if (fmt.empty()) return "";
+  check_value_size(saturating_mul(fmt.size(), 8) + 64, "strftime_now");
   std::string buf(fmt.size() * 8 + 64, '\0');
   const std::size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
   buf.resize(n);
   return buf;
 }
 
-std::vector<std::pair<std::string, Value>> globals(const RenderEnv& env, std::uint64_t max_steps) {
+std::vector<std::pair<std::string, Value>> globals(const RenderEnv& env) {
   std::vector<std::pair<std::string, Value>> g;
   g.emplace_back("raise_exception", Value::function([](CallArgs& a) -> Value {
                    throw TemplateRaised(a.positional.empty() ? std::string() : to_str(a.positional[0]), 0);
@@ -82,7 +83,7 @@ std::vector<std::pair<std::string, Value>> globals(const RenderEnv& env, std::ui
   };
   g.emplace_back("namespace", Value::function([make_mapping](CallArgs& a) { return make_mapping(a, true); }));
   g.emplace_back("dict", Value::function([make_mapping](CallArgs& a) { return make_mapping(a, false); }));
-  g.emplace_back("range", Value::function([max_steps](CallArgs& a) {
+  g.emplace_back("range", Value::function([](CallArgs& a) {
                    std::int64_t v[3] = {0, 0, 1};
                    if (a.positional.empty() || a.positional.size() > 3) throw Error("range expects 1 to 3 integer arguments");
                    for (const Value& p : a.positional)
@@ -90,12 +91,19 @@ std::vector<std::pair<std::string, Value>> globals(const RenderEnv& env, std::ui
                    if (a.positional.size() == 1) v[1] = a.positional[0].i;
                    else for (std::size_t k = 0; k < a.positional.size(); ++k) v[k] = a.positional[k].i;
                    if (v[2] == 0) throw Error("range() arg 3 must not be zero");
+                   // The length first (unsigned: the span of two int64 always fits),
+                   // so that the limit is checked before the list is allocated.
+                   const auto start = static_cast<std::uint64_t>(v[0]), stop = static_cast<std::uint64_t>(v[1]);
+                   const std::uint64_t stride = v[2] > 0 ? static_cast<std::uint64_t>(v[2]) : 0 - static_cast<std::uint64_t>(v[2]);
+                   std::uint64_t n = 0;
+                   if (v[2] > 0 && v[0] < v[1]) n = (stop - start - 1) / stride + 1;
+                   if (v[2] < 0 && v[0] > v[1]) n = (start - stop - 1) / stride + 1;
+                   reserve_value(saturating_mul(n, sizeof(Value)), "range too large (" + std::to_string(n) + " items)", n);
                    List out;
-                   for (std::int64_t k = v[0]; v[2] > 0 ? k < v[1] : k > v[1]; k += v[2]) {
-                     if (out.size() >= max_steps) throw Error("range too large");
-                     out.push_back(Value::integer(k));
-                     if ((v[2] > 0 && k > INT64_MAX - v[2]) || (v[2] < 0 && k < INT64_MIN - v[2])) break;
-                   }
+                   out.reserve(n);
+                   // start + k * step, in unsigned arithmetic (it wraps as two's complement).
+                   for (std::uint64_t k = 0; k < n; ++k)
+                     out.push_back(Value::integer(static_cast<std::int64_t>(start + k * static_cast<std::uint64_t>(v[2]))));
                    return Value::make_list(std::move(out));
                  }));
   return g;
@@ -135,7 +143,7 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 std::string ChatTemplate::render(const ChatInputs& in, const std::string& bos_token, const std::string& eos_token,
                                  const RenderEnv& env) const {
-  std::vector<std::pair<std::string, Value>> vars = globals(env, env.limits.max_steps);
+  std::vector<std::pair<std::string, Value>> vars = globals(env);
   vars.emplace_back("messages", prepare_messages(in.messages));
   if (!in.tools.is_null() && !in.tools.is_array()) throw Error("chat tools must be a JSON array or null");
   vars.emplace_back("tools", Value::from_json(in.tools));

@@ -37,7 +37,46 @@ double py_mod(double a, double b) {
   return r;
 }
 
+// The render running on this thread, for the size checks of code that has no
+// Evaluator at hand (see check_value_size).
+thread_local Evaluator* t_rendering = nullptr;
+
 }  // namespace
+
+std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+std::uint64_t copy_bytes(const Value& v) {
+  if (v.is_string()) return v.s.size();
+  std::uint64_t n = 0;
+  if (v.list) {
+    n += v.list->size() * sizeof(Value);
+    for (const Value& e : *v.list) n += e.s.size();
+  }
+  if (v.dict) {
+    n += v.dict->size() * sizeof(Dict::value_type);
+    for (const auto& [k, e] : *v.dict) n += k.size() + e.s.size();
+  }
+  return n;
+}
+
+void check_value_size(std::uint64_t bytes, std::string_view what) {
+  if (t_rendering) t_rendering->reserve(bytes, what, 0, /*count=*/false);
+}
+
+void reserve_value(std::uint64_t bytes, std::string_view what, std::uint64_t items) {
+  if (t_rendering) t_rendering->reserve(bytes, what, items);
+}
+
+void Evaluator::reserve(std::uint64_t bytes, std::string_view what, std::uint64_t items, bool count) {
+  const std::uint64_t max = env_.limits.max_value_bytes;
+  if (bytes > max)
+    throw Error(std::string(what) + ": would build " + std::to_string(bytes) + " bytes, over the limit of " +
+                std::to_string(max) + " bytes for one chat template value");
+  if (count) step(items + bytes / kBytesPerStep);
+}
 
 Evaluator::Evaluator(const RenderEnv& env, const std::vector<std::pair<std::string, Value>>& variables) : env_(env) {
   for (const auto& [k, v] : variables) root_[k] = v;
@@ -57,6 +96,9 @@ void Evaluator::emit(const std::string& s) {
 }
 
 std::string Evaluator::render(const Body& body) {
+  Evaluator* saved = t_rendering;
+  t_rendering = this;
+  struct Restore { Evaluator* s; ~Restore() { t_rendering = s; } } restore{saved};
   std::string result;
   out_ = &result;
   exec_body(body);
@@ -306,15 +348,15 @@ Value Evaluator::eval(const Expr& e) {
       }
       const std::int64_t stepv = parts[2];
       if (stepv == 0) throw Error("slice step cannot be zero");
-      List elems;
       std::vector<std::size_t> offsets;
       if (obj.is_string()) {
+        check_value_size(saturating_mul(obj.s.size() + 1, sizeof(std::size_t)), "slicing a string (its code point index)");
         offsets = codepoint_offsets(obj.s);
-      } else if (obj.is_sequence()) {
-        elems = *obj.list;
-      } else {
+      } else if (!obj.is_sequence()) {
         throw Error(std::string("'") + type_name(obj) + "' object is not subscriptable");
       }
+      static const List kNoElements;  // a string's slice reads `offsets`
+      const List& elems = obj.is_sequence() ? *obj.list : kNoElements;
       const std::int64_t n = obj.is_string() ? static_cast<std::int64_t>(offsets.size() - 1) : static_cast<std::int64_t>(elems.size());
       // Python's slice.indices().
       auto norm = [&](std::int64_t v, bool has, std::int64_t def_pos, std::int64_t def_neg) {
@@ -327,7 +369,8 @@ Value Evaluator::eval(const Expr& e) {
       const std::int64_t stop = norm(parts[1], given[1], n, -1);
       std::vector<std::int64_t> idx;
       for (std::int64_t k = start; stepv > 0 ? k < stop : k > stop; k += stepv) idx.push_back(k);
-      step(idx.size());
+      // The result is at most the whole of obj (each element copied once).
+      reserve(obj.is_string() ? obj.s.size() : idx.size() * sizeof(Value) + copy_bytes(obj), "slice", idx.size());
       if (obj.is_string()) {
         std::string out;
         for (const auto k : idx) {
@@ -385,15 +428,24 @@ Value Evaluator::eval(const Expr& e) {
     case Expr::Kind::ListLit:
     case Expr::Kind::TupleLit: {
       List out;
-      for (const auto& a : e.args) out.push_back(eval(*a));
+      std::uint64_t bytes = 0;  // each element's string is copied into the literal
+      for (const auto& a : e.args) {
+        out.push_back(eval(*a));
+        bytes += sizeof(Value) + out.back().s.size();
+        check_value_size(bytes, e.kind == Expr::Kind::ListLit ? "list literal" : "tuple literal");
+      }
       return e.kind == Expr::Kind::ListLit ? Value::make_list(std::move(out)) : Value::make_tuple(std::move(out));
     }
     case Expr::Kind::DictLit: {
       Value d = Value::make_dict();
+      std::uint64_t bytes = 0;
       for (std::size_t k = 0; k + 1 < e.args.size(); k += 2) {
         const Value key = eval(*e.args[k]);
         if (!key.is_string()) throw Error("dict literal keys must be strings in chat templates");
-        d.set(key.s, eval(*e.args[k + 1]));
+        Value v = eval(*e.args[k + 1]);
+        bytes += sizeof(Dict::value_type) + key.s.size() + v.s.size();
+        check_value_size(bytes, "dict literal");
+        d.set(key.s, std::move(v));
       }
       return d;
     }
@@ -407,9 +459,9 @@ Value Evaluator::eval_binary(const Expr& e) {
   const Value a = eval(*e.args[0]);
   const Value b = eval(*e.args[1]);
   if (op == "~") {
-    std::string s = to_str(a) + to_str(b);
-    step(s.size() / 4096);
-    return Value::string(std::move(s));
+    const std::string l = to_str(a), r = to_str(b);
+    reserve(l.size() + r.size(), "'~' concatenation");
+    return Value::string(l + r);
   }
   if (op == "==") return Value::boolean(equal(a, b));
   if (op == "!=") return Value::boolean(!equal(a, b));
@@ -427,28 +479,31 @@ Value Evaluator::eval_binary(const Expr& e) {
 
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
-      if (a.s.size() + b.s.size() > env_.limits.max_output_bytes) throw Error("string too long");
+      reserve(a.s.size() + b.s.size(), "string too long: '+' concatenation");
       return Value::string(a.s + b.s);
     }
     if (a.is_sequence() && b.kind == a.kind) {
+      reserve(copy_bytes(a) + copy_bytes(b), "'+' concatenation", a.list->size() + b.list->size());
       List out = *a.list;
       out.insert(out.end(), b.list->begin(), b.list->end());
-      step(out.size());
       return a.kind == Value::Kind::Tuple ? Value::make_tuple(std::move(out)) : Value::make_list(std::move(out));
     }
   }
   if (op == "*" && ((a.is_string() || a.is_sequence()) && is_int_like(b))) {
-    const std::int64_t times = std::max<std::int64_t>(0, int_of(b));
-    const std::size_t unit = a.is_string() ? a.s.size() : a.list->size();
-    if (unit != 0 && static_cast<std::uint64_t>(times) > env_.limits.max_output_bytes / unit) throw Error("repetition too large");
-    step(unit * static_cast<std::size_t>(times) / 64);
+    auto times = static_cast<std::uint64_t>(std::max<std::int64_t>(0, int_of(b)));
+    reserve(saturating_mul(copy_bytes(a), times),
+            "repetition too large ('" + std::string(type_name(a)) + "' * " + std::to_string(times) + ")",
+            a.is_string() ? 0 : saturating_mul(a.list->size(), times));
+    if (copy_bytes(a) == 0) times = 0;  // nothing to repeat: no loop of `times` empty rounds
     if (a.is_string()) {
       std::string out;
-      for (std::int64_t k = 0; k < times; ++k) out += a.s;
+      out.reserve(a.s.size() * times);
+      for (std::uint64_t k = 0; k < times; ++k) out += a.s;
       return Value::string(std::move(out));
     }
     List out;
-    for (std::int64_t k = 0; k < times; ++k) out.insert(out.end(), a.list->begin(), a.list->end());
+    out.reserve(a.list->size() * times);
+    for (std::uint64_t k = 0; k < times; ++k) out.insert(out.end(), a.list->begin(), a.list->end());
     return a.kind == Value::Kind::Tuple ? Value::make_tuple(std::move(out)) : Value::make_list(std::move(out));
   }
   if (!a.is_number() || !b.is_number()) type_error(op, a, b);

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -33,9 +34,30 @@ class TemplateRaised : public Error {
 
 struct RenderLimits {
   std::size_t max_output_bytes = 64u << 20;
+  // One value a template builds: a string's bytes, or a list's element slots
+  // plus the strings its elements carry (copying a list copies them).
+  std::size_t max_value_bytes = 64u << 20;
   std::uint64_t max_steps = 20'000'000;  // statements + loop iterations + list elements built
   int max_call_depth = 64;               // nested macro calls
 };
+
+// Size checks made BEFORE the allocation they guard, so that a hostile
+// template fails at the limit instead of after spending the memory. They act
+// on the render running on this thread (iterate(), str methods and repr()
+// have no Evaluator at hand) and do nothing outside a render.
+//
+// Throws when a value of `bytes` would exceed max_value_bytes; `what` names
+// the operation in the message.
+void check_value_size(std::uint64_t bytes, std::string_view what);
+// check_value_size, and counts building the value as work: `items` steps
+// plus one per kBytesPerStep bytes (copying memory is work too).
+void reserve_value(std::uint64_t bytes, std::string_view what, std::uint64_t items = 0);
+inline constexpr std::uint64_t kBytesPerStep = 16;
+// Bytes that copying `v` allocates: a list copies its slots and its elements'
+// strings (nested lists and dicts are shared, not copied).
+std::uint64_t copy_bytes(const Value& v);
+// a * b, saturating instead of wrapping.
+std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b);
 
 // What a render sees beyond its variables: the clock (for strftime_now, so
 // tests can fix it) and the limits.
@@ -53,6 +75,8 @@ class Evaluator {
   Value eval(const Expr& e);
   Value call(const Value& callee, CallArgs& args, int line);
   void step(std::uint64_t n = 1);  // counts work against the limit
+  // reserve_value (count: also count the work) for this render.
+  void reserve(std::uint64_t bytes, std::string_view what, std::uint64_t items = 0, bool count = true);
   const RenderEnv& env() const { return env_; }
 
  private:

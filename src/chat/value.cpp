@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "chat/eval.h"
 #include "common/error.h"
 
 namespace fp8lm::chat {
@@ -214,6 +215,8 @@ std::string repr(const Value& v) {
       for (std::size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
         out += repr((*v.list)[k]);
+        // Shared nested lists make a repr exponentially larger than the value.
+        check_value_size(out.size(), "str() of a list");
       }
       if (tuple && v.list->size() == 1) out += ",";
       return out + (tuple ? ")" : "]");
@@ -225,6 +228,7 @@ std::string repr(const Value& v) {
         if (!first) out += ", ";
         first = false;
         out += repr_string(k) + ": " + repr(e);
+        check_value_size(out.size(), "str() of a dict");
       }
       return out + "}";
     }
@@ -314,6 +318,8 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
       for (std::size_t k = 0; k < v.list->size(); ++k) {
         if (k) { out += item_sep; newline(level + 1); }
         json_value(out, (*v.list)[k], o, level + 1);
+        // Shared nested lists make the JSON exponentially larger than the value.
+        check_value_size(out.size(), "tojson");
       }
       newline(level);
       out += ']';
@@ -334,6 +340,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
         json_string(out, e->first, o.ensure_ascii);
         out += key_sep;
         json_value(out, e->second, o, level + 1);
+        check_value_size(out.size(), "tojson");
       }
       newline(level);
       out += '}';

@@ -5,7 +5,9 @@
 // running the BF16 model on the CPU. Progress goes to stderr.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -55,6 +57,40 @@ std::string read_calibration_file(const std::string& path) {
   return text;
 }
 
+// Everything about --out that would otherwise fail only after the whole
+// quantization, when the result is moved into place: the path must not exist
+// in any form (a dangling symbolic link included), its parent must be a
+// writable directory, and it must not lie inside the input model.
+// Returns the output directory's path ("dir/" as "dir").
+std::filesystem::path check_output_path(const std::string& out_flag, const std::string& model) {
+  namespace fs = std::filesystem;
+  fs::path out(out_flag);
+  if (!out.has_filename()) out = out.parent_path();  // "dir/" names dir
+  if (out.empty() || out.filename() == "." || out.filename() == "..")
+    throw Error("--out: '" + out_flag + "' does not name a new directory");
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(out, ec);
+  if (fs::is_symlink(st)) {
+    const fs::path target = fs::read_symlink(out, ec);
+    throw Error("--out: '" + out_flag + "' is a symbolic link (to '" + target.string() + "'" +
+                (fs::exists(out, ec) ? "" : ", which does not exist") +
+                "); fp8lm quantize creates a new directory and never writes through or over a link");
+  }
+  if (fs::exists(st))
+    throw Error("--out: '" + out_flag + "' already exists (fp8lm quantize never overwrites)");
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec))
+    throw Error("--out: the parent of '" + out_flag + "', '" + parent.string() + "', is not an existing directory");
+  if (::access(parent.c_str(), W_OK | X_OK) != 0)
+    throw Error("--out: cannot create '" + out_flag + "': directory '" + parent.string() + "' is not writable");
+  const fs::path in = fs::weakly_canonical(model, ec);
+  const fs::path dest = fs::weakly_canonical(out, ec);
+  const auto [in_end, dest_it] = std::mismatch(in.begin(), in.end(), dest.begin(), dest.end());
+  if (!in.empty() && in_end == in.end())
+    throw Error("--out: '" + out_flag + "' is inside the input model directory '" + model + "'");
+  return out;
+}
+
 void run(const QuantizeFlags& f, const RunFlags& rf) {
   quantize::QuantizeOptions o;
   o.preset = quantize::parse_preset(f.scheme);
@@ -72,8 +108,7 @@ void run(const QuantizeFlags& f, const RunFlags& rf) {
   if (calibrate && f.calib.empty())
     throw Error(std::string(o.kv_cache_fp8 ? "--kv-cache-dtype fp8" : "--scheme FP8") +
                 " calibrates static scales: give a text file with --calib FILE");
-  if (std::filesystem::exists(f.out))
-    throw Error("--out: '" + f.out + "' already exists (fp8lm quantize never overwrites)");
+  const std::filesystem::path out = check_output_path(f.out, f.model);
   const std::string calib_text = calibrate ? read_calibration_file(f.calib) : std::string();
 
   const io::ModelSpec spec = io::read_model_spec(f.model);
@@ -92,7 +127,7 @@ void run(const QuantizeFlags& f, const RunFlags& rf) {
   }
   ProgressBar bar("writing");
   const quantize::QuantizeSummary s = quantize::write_compressed_tensors(
-      spec, f.out, o, stats ? &*stats : nullptr,
+      spec, out, o, stats ? &*stats : nullptr,
       [&](const std::string&, size_t done, size_t total) { bar.update(done, total); });
   std::string kept;
   for (const std::string& k : s.kept) kept += (kept.empty() ? "" : ", ") + k;

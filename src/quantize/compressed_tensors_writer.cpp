@@ -74,8 +74,11 @@ class StagingDir {
   explicit StagingDir(const std::filesystem::path& out)
       : out_(out), path_(out.parent_path() / ("." + out.filename().string() + ".fp8lm-partial-" +
                                               std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    if (!std::filesystem::create_directory(path_, ec) || ec)
+      throw Error(out_.string() + ": cannot create the temporary output directory '" + path_.string() +
+                  "': " + (ec ? ec.message() : "it already exists"));
   }
   ~StagingDir() {
     if (!committed_) {
@@ -85,8 +88,12 @@ class StagingDir {
   }
   const std::filesystem::path& path() const { return path_; }
   void commit() {
-    if (std::filesystem::exists(out_)) throw Error(out_.string() + ": appeared while quantizing; not overwritten");
-    std::filesystem::rename(path_, out_);
+    // symlink_status: a dangling link "exists" too, and rename would fail on it.
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(out_, ec)))
+      throw Error(out_.string() + ": appeared while quantizing; not overwritten");
+    std::filesystem::rename(path_, out_, ec);
+    if (ec) throw Error(out_.string() + ": cannot move the finished output into place: " + ec.message());
     committed_ = true;
   }
 
@@ -173,7 +180,7 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
                                          const QuantizeOptions& o, const CalibrationStats* calibration,
                                          const WriteProgress& progress) {
   const ModelConfig& c = src.config;
-  if (std::filesystem::exists(out))
+  if (std::filesystem::exists(std::filesystem::symlink_status(out)))
     throw Error(out.string() + ": already exists (fp8lm quantize never overwrites; choose a new --out)");
   if (src.quantization.serialized())
     throw Error(src.directory.string() + ": already quantized (" + src.quantization.format +
@@ -316,7 +323,8 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
   for (const auto& e : std::filesystem::directory_iterator(src.directory)) {
     const std::string file = e.path().filename().string();
     if (e.is_regular_file() && copied_beside_weights(file))
-      std::filesystem::copy_file(e.path(), staging.path() / file);
+      if (std::error_code ec; !std::filesystem::copy_file(e.path(), staging.path() / file, ec) || ec)
+        throw Error((staging.path() / file).string() + ": cannot copy " + e.path().string() + ": " + ec.message());
   }
   staging.commit();
   return summary;

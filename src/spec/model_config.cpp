@@ -17,6 +17,8 @@ using io::required;
 constexpr std::array<std::string_view, 6> kArchitectureNames = {
     "LlamaForCausalLM",  "Qwen2ForCausalLM",    "Qwen3ForCausalLM",
     "MistralForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"};
+// transformers' model_type of each architecture, in the same order.
+constexpr std::array<std::string_view, 6> kModelTypes = {"llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "mixtral"};
 
 // Generous upper bounds: far above any real model, low enough that shape
 // arithmetic (N * K, layers * experts) can never overflow int64.
@@ -106,10 +108,25 @@ std::vector<int64_t> parse_token_ids(const json& c, const std::string& key, cons
   return ids;
 }
 
+// A field whose only value fp8lm implements is `implemented` (absent and null
+// mean that too): anything else changes the math, so it is refused by name.
+void require_value(const json& c, const std::string& key, const json& implemented, const std::string& where,
+                   const std::string& why) {
+  const auto it = c.find(key);
+  if (it == c.end() || it->is_null() || *it == implemented) return;
+  throw Error(where + ": field '" + key + "' is " + it->dump() + "; fp8lm implements only " + implemented.dump() +
+              " (" + why + ")");
+}
+
 RopeScaling parse_rope_scaling(const json& r, const std::string& origin, const std::string& key) {
   RopeScaling s;
   if (!r.is_object()) throw Error(origin + ": field '" + key + "' must be an object or null");
   const std::string where = origin + ": " + key;
+  // Rotary variants that no rope type here implements.
+  require_value(r, "partial_rotary_factor", 1.0, where, "rotary embedding over the whole head");
+  for (const char* multimodal : {"mrope_section", "mrope_interleaved"})
+    if (r.contains(multimodal) && !r[multimodal].is_null())
+      throw Error(where + ": field '" + multimodal + "' (multimodal RoPE) is not supported");
   // `rope_type` is the current key; `type` the original one. Both may appear.
   std::optional<std::string> type = optional<std::string>(r, "rope_type", where);
   if (!type) type = optional<std::string>(r, "type", where);
@@ -144,6 +161,7 @@ RopeScaling parse_rope_scaling(const json& r, const std::string& origin, const s
     if (all && (!std::isfinite(*all) || *all < 0))
       throw Error(where + ": field 'mscale_all_dim' must be a non-negative number");
     s.mscale_all_dim = all.value_or(0.0);
+    require_value(r, "truncate", true, where, "YaRN's correction range rounded to whole dimensions");
     if (r.contains("attention_factor") && !r["attention_factor"].is_null())
       s.attention_factor = positive_number(r, "attention_factor", where, std::nullopt);
   } else {
@@ -191,6 +209,21 @@ ModelConfig parse_model_config(const json& c, const std::string& origin) {
   ModelConfig m;
   m.arch = parse_architecture(c, origin, m.architecture);
   m.model_type = optional<std::string>(c, "model_type", origin).value_or("");
+  const std::string_view expected_type = kModelTypes[static_cast<size_t>(m.arch)];
+  if (!m.model_type.empty() && m.model_type != expected_type)
+    throw Error(origin + ": field 'model_type' is '" + m.model_type + "' but architectures names " + m.architecture +
+                ", whose model_type is '" + std::string(expected_type) + "'");
+
+  // Options that change the math and that no supported architecture
+  // implements: refused by name rather than run as something else.
+  // transformers' ACT2FN maps "swish" to the same nn.SiLU.
+  if (!(c.contains("hidden_act") && c["hidden_act"] == "swish"))
+    require_value(c, "hidden_act", "silu", origin, "the SwiGLU MLP");
+  require_value(c, "hidden_activation", "silu", origin, "the SwiGLU MLP");
+  require_value(c, "partial_rotary_factor", 1.0, origin, "rotary embedding over the whole head");
+  require_value(c, "attn_logit_softcapping", nullptr, origin, "no attention logit soft-capping");
+  require_value(c, "final_logit_softcapping", nullptr, origin, "no final logit soft-capping");
+  require_value(c, "use_qk_norm", false, origin, "Qwen3's q/k RMSNorm is implied by its architecture");
 
   m.hidden_size = int_field(c, "hidden_size", origin, 1, kMaxWidth);
   m.num_hidden_layers = static_cast<int>(int_field(c, "num_hidden_layers", origin, 1, kMaxLayers));
@@ -240,7 +273,13 @@ ModelConfig parse_model_config(const json& c, const std::string& origin) {
     case Architecture::kMixtral:
       break;  // no biases
   }
-  if (m.arch == Architecture::kLlama) m.mlp_bias = optional<bool>(c, "mlp_bias", origin).value_or(false);
+  if (m.arch == Architecture::kLlama) {
+    m.mlp_bias = optional<bool>(c, "mlp_bias", origin).value_or(false);
+  } else {
+    require_value(c, "mlp_bias", false, origin, m.architecture + " has no MLP biases");
+  }
+  if (m.arch == Architecture::kMistral || m.arch == Architecture::kMixtral)
+    require_value(c, "attention_bias", false, origin, m.architecture + " has no attention biases");
   m.qk_norm = m.arch == Architecture::kQwen3 || m.arch == Architecture::kQwen3Moe;
 
   // Sliding window: Mistral uses `sliding_window` (null = none); the Qwen
@@ -259,6 +298,25 @@ ModelConfig parse_model_config(const json& c, const std::string& origin) {
     }
   } else if (m.arch == Architecture::kMistral || m.arch == Architecture::kMixtral) {
     m.sliding_window = window;
+  }
+
+  // transformers 5 writes the attention kind of every layer; it must be what
+  // the window fields above give, layer by layer.
+  if (const auto lt = c.find("layer_types"); lt != c.end() && !lt->is_null()) {
+    if (!lt->is_array() || lt->size() != static_cast<size_t>(m.num_hidden_layers))
+      throw Error(origin + ": field 'layer_types' must list one attention kind per layer (" +
+                  std::to_string(m.num_hidden_layers) + "), got " + lt->dump());
+    for (int l = 0; l < m.num_hidden_layers; ++l) {
+      const json& t = (*lt)[static_cast<size_t>(l)];
+      if (t != "full_attention" && t != "sliding_attention")
+        throw Error(origin + ": field 'layer_types' has " + t.dump() + " for layer " + std::to_string(l) +
+                    "; fp8lm implements full_attention and sliding_attention");
+      const bool sliding = m.sliding_window && l >= m.sliding_window_from_layer;
+      if ((t == "sliding_attention") != sliding)
+        throw Error(origin + ": field 'layer_types' has " + t.dump() + " for layer " + std::to_string(l) +
+                    " but sliding_window / use_sliding_window / max_window_layers give " +
+                    (sliding ? "sliding_attention" : "full_attention"));
+    }
   }
 
   if (m.arch == Architecture::kQwen3Moe || m.arch == Architecture::kMixtral) {

@@ -3,6 +3,9 @@
 // hostile templates: errors naming the construct and line, never a crash or hang.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <fstream>
+
 #include "chat/chat_template.h"
 #include "chat/eval.h"
 #include "chat_test_util.h"
@@ -109,7 +112,70 @@ TEST(HostileTemplates, AreStoppedByLimits) {
   small.max_output_bytes = 1 << 20;
   expect_error("{% for i in range(1000) %}{{ 'x' * 10000 }}{% endfor %}", "exceeds", small);
   expect_error("{{ 'x' * 100000000000 }}", "repetition too large", small);
-  expect_error("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "too long", small);
+  chat::RenderLimits small_values;
+  small_values.max_value_bytes = 1 << 20;
+  expect_error("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "too long",
+               small_values);
+}
+
+// Peak resident memory of this process in KiB (VmHWM), after resetting it
+// (clear_refs "5") so that what an earlier test used does not hide a new peak.
+std::int64_t reset_peak_rss_kib() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6));
+  return -1;
+}
+std::int64_t peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6));
+  return -1;
+}
+
+// Issue 16 (9): each of these used to allocate its whole result (gigabytes)
+// before a limit fired, or never hit one. With the default limits every one
+// must fail fast with the limit's error, having spent little memory: sizes are
+// checked before the allocation they would drive.
+TEST(HostileTemplates, LimitsHoldBeforeTheMemoryIsSpent) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{% for i in range(10**9) %}{% endfor %}", "range too large"},
+      {"{{ range(10**9) | length }}", "range too large"},
+      {"{{ 'a' * 10**9 }}", "repetition too large"},
+      {"{{ ([0] * 50000000) | length }}", "repetition too large"},
+      {"{% set s = 'x' * 10000000 %}{{ ([s] * 100) | length }}", "repetition too large"},
+      {"{{ range(50000) | join(',' * 1000000) }}", "join"},
+      {"{% set s = 'x' * 10000000 %}{{ [s, s, s, s, s, s, s, s, s, s] | length }}", "list literal"},
+      {"{% set ns = namespace(s='x' * 1000000) %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'y' %}{% endfor %}",
+       "render limit exceeded"},
+      {"{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "'~'"},
+      {"{% set ns = namespace(l=['x' * 1000000]) %}{% for i in range(30) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+       "'+'"},
+      {"{{ ('a\n' * 1000000) | indent('x' * 100000) }}", "indent"},
+      {"{{ ('x' * 1000000) | replace('x', 'y' * 100000) }}", "replace"},
+      {"{{ ('x' * 1000000).replace('x', 'y' * 100000) }}", "replace"},
+      {"{% for c in 'x' * 50000000 %}{% endfor %}", "characters"},
+      {"{{ ('x ' * 30000000).split() | length }}", "split"},
+      {"{{ ('x,' * 30000000).split(',') | length }}", "split"},
+      {"{% set a = range(1000) | list %}{% set b = [a] * 1000 %}{% set c = [b] * 1000 %}{{ c | tojson }}", "tojson"},
+      {"{% set a = range(1000) | list %}{% set b = [a] * 1000 %}{% set c = [b] * 1000 %}{{ c }}", "str()"},
+      {"{% set a = range(1000) | list %}{% set b = [a] * 1000 %}{% set c = [b] * 1000 %}{{ c ~ '' }}", "str()"},
+      {"{{ strftime_now('%c' * 10000000) }}", "strftime_now"},
+      {"{{ ('x' * 50000000)[1:] | length }}", "index"},
+  };
+  for (const auto& [source, needle] : cases) {
+    const std::int64_t before = reset_peak_rss_kib();
+    const auto start = std::chrono::steady_clock::now();
+    const std::string err = error_of(source);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::int64_t grown_mib = (peak_rss_kib() - before) / 1024;
+    EXPECT_NE(err.find(needle), std::string::npos) << "template: " << source << "\nerror: " << err;
+    EXPECT_NE(err.find("limit"), std::string::npos) << "template: " << source << "\nerror: " << err;
+    EXPECT_LT(seconds, 0.5) << "template: " << source;
+    // A few copies of one value at the 64 MiB limit, never the whole result.
+    EXPECT_LT(grown_mib, 400) << "template: " << source;
+  }
 }
 
 TEST(ChatTemplate, RaiseExceptionKeepsTheMessage) {

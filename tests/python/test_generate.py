@@ -263,3 +263,19 @@ def test_chat_goes_on_after_a_turn_longer_than_the_context(run):
 def test_chat_bad_flag_is_named(run):
     err = assert_clean_error(chat(run, "--temperature", "-1", input="Hello\n"))
     assert "temperature" in err
+
+
+# Issue 16 (10): "hidden_act" was never read, so a config asking for another
+# activation ran as SiLU with exit 0. A config value fp8lm does not implement
+# is refused, naming the field and the value.
+@pytest.mark.parametrize("field,value", [("hidden_act", "relu6"), ("partial_rotary_factor", 0.5),
+                                         ("final_logit_softcapping", 30.0)])
+def test_unimplemented_config_value_is_refused_by_name(run, tmp_path, field, value):
+    model = tmp_path / "model"
+    shutil.copytree(MODEL, model)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg[field] = value
+    (model / "config.json").write_text(json.dumps(cfg))
+    r = run("generate", str(model), "--threads", "2", "--prompt", "Once", "--max-tokens", "2")
+    err = assert_clean_error(r)
+    assert field in err and str(value) in err, err

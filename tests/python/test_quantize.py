@@ -3,6 +3,8 @@ equal LLM Compressor's files byte for byte (tests/fixtures/quantize), and bad in
 unknown scheme, a missing or empty calibration file, an output that exists, an FP8 input —
 is refused with a named error and leaves nothing behind."""
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,67 @@ def test_existing_output_is_never_overwritten(run, tmp_path):
 def test_fp8_input_is_refused(run, tmp_path):
     r = run("quantize", str(REF / "llama_FP8_DYNAMIC"), "--out", str(tmp_path / "out"))
     assert_error(r, "already quantized")
+
+
+# Issue 16 (11): --out used to be checked only for existence (a dangling
+# symbolic link does not "exist"): the whole quantization ran, then moving the
+# result into place failed with "internal error: filesystem error". Every path
+# problem is now refused before any work, naming the path.
+def test_dangling_symlink_output_is_refused_first(run, tmp_path):
+    out = tmp_path / "out"
+    out.symlink_to(tmp_path / "nowhere")
+    r = run("quantize", str(TINY / "llama"), "--out", str(out))
+    assert_error(r, str(out), "symbolic link", "does not exist")
+    assert out.is_symlink() and not (tmp_path / "nowhere").exists()
+    assert "writing" not in r.stderr  # refused before any work
+
+
+@pytest.mark.parametrize("kind", ["file", "parent_is_file", "missing_parent", "inside_input", "equal_to_input"])
+def test_bad_output_paths_are_named_and_leave_nothing(run, tmp_path, kind):
+    model = tmp_path / "model"
+    shutil.copytree(TINY / "llama", model)
+    before = sorted(p.name for p in model.iterdir())
+    if kind == "file":
+        out = tmp_path / "out"
+        out.write_text("keep me")
+        needles = [str(out), "already exists"]
+    elif kind == "parent_is_file":
+        (tmp_path / "f").write_text("x")
+        out = tmp_path / "f" / "out"
+        needles = [str(out), "not an existing directory"]
+    elif kind == "missing_parent":
+        out = tmp_path / "no" / "such" / "out"
+        needles = [str(out), "not an existing directory"]
+    elif kind == "inside_input":
+        out = model / "q"
+        needles = [str(out), "inside the input model"]
+    else:
+        out = model
+        needles = [str(out), "already exists"]
+    r = run("quantize", str(model), "--out", str(out))
+    assert_error(r, *needles)
+    assert "writing" not in r.stderr
+    assert sorted(p.name for p in model.iterdir()) == before
+    if kind == "file":
+        assert out.read_text() == "keep me"
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_unwritable_output_parent_is_refused_first(run, tmp_path):
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o500)
+    try:
+        r = run("quantize", str(TINY / "llama"), "--out", str(parent / "out"))
+        assert_error(r, str(parent), "not writable")
+    finally:
+        parent.chmod(0o700)
+
+
+def test_output_with_trailing_slash_is_the_directory(run, tmp_path):
+    out = tmp_path / "out"
+    r = run("quantize", str(TINY / "llama"), "--out", str(out) + "/")
+    assert r.returncode == 0, r.stderr
+    assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
