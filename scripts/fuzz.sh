@@ -16,6 +16,7 @@ declare -A seeds=(
   [fuzz_config]="tests/fixtures/checkpoints"
   [fuzz_chat_template]="tests/fixtures/chat"
   [fuzz_tokenizer]="tests/fixtures/tokenizer"
+  [fuzz_http_request]="tests/fixtures/http_requests"
 )
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -57,10 +57,24 @@ struct StepInputs {
   std::span<const int64_t> logit_rows;           // rows whose hidden state gather_rows picks
 };
 
+// A device's memory now (a GPU's: cudaMemGetInfo).
+struct MemoryInfo {
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string name() const = 0;
+
+  // ---- memory of backends that have a bounded device memory (a GPU): the
+  // runtime sizes the KV cache from it. nullopt: host memory (the CPU backend).
+  virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
+  // Called once the worst-case steps have run (the runtime's memory profile):
+  // keep the scratch they took, in one piece, so that no later step that takes
+  // no more allocates device memory. Returns the bytes kept (0: nothing kept).
+  virtual uint64_t keep_step_scratch() { return 0; }
 
   // ---- weights, from the loader's host descriptions
   virtual std::unique_ptr<Weight> upload_linear(const cpu::LinearWeights& w) = 0;

@@ -113,7 +113,8 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   for (const engine::Completion& c : done) {
     if (int64_t(c.tokens.size()) != tf.output_len)
       throw Error("bench: request " + std::to_string(c.id) + " generated " + std::to_string(c.tokens.size()) +
-                  " tokens instead of " + std::to_string(tf.output_len) + " (finish: " + c.finish_reason + ")");
+                  " tokens instead of " + std::to_string(tf.output_len) + " (finish: " + c.finish_reason +
+                  (c.error.empty() ? "" : ": " + c.error) + ")");
     output_tokens += int64_t(c.tokens.size());
   }
   if (int64_t(done.size()) != tf.num_prompts)

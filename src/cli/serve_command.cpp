@@ -2,7 +2,8 @@
 // the batched engine — /v1/completions, /v1/chat/completions (streaming or
 // not), /v1/models, /health, /metrics. The model and run flags are generate's;
 // the server's own flags follow vLLM's names. SIGINT / SIGTERM stop it
-// cleanly: requests in flight are cancelled, the process exits 0.
+// gracefully: requests in flight may finish for --shutdown-timeout seconds, a
+// second signal cancels them at once (each still gets its answer), exit 0.
 #include <pthread.h>
 #include <signal.h>
 
@@ -42,6 +43,9 @@ struct ServeFlags {
   std::string chat_template;
   bool skip_tokenizer_init = false;
   bool enable_prefix_caching = false;
+  double shutdown_timeout = server::ServerOptions{}.shutdown_timeout;
+  double header_timeout = server::ServerOptions{}.header_timeout;
+  double body_timeout = server::ServerOptions{}.body_timeout;
 };
 
 // The CPU default when --kv-cache-tokens is not given: a cache of up to this
@@ -65,7 +69,8 @@ int64_t default_cpu_kv_tokens(const io::ModelSpec& spec, int64_t max_model_len, 
 }
 
 // SIGINT / SIGTERM are blocked in every thread and taken by this one, which
-// stops the server (never from a signal handler: stop() takes locks).
+// stops the server (never from a signal handler: stop() takes locks): the
+// first signal drains, any later one cancels what is still in flight.
 class SignalWatcher {
  public:
   SignalWatcher() {
@@ -79,10 +84,11 @@ class SignalWatcher {
       while (!done_) {
         const int sig = sigtimedwait(&set_, nullptr, &tick);
         if (sig < 0) continue;
-        std::fprintf(stderr, "\nfp8lm: %s: stopping the server\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-        got_ = true;
+        const int n = ++got_;
+        std::fprintf(stderr, "\nfp8lm: %s: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                     n == 1 ? "stopping the server" : "cancelling the requests in flight");
         std::lock_guard lock(m_);
-        if (server_ != nullptr) server_->stop();
+        if (server_ != nullptr) apply(*server_);
       }
     });
   }
@@ -93,14 +99,20 @@ class SignalWatcher {
   void attach(server::Server* s) {
     std::lock_guard lock(m_);
     server_ = s;
-    if (s != nullptr && got_) s->stop();
+    if (s != nullptr) apply(*s);
   }
-  bool signalled() const { return got_; }
+  bool signalled() const { return got_ > 0; }
 
  private:
+  void apply(server::Server& s) const {
+    if (got_ == 1) s.stop();
+    if (got_ > 1) s.stop_now();
+  }
+
   sigset_t set_{};
   std::thread thread_;
-  std::atomic<bool> done_{false}, got_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<int> got_{0};
   std::mutex m_;
   server::Server* server_ = nullptr;
 };
@@ -135,6 +147,9 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   o.reasoning = server::parse_reasoning_parser(sf.reasoning_parser);
   o.chat_template = sf.chat_template;
   o.skip_tokenizer_init = sf.skip_tokenizer_init;
+  o.shutdown_timeout = sf.shutdown_timeout;
+  o.header_timeout = sf.header_timeout;
+  o.body_timeout = sf.body_timeout;
 
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = o.scheduler.max_num_seqs;
@@ -190,10 +205,19 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--skip-tokenizer-init", sf->skip_tokenizer_init,
                 "Use no tokenizer (a --load-format dummy model has none): prompts as token ids, choices with "
                 "token_ids and empty text; chat and stop strings are refused");
+  cmd->add_option("--shutdown-timeout", sf->shutdown_timeout,
+                  "Seconds requests in flight may finish after SIGTERM/SIGINT before they are cancelled (default 30; "
+                  "0: at once; a second signal also cancels them at once)");
+  cmd->add_option("--header-timeout", sf->header_timeout,
+                  "Seconds a client has to send a request's headers, from connecting or from its first byte on a "
+                  "kept-alive connection (default 20; then 408)");
+  cmd->add_option("--body-timeout", sf->body_timeout,
+                  "Seconds a client has to send a request's body after its headers (default 60; then 408)");
   cmd->footer(
       "On the CPU without --kv-cache-tokens, the KV cache takes up to 256 MiB (at least one context, at most "
       "--max-num-seqs of them). Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
-      "GET /health, GET /metrics (Prometheus).");
+      "GET /health, GET /metrics (Prometheus). Request bodies: at most 64 MiB after decompression (413); idle "
+      "kept-alive connections close after 5 s.");
   cmd->callback([mf, rf, sf] { run(*mf, *rf, *sf); });
 }
 

@@ -12,4 +12,11 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A backend found no memory left for what a step needed (the device is full,
+// not the input bad): the engine fails that step's requests and keeps serving.
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& message) : Error(message) {}
+};
+
 }  // namespace fp8lm

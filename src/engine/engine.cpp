@@ -160,39 +160,56 @@ std::vector<RequestOutput> Engine::step() {
         const Active& a = *active_.at(batch[i].seq->id);
         argmax_only = plain_greedy(a.request.params, a.request.logprobs);
       }
-    if (argmax_only) rt_.model().forward_greedy(inputs_, rt_.kv_cache(), argmax_);
-    else rt_.model().forward(inputs_, rt_.kv_cache(), logits_);
-    ++steps_;
-    scheduler_.commit(batch);
-    const int64_t vocab = rt_.model().vocab_size();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
-      Active& a = *active_.at(batch[i].seq->id);
-      std::vector<SampleResult> logprobs;
-      int32_t token = 0;
-      if (argmax_only) {
-        token = argmax_[i];
-        a.sampler.accept(token);
-      } else {
-        const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
-        if (a.request.logprobs >= 0) {
-          logprobs.push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
-          token = logprobs.back().token;
-        } else {
-          token = a.sampler.sample(row);
-        }
+    bool failed = false;
+    try {
+      if (argmax_only) rt_.model().forward_greedy(inputs_, rt_.kv_cache(), argmax_);
+      else rt_.model().forward(inputs_, rt_.kv_cache(), logits_);
+    } catch (const OutOfMemoryError& e) {
+      // The device had no memory for this step: its requests fail (their KV
+      // blocks are freed, their clients told why) and the engine goes on with
+      // the others, rather than the process dying.
+      failed = true;
+      for (const ScheduledSequence& s : batch) {
+        Active& a = *active_.at(s.seq->id);
+        RequestOutput out = output_of(a);
+        out.error = std::string("out of device memory in a step of ") + std::to_string(inputs_.size()) +
+                    " sequences: " + e.what();
+        finish(a, std::move(out), "error");
       }
-      ++generated_;
-      SequenceOutput::Step s = a.output.push(token);
-      RequestOutput out = output_of(a);
-      out.new_tokens.push_back(token);
-      out.logprobs = std::move(logprobs);
-      out.text = std::move(s.text) + s.tail;
-      if (s.finished) {
-        finish(a, std::move(out), std::move(s.finish_reason));
-      } else {
-        a.seq.tokens.push_back(token);
-        outputs.push_back(std::move(out));
+    }
+    if (!failed) {
+      ++steps_;
+      scheduler_.commit(batch);
+      const int64_t vocab = rt_.model().vocab_size();
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (!samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
+        Active& a = *active_.at(batch[i].seq->id);
+        std::vector<SampleResult> logprobs;
+        int32_t token = 0;
+        if (argmax_only) {
+          token = argmax_[i];
+          a.sampler.accept(token);
+        } else {
+          const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
+          if (a.request.logprobs >= 0) {
+            logprobs.push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
+            token = logprobs.back().token;
+          } else {
+            token = a.sampler.sample(row);
+          }
+        }
+        ++generated_;
+        SequenceOutput::Step s = a.output.push(token);
+        RequestOutput out = output_of(a);
+        out.new_tokens.push_back(token);
+        out.logprobs = std::move(logprobs);
+        out.text = std::move(s.text) + s.tail;
+        if (s.finished) {
+          finish(a, std::move(out), std::move(s.finish_reason));
+        } else {
+          a.seq.tokens.push_back(token);
+          outputs.push_back(std::move(out));
+        }
       }
     }
   }
@@ -227,6 +244,7 @@ std::vector<Completion> Engine::run_to_completion() {
       c.text += out.text;
       if (out.finished) {
         c.finish_reason = out.finish_reason;
+        c.error = out.error;
         finished.push_back(std::move(c));
         seen.erase(out.id);
       }

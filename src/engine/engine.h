@@ -33,7 +33,10 @@ struct RequestOutput {
   std::vector<int32_t> new_tokens;  // generated this step (a stop token included): zero or one
   std::string text;                 // text that became final this step (stop string excluded)
   bool finished = false;
-  std::string finish_reason;        // when finished: "stop", "length" or "cancelled"
+  // When finished: "stop", "length", "cancelled", or "error" (the backend ran
+  // out of memory in this request's step: `error` says what failed).
+  std::string finish_reason;
+  std::string error;
   int64_t prompt_tokens = 0;
   // Prompt tokens found in the prefix cache when the request was first
   // admitted (0 without prefix caching, or before admission).
@@ -64,6 +67,7 @@ struct Completion {
   std::vector<int32_t> tokens;
   std::string text;
   std::string finish_reason;
+  std::string error;          // as RequestOutput::error
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;  // as RequestOutput::cached_tokens
 };

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kv_cache.h"
-#ifdef FP8LM_WITH_CUDA
+#ifdef FP8LM_WITH_CUDA  // the backend factory below (make_ops)
 #include "backend/cuda/cuda_ops.h"
 #endif
 #include "common/error.h"
@@ -37,33 +38,68 @@ static std::unique_ptr<backend::Ops> make_ops(const RuntimeOptions& options) {
 #endif
 }
 
-// KV-cache capacity when none is given: one full context on the CPU; on a GPU
-// what fits in gpu_memory_utilization of its memory once the weights are
-// loaded and room for one step of max_num_batched_tokens rows is kept.
-static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c, uint64_t per_token,
-                                       const RuntimeOptions& options) {
-#ifdef FP8LM_WITH_CUDA
-  if (auto* gpu = dynamic_cast<cuda::CudaOps*>(&ops)) {
-    size_t free_bytes = 0, total_bytes = 0;
-    gpu->device_memory(free_bytes, total_bytes);
-    const double used = double(total_bytes - free_bytes);
-    // One step's activations (BF16, with FP8 copies and scales) and its logits, with a margin.
-    const double rows = double(options.max_num_batched_tokens);
-    const double width = double(4 * c.hidden_size + 2 * c.num_attention_heads * c.head_dim +
-                                2 * c.num_key_value_heads * c.head_dim + 3 * c.intermediate_size);
-    const double step = 1.5 * (rows * width * 2.0 + rows * double(c.intermediate_size)) +
-                        double(options.max_num_seqs) * double(c.vocab_size) * 4.0 + double(1ull << 30);
-    const double budget = options.gpu_memory_utilization * double(total_bytes) - used - step;
-    const auto tokens = int64_t(budget / double(per_token));
-    if (tokens < options.block_size)
-      throw Error("--device cuda: no memory left for the KV cache (" + std::to_string(int64_t(used / 1048576.0)) +
-                  " MiB in use of " + std::to_string(total_bytes / 1048576) +
-                  " MiB; raise --gpu-memory-utilization or lower --max-num-batched-tokens)");
-    return tokens / options.block_size * options.block_size;
+// Runs the steps that take the most memory once, on a cache of one block
+// (every block table points at it: the values are meaningless, the memory
+// real), and has the backend keep the scratch they took: a step of
+// max_num_batched_tokens rows over max_num_seqs sequences (a long prompt chunk
+// beside decodes, with every sequence's logits), and a decode step of
+// max_num_seqs rows. Attention's workspace is capped by the backend, so the
+// profile's short contexts stand for any. Returns the scratch bytes kept.
+static uint64_t profile_step_memory(model::LlamaModel& model, backend::Ops& ops, const ModelConfig& c,
+                                    std::vector<backend::KvLayerFormat> formats, const RuntimeOptions& options) {
+  const int bs = options.block_size;
+  std::unique_ptr<backend::KvCache> cache = ops.make_kv_cache(model.kv_cache_shape(bs, 1), std::move(formats));
+  const int64_t context = c.max_position_embeddings;
+  const int64_t seqs = std::max<int64_t>(1, std::min(options.max_num_seqs, options.max_num_batched_tokens));
+  // Decodes see this much context; the prompt chunk gets the rest of the rows.
+  const int64_t decode_context = std::min<int64_t>(context, 1024);
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<int64_t> starts;
+  int64_t rows_left = options.max_num_batched_tokens;
+  for (int64_t i = 0; i < seqs && rows_left > 0; ++i) {
+    // The first sequences take what the decodes leave, each at most a context.
+    const int64_t n = std::min(context, std::max<int64_t>(1, rows_left - (seqs - 1 - i)));
+    tokens.emplace_back(size_t(n), 0);
+    starts.push_back(n > 1 ? 0 : decode_context - 1);
+    rows_left -= n;
   }
-#endif
-  (void)ops, (void)per_token, (void)options;
-  return c.max_position_embeddings;
+  int64_t longest = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) longest = std::max(longest, starts[i] + int64_t(tokens[i].size()));
+  const std::vector<int64_t> table(size_t((longest + bs - 1) / bs), 0);
+  std::vector<model::SequenceInput> batch;
+  for (size_t i = 0; i < tokens.size(); ++i) batch.push_back({tokens[i], starts[i], table, false});
+  std::vector<float> logits;
+  model.forward(batch, *cache, logits);
+  // The decode step of every sequence (greedy: the argmax path the engine takes for it).
+  batch.clear();
+  const std::vector<int32_t> one(1, 0);
+  for (int64_t i = 0; i < seqs; ++i) batch.push_back({one, decode_context - 1, table, false});
+  std::vector<int32_t> argmax;
+  model.forward_greedy(batch, *cache, argmax);
+  model.forward(batch, *cache, logits);
+  cache.reset();
+  return ops.keep_step_scratch();
+}
+
+// KV-cache capacity when none is given: one full context on a backend without
+// a device memory (the CPU); on a GPU what fits in gpu_memory_utilization of
+// its memory once the weights are loaded and the profiled step's scratch is
+// kept, less a margin for what steps allocate beside the scratch (CUDA graphs,
+// step metadata, cuBLASLt's plans).
+static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c, uint64_t per_token,
+                                       const RuntimeOptions& options, uint64_t scratch_bytes) {
+  const std::optional<backend::MemoryInfo> mem = ops.memory_info();
+  if (!mem) return c.max_position_embeddings;
+  constexpr double kMargin = double(1ull << 30);
+  const double used = double(mem->total_bytes - mem->free_bytes);
+  const double budget = options.gpu_memory_utilization * double(mem->total_bytes) - used - kMargin;
+  const auto tokens = budget > 0 ? int64_t(budget / double(per_token)) : 0;
+  if (tokens < options.block_size)
+    throw Error("no device memory left for the KV cache: " + std::to_string(int64_t(used / 1048576.0)) + " MiB in use of " +
+                std::to_string(mem->total_bytes / 1048576) + " MiB (" + std::to_string(scratch_bytes / 1048576) +
+                " MiB of it for the largest step) and " + std::to_string(int64_t(kMargin / 1048576.0)) +
+                " MiB kept free; raise --gpu-memory-utilization or lower --max-num-batched-tokens / --max-num-seqs");
+  return tokens / options.block_size * options.block_size;
 }
 
 std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const io::LoadOverrides& overrides,
@@ -129,7 +165,27 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
                   std::to_string(options.block_size) + " tokens (" + std::to_string(per_token) +
                   " bytes per token for this model and KV-cache dtype)");
   }
-  if (tokens == 0) tokens = default_kv_cache_tokens(*rt->ops_, c, per_token, options);
+  // On a device with its own memory, the worst step's scratch is measured and
+  // kept before the KV cache takes the rest (vLLM's memory profiling), so that
+  // no step runs out of memory mid-run.
+  uint64_t scratch = 0;
+  if (rt->ops_->memory_info()) scratch = profile_step_memory(*rt->model_, *rt->ops_, c, formats, options);
+  if (tokens == 0) {
+    tokens = default_kv_cache_tokens(*rt->ops_, c, per_token, options, scratch);
+  } else if (const std::optional<backend::MemoryInfo> mem = rt->ops_->memory_info()) {
+    const uint64_t need = uint64_t(tokens) * per_token;
+    if (need > mem->free_bytes)
+      throw Error(std::string(options.kv_cache_bytes > 0 ? "--kv-cache-memory" : "--kv-cache-tokens") +
+                  ": the KV cache would take " + std::to_string(need >> 20) + " MiB, but the device has " +
+                  std::to_string(mem->free_bytes >> 20) + " MiB free after the weights and the largest step's " +
+                  std::to_string(scratch >> 20) + " MiB of scratch (out of memory)");
+  }
+  if (scratch > 0)
+    rt->notes_.push_back("device memory: the largest step (" + std::to_string(options.max_num_batched_tokens) +
+                         " rows, " + std::to_string(options.max_num_seqs) + " sequences) was profiled: " +
+                         std::to_string(scratch >> 20) + " MiB of scratch kept for the steps, " +
+                         std::to_string(uint64_t(tokens) * per_token >> 20) + " MiB for the KV cache (" +
+                         std::to_string(tokens) + " tokens)");
   const int64_t blocks = (tokens + options.block_size - 1) / options.block_size;
   rt->kv_cache_ = rt->ops_->make_kv_cache(rt->model_->kv_cache_shape(options.block_size, blocks), std::move(formats));
   rt->blocks_ = std::make_unique<BlockAllocator>(blocks);

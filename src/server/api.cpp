@@ -80,17 +80,31 @@ std::string show(double v) {
   return j.dump();
 }
 
-// A float parameter within [lo, hi] (lo excluded when lo_open).
+// A value in an error message: scalars as JSON, containers by their type only
+// (an offending value may be megabytes of nested lists).
+std::string brief(const Json& v) {
+  if (v.is_array() || v.is_object()) return type_name(v);
+  std::string s = dump(v);
+  if (s.size() > 64) s = s.substr(0, 60) + "...";
+  return s;
+}
+
+// A float parameter within [lo, hi] (lo excluded when lo_open). The sampler
+// holds 32-bit floats, so the value must also stay in range once narrowed:
+// 1e308 would become inf and 1e-50 would become 0.
 void float_param(const Json& body, const char* name, float& out, double lo, double hi, bool lo_open) {
   const std::optional<double> v = get_number(body, name);
   if (!v) return;
-  const bool ok = (lo_open ? *v > lo : *v >= lo) && *v <= hi;
-  if (!ok) {
-    std::string range = std::isinf(hi) ? (lo_open ? "> " : ">= ") + show(lo)
-                                       : std::string("in ") + (lo_open ? "(" : "[") + show(lo) + ", " + show(hi) + "]";
-    bad(name, std::string(name) + " must be " + range + ", got " + show(*v));
+  hi = std::min(hi, double(std::numeric_limits<float>::max()));
+  const float f = float(*v);
+  auto in_range = [&](double x) { return (lo_open ? x > lo : x >= lo) && x <= hi; };
+  if (!in_range(*v) || !in_range(double(f))) {
+    const std::string range = std::string("in ") + (lo_open ? "(" : "[") + show(lo) + ", " + show(hi) + "]";
+    std::string got = show(*v);
+    if (in_range(*v)) got += " (" + show(double(f)) + " as a 32-bit float)";
+    bad(name, std::string(name) + " must be " + range + ", got " + got);
   }
-  out = float(*v);
+  out = f;
 }
 
 void reject_unsupported(const Json& body, const char* name, const std::string& why) {
@@ -136,7 +150,7 @@ void parse_common(const Json& body, ApiRequest& r) {
     if (!ids->is_array()) bad("stop_token_ids", "stop_token_ids must be a list of token ids");
     for (const Json& id : *ids) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
-        bad("stop_token_ids", "stop_token_ids must hold token ids >= 0, found " + id.dump());
+        bad("stop_token_ids", "stop_token_ids must hold token ids >= 0, found " + brief(id));
       p.stop_token_ids.push_back(int32_t(id.get<int64_t>()));
     }
   }
@@ -173,13 +187,14 @@ void set_max_tokens(const Json& body, const char* name, ApiRequest& r) {
   if (const auto m = get_int(body, name)) {
     if (*m < 1) bad(name, std::string(name) + " must be at least 1, got " + std::to_string(*m));
     r.max_tokens = *m;
+    r.max_tokens_param = name;
   }
 }
 
 // A token id of a prompt.
 int32_t prompt_id(const Json& v) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
-    bad("prompt", "prompt token ids must be integers >= 0, found " + v.dump());
+    bad("prompt", "prompt token ids must be integers >= 0, found " + brief(v));
   return int32_t(v.get<int64_t>());
 }
 
@@ -235,8 +250,17 @@ std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 Json parse_body(std::string_view body) {
   Json j;
+  // nlohmann's parser itself is iterative; the callback refuses a container
+  // before it is opened, so no deeper tree is ever built.
+  const Json::parser_callback_t depth_limit = [](int depth, Json::parse_event_t event, Json&) {
+    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+    if (opens && depth >= kMaxJsonDepth)
+      throw ApiError(400, "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
+                              " levels deep");
+    return true;
+  };
   try {
-    j = Json::parse(body.begin(), body.end());
+    j = Json::parse(body.begin(), body.end(), depth_limit);
   } catch (const Json::exception& e) {  // parse errors, and numbers beyond a double (out_of_range)
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
   }
@@ -329,6 +353,7 @@ int32_t resolve_max_tokens(const ApiRequest& r, int64_t prompt_tokens, int64_t m
   }
   if (r.max_tokens) {
     if (*r.max_tokens > max_model_len - prompt_tokens) {  // written so that no sum can overflow
+      // The prompt fits (checked above): the completion asked for is what is too long.
       throw ApiError(400,
                      "This model's maximum context length is " + std::to_string(max_model_len) +
                          " tokens. However, you requested " +
@@ -336,7 +361,7 @@ int32_t resolve_max_tokens(const ApiRequest& r, int64_t prompt_tokens, int64_t m
                          " tokens (" + std::to_string(prompt_tokens) + " in the " + what + ", " +
                          std::to_string(*r.max_tokens) + " in the completion). Please reduce the length of the " +
                          what + " or completion.",
-                     what, "context_length_exceeded");
+                     r.max_tokens_param, "context_length_exceeded");
     }
     return int32_t(*r.max_tokens);
   }
@@ -344,6 +369,30 @@ int32_t resolve_max_tokens(const ApiRequest& r, int64_t prompt_tokens, int64_t m
   // The last generated token is never cached: prompt + max_tokens - 1 positions.
   if (cache_tokens > 0) m = std::min(m, cache_tokens - prompt_tokens + 1);
   return int32_t(std::max<int64_t>(1, m));
+}
+
+int64_t expanded_bytes(const ApiRequest& r, const std::vector<int64_t>& prompt_tokens) {
+  // What an engine request copies per choice (the prompt ids, the stop
+  // strings with their std::string headers, the stop ids), plus a fixed
+  // allowance for the request itself. No sum can overflow: every term is
+  // bounded by the body's size (or max_model_len) times a small constant.
+  int64_t shared = 1024 + int64_t(r.params.stop_token_ids.size() * sizeof(int32_t));
+  for (const std::string& s : r.params.stop) shared += int64_t(sizeof(std::string) + s.size());
+  int64_t per_n = 0;
+  for (const int64_t t : prompt_tokens) per_n += shared + t * int64_t(sizeof(int32_t));
+  return per_n * int64_t(r.n);
+}
+
+void check_expanded_size(const ApiRequest& r, const std::vector<int64_t>& prompt_tokens) {
+  const int64_t bytes = expanded_bytes(r, prompt_tokens);
+  if (bytes <= kMaxExpandedBytes) return;
+  const auto mib = [](int64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
+  throw ApiError(400,
+                 "n = " + std::to_string(r.n) + " × " + std::to_string(prompt_tokens.size()) +
+                     " prompt(s) with their stop lists would take " + mib(bytes) +
+                     " MiB, more than the " + mib(kMaxExpandedBytes) +
+                     " MiB a request may expand to; lower n, or send fewer prompts or stops",
+                 r.n > 1 ? "n" : "prompt");
 }
 
 // ---- responses -----------------------------------------------------------------

@@ -46,6 +46,12 @@ Json error_body(const ApiError& e);
 // JSON text that never throws on bad UTF-8 (replaced with U+FFFD).
 std::string dump(const Json& j);
 
+// How deeply a request body may nest arrays and objects (the body object is
+// level 1). Deeper bodies are refused while parsing, before the tree is built:
+// copies, dump() and chat::Value::from_json recurse once per level, so an
+// unbounded depth would let a ~100 KB body overflow the stack.
+inline constexpr int kMaxJsonDepth = 128;
+
 // The body as a JSON object; 400 naming the problem otherwise.
 Json parse_body(std::string_view body);
 
@@ -69,6 +75,7 @@ struct ApiRequest {
   Json chat_template_kwargs = Json::object();
   engine::SamplingParams params;      // max_tokens not set here
   std::optional<int64_t> max_tokens;  // max_tokens, or chat's max_completion_tokens
+  std::string max_tokens_param = "max_tokens";  // which of the two the client sent (named in errors)
   int32_t n = 1;
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
@@ -87,6 +94,19 @@ ApiRequest parse_chat_request(const Json& body);
 // capped by what the KV cache can hold. 400 when the prompt leaves no room,
 // or prompt + max_tokens is beyond `max_model_len`.
 int32_t resolve_max_tokens(const ApiRequest& r, int64_t prompt_tokens, int64_t max_model_len, int64_t cache_tokens);
+
+// Every choice (prompt × n) becomes an engine request holding its own copy of
+// the prompt's ids, the stop strings and the stop ids, so a body's size is
+// multiplied by n × prompts. A request may expand to at most this many bytes.
+inline constexpr int64_t kMaxExpandedBytes = int64_t(256) << 20;
+
+// The bytes the choices of `r` would hold, with `prompt_tokens[i]` tokens in
+// prompt i (the rendered chat for chat requests).
+int64_t expanded_bytes(const ApiRequest& r, const std::vector<int64_t>& prompt_tokens);
+
+// 400 naming `n` (or `prompt` when n is 1) when expanded_bytes is beyond
+// kMaxExpandedBytes; to be called before the choices are built.
+void check_expanded_size(const ApiRequest& r, const std::vector<int64_t>& prompt_tokens);
 
 // ---- responses ---------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 # ---- server: `fp8lm serve`, an OpenAI-compatible HTTP server over the engine ----
 # Included from src/CMakeLists.txt. fp8lm_server_api is the part without HTTP
 # (request parsing and checks, response bodies, reasoning split, metrics),
-# unit-tested on its own; fp8lm_server adds cpp-httplib and the engine thread.
+# unit-tested on its own; fp8lm_server adds the HTTP transport (cpp-httplib under
+# its own connection handling, http_transport) and the engine thread.
 #
 # cpp-httplib: Debian's libcpp-httplib-dev (a compiled library, found through
 # pkg-config); else an upstream single-header httplib.h on the include path.
@@ -27,6 +28,6 @@ add_library(fp8lm_server_api STATIC
   ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp)
 target_link_libraries(fp8lm_server_api PUBLIC fp8lm_engine nlohmann_json::nlohmann_json)
 
-add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp ${CMAKE_CURRENT_LIST_DIR}/connection_watch.cpp)
+add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp ${CMAKE_CURRENT_LIST_DIR}/http_transport.cpp)
 target_link_libraries(fp8lm_server PUBLIC fp8lm_server_api fp8lm_runtime fp8lm_chat
   PRIVATE ${FP8LM_HTTPLIB} Threads::Threads)

@@ -1,7 +1,6 @@
 #include "server/server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +22,7 @@
 #include "engine/engine.h"
 #include "io/json_file.h"
 #include "server/api.h"
-#include "server/connection_watch.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
 
 namespace fp8lm::server {
@@ -56,6 +55,13 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump(error_body(e)), "application/json");
 }
 
+// A request whose step failed in the engine (the device had no memory left
+// for it): retryable, so 503, with what failed.
+ApiError failed_request(const std::string& error) {
+  return ApiError(503, "the request failed: " + (error.empty() ? std::string("an engine step failed") : error), "", "",
+                  "server_error");
+}
+
 void send_json(httplib::Response& res, const Json& j) {
   res.status = 200;
   res.set_content(dump(j), "application/json");
@@ -80,18 +86,15 @@ std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
   return ids;
 }
 
-// httplib 0.11 listens with a backlog of 5: a burst of new connections (64
-// clients at once) overflows it, and the kernel drops connections the clients
-// already count as open. Calling listen() again on the bound socket raises it.
-class HttpServer : public httplib::Server {
- public:
-  bool set_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
-};
-
-constexpr int kListenBacklog = 1024;
-
 // How often a non-streaming handler checks that its client is still connected.
 constexpr std::chrono::milliseconds kDisconnectPoll{250};
+
+// A timeout flag's seconds as milliseconds, refused by name when not positive and at most a day.
+std::chrono::milliseconds whole_ms(double seconds, const char* flag) {
+  if (!(seconds > 0 && seconds <= 86400))
+    throw Error(std::string(flag) + ": " + std::to_string(seconds) + " seconds; it must be above 0 and at most 86400");
+  return std::chrono::milliseconds(std::max<int64_t>(1, int64_t(seconds * 1000)));
+}
 
 constexpr const char* kNoTokenizer = "this server runs without a tokenizer (--skip-tokenizer-init)";
 
@@ -123,6 +126,7 @@ struct Job {
   bool cancelled = false;            // guarded by m
   int64_t cached_tokens = 0;         // guarded by m; prompt tokens served from the prefix cache, as prompt_tokens
   std::string cancel_reason;         // guarded by m
+  std::string engine_error;          // guarded by m; why a choice finished with "error" (the device ran out of memory)
 
   // Engine thread only (the callbacks): per-choice token times for the metrics.
   std::vector<Clock::time_point> last_token;
@@ -139,7 +143,7 @@ struct Server::Impl {
   int64_t cache_tokens = 0;
   int64_t created = unix_time();
   ServerMetrics metrics;
-  HttpServer http;
+  std::unique_ptr<HttpTransport> http;  // made once the options are checked
 
   std::thread engine_thread;
   std::mutex loop_m;
@@ -148,10 +152,11 @@ struct Server::Impl {
 
   std::mutex jobs_m;
   std::unordered_set<std::shared_ptr<Job>> jobs;  // guarded by jobs_m
-  std::atomic<bool> stopping{false};
-  std::atomic<bool> serving_done{false};
+  std::condition_variable jobs_cv;                // a job ended, or stop_now() was called
+  bool stop_now_called = false;                   // guarded by jobs_m
+  std::atomic<bool> stopping{false};              // new requests get 503 (a drain, then the end)
   std::mutex stop_m;
-  std::condition_variable stop_cv;  // stopping or serving_done became true
+  std::condition_variable stop_cv;  // stopping became true
   bool bound = false;
 
   Impl(engine::Runtime& runtime, ServerOptions o) : rt(runtime), opt(std::move(o)) {}
@@ -211,8 +216,32 @@ struct Server::Impl {
   }
 
   void unregister_job(const std::shared_ptr<Job>& job) {
-    std::lock_guard lock(jobs_m);
-    jobs.erase(job);
+    {
+      std::lock_guard lock(jobs_m);
+      jobs.erase(job);
+    }
+    jobs_cv.notify_all();
+  }
+
+  // The graceful shutdown, once stopping is set: requests in flight may finish
+  // until the deadline (or stop_now()); what is left is then cancelled, so
+  // every stream writes its error event and [DONE] and every other request
+  // gets a whole 503. Returns when no request is left.
+  void drain() {
+    http->drain();  // every response from now on closes its connection
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(opt.shutdown_timeout));
+    std::unique_lock lock(jobs_m);
+    if (!jobs.empty() && !stop_now_called && !opt.quiet)
+      std::fprintf(stderr, "fp8lm: letting %zu request(s) in flight finish, for up to %g s (--shutdown-timeout; "
+                   "signal again to cancel them now)\n", jobs.size(), opt.shutdown_timeout);
+    jobs_cv.wait_until(lock, deadline, [&] { return jobs.empty() || stop_now_called; });
+    if (!jobs.empty() && !opt.quiet)
+      std::fprintf(stderr, "fp8lm: cancelling %zu request(s) still in flight\n", jobs.size());
+    lock.unlock();
+    cancel_all("the server is shutting down");
+    lock.lock();
+    jobs_cv.wait(lock, [&] { return jobs.empty(); });  // each stream ends within a write timeout
   }
 
   // Called on the engine thread for every output of choice `c`.
@@ -231,6 +260,7 @@ struct Server::Impl {
       std::lock_guard lock(job->m);
       // Each prompt once, like prompt_tokens: its first choice's count.
       if (o.finished && c % job->choices_per_prompt == 0) job->cached_tokens += o.cached_tokens;
+      if (o.finish_reason == "error" && job->engine_error.empty()) job->engine_error = o.error;
       job->events.push_back({c, o});
       if (o.finished) --job->unfinished;
     }
@@ -249,6 +279,18 @@ struct Server::Impl {
     if (opt.skip_tokenizer_init) return "token_id:" + std::to_string(id);  // vLLM's spelling without text
     const uint32_t u = uint32_t(id);
     return rt.tokenizer().decode(std::span<const uint32_t>(&u, 1), /*skip_special_tokens=*/false);
+  }
+
+  // A prompt must leave room for one generated token; a longer text is
+  // refused while tokenizing (encode_at_most), before the work of a full encode.
+  size_t max_prompt_tokens() const { return size_t(std::max<int64_t>(0, opt.max_model_len - 1)); }
+
+  [[noreturn]] void refuse_long_prompt(const char* param) const {
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(opt.max_model_len) +
+                       " tokens. However, your " + param + " has more than " + std::to_string(max_prompt_tokens()) +
+                       " tokens, which leaves no room to generate. Please reduce the length of the " + param + ".",
+                   param, "context_length_exceeded");
   }
 
   std::vector<std::vector<int32_t>> prompts_of(const ApiRequest& r) const {
@@ -271,15 +313,18 @@ struct Server::Impl {
         throw ApiError(400, std::string("the chat template could not render the messages: ") + e.what(), "messages");
       }
       // The template wrote every special token the model expects (as `fp8lm chat`).
-      const std::vector<uint32_t> ids = tok.encode(text, /*add_special_tokens=*/false);
-      out.emplace_back(ids.begin(), ids.end());
+      const auto ids = tok.encode_at_most(text, /*add_special_tokens=*/false, max_prompt_tokens());
+      if (!ids) refuse_long_prompt(param);
+      out.emplace_back(ids->begin(), ids->end());
     } else {
       for (const PromptInput& p : r.prompts) {
         if (p.is_text) {
           if (opt.skip_tokenizer_init)
             throw ApiError(400, std::string(kNoTokenizer) + ": send the prompt as token ids", "prompt");
-          const std::vector<uint32_t> ids = rt.tokenizer().encode(p.text, /*add_special_tokens=*/true);  // as `fp8lm generate`
-          out.emplace_back(ids.begin(), ids.end());
+          const auto ids = rt.tokenizer().encode_at_most(p.text, /*add_special_tokens=*/true,
+                                                          max_prompt_tokens());  // as `fp8lm generate`
+          if (!ids) refuse_long_prompt(param);
+          out.emplace_back(ids->begin(), ids->end());
         } else {
           for (const int32_t id : p.ids)
             if (id >= vocab)
@@ -300,17 +345,22 @@ struct Server::Impl {
     const ApiRequest r = endpoint == Endpoint::kChat ? parse_chat_request(body) : parse_completion_request(body);
     check_model(r.model);
     if (stopping) throw ApiError(503, "the server is shutting down", "", "", "server_error");
-    const std::vector<std::vector<int32_t>> prompts = prompts_of(r);
-    std::vector<int32_t> max_tokens;
-    for (const auto& p : prompts) max_tokens.push_back(resolve_max_tokens(r, int64_t(p.size()), opt.max_model_len, cache_tokens));
-
-    const size_t count = prompts.size() * size_t(r.n);
+    // Counted before any prompt is tokenized: a list of prompts the server
+    // would never queue costs nothing.
+    const size_t num_prompts = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
+    const size_t count = num_prompts * size_t(r.n);
     if (int64_t(count) > opt.max_waiting)
       throw ApiError(400,
-                     std::to_string(prompts.size()) + " prompt(s) × n = " + std::to_string(r.n) + " makes " +
+                     std::to_string(num_prompts) + " prompt(s) × n = " + std::to_string(r.n) + " makes " +
                          std::to_string(count) + " sequences, more than this server ever queues (--max-waiting " +
                          std::to_string(opt.max_waiting) + ")",
                      "n");
+    const std::vector<std::vector<int32_t>> prompts = prompts_of(r);
+    std::vector<int64_t> prompt_tokens;
+    for (const auto& p : prompts) prompt_tokens.push_back(int64_t(p.size()));
+    check_expanded_size(r, prompt_tokens);  // before the n copies per prompt below
+    std::vector<int32_t> max_tokens;
+    for (const auto& p : prompts) max_tokens.push_back(resolve_max_tokens(r, int64_t(p.size()), opt.max_model_len, cache_tokens));
     if (engine->num_waiting() + int64_t(count) > opt.max_waiting)
       throw ApiError(503,
                      "the server is overloaded: " + std::to_string(engine->num_waiting()) +
@@ -385,11 +435,10 @@ struct Server::Impl {
       // Nothing is written until the answer is ready, so a client that leaves is
       // noticed by watching its connection (a few times a second): its engine
       // requests are then cancelled (by `owner`) and their KV blocks freed.
-      ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
       std::unique_lock lock(job->m);
       while (!job->cv.wait_for(lock, kDisconnectPoll, [&] { return job->unfinished == 0; })) {
         lock.unlock();
-        if (watch.peer_closed()) {
+        if (HttpTransport::client_gone()) {
           cancel_job(*job, "the client disconnected");
           return;
         }
@@ -417,7 +466,7 @@ struct Server::Impl {
 
   Json whole_response(Job& job) {
     std::vector<ChoiceResult> choices(job.num_choices);
-    std::string cancelled;
+    std::string cancelled, engine_error;
     {
       std::lock_guard lock(job.m);
       for (Job::Event& e : job.events) {
@@ -429,13 +478,16 @@ struct Server::Impl {
       }
       job.events.clear();
       cancelled = job.cancel_reason;
+      engine_error = job.engine_error;
     }
-    for (const ChoiceResult& c : choices)
+    for (const ChoiceResult& c : choices) {
+      if (c.finish_reason == "error") throw failed_request(engine_error);
       if (c.finish_reason == "cancelled") {
         if (cancelled.rfind("internal error", 0) == 0) throw ApiError(500, cancelled, "", "", "server_error");
         throw ApiError(503, "the request was cancelled: " + (cancelled.empty() ? std::string("the server is shutting down") : cancelled),
                        "", "", "server_error");
       }
+    }
     const TokenText text = [this](int32_t id) { return token_text(id); };
     Json out = Json::object();
     out["id"] = job.id;
@@ -483,6 +535,7 @@ struct Server::Impl {
     std::vector<ReasoningSplitter> splitters;  // chat: one per choice
     std::vector<int64_t> offsets;              // completions logprobs: text offset per choice
     int64_t completion_tokens = 0;
+    bool failed = false;  // a choice finished with "error"
   };
 
   Json chunk_base(const Job& job) const {
@@ -510,7 +563,7 @@ struct Server::Impl {
   std::string events_for(Job& job, StreamState& st, Job::Event& e) {
     const engine::RequestOutput& o = e.out;
     st.completion_tokens += int64_t(o.new_tokens.size());
-    if (o.finish_reason == "cancelled") return {};  // handled by the caller
+    if (o.finish_reason == "cancelled" || o.finish_reason == "error") return {};  // handled by the caller
     const bool with_lp = job.logprobs >= 0 && !o.logprobs.empty();
     const TokenText text = [this](int32_t id) { return token_text(id); };
     Json fields = Json::object();
@@ -558,21 +611,29 @@ struct Server::Impl {
           }
           std::deque<Job::Event> events;
           bool all_done = false;
-          std::string cancel_reason;
+          std::string cancel_reason, engine_error;
           {
             std::unique_lock lock(job->m);
             if (out.empty()) job->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !job->events.empty(); });
             events.swap(job->events);
             all_done = job->unfinished == 0;
             cancel_reason = job->cancel_reason;
+            engine_error = job->engine_error;
           }
+          // Nothing to write (e.g. still queued): a client that left is noticed
+          // here, not at a write that may be far away, so its requests stop
+          // counting against --max-waiting. Returning false ends the response.
+          if (out.empty() && events.empty() && !all_done) return !HttpTransport::client_gone();
           bool cancelled = false;
           for (Job::Event& e : events) {
             cancelled = cancelled || e.out.finish_reason == "cancelled";
+            st->failed = st->failed || e.out.finish_reason == "error";
             out += events_for(*job, *st, e);
           }
           if (all_done) {
-            if (cancelled) {
+            if (st->failed) {
+              out += event(error_body(failed_request(engine_error)));
+            } else if (cancelled) {
               const bool internal = cancel_reason.rfind("internal error", 0) == 0;
               out += event(error_body(ApiError(internal ? 500 : 503,
                                                "the request was cancelled: " +
@@ -646,7 +707,7 @@ struct Server::Impl {
   }
 
   void routes() {
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    http->set_request_filter([this](const httplib::Request& req, httplib::Response& res) {
       if (opt.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       const std::string prefix = "Bearer ";
@@ -658,7 +719,7 @@ struct Server::Impl {
                                "", "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     });
-    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    http->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       const std::string what = req.method + " " + req.path;
       if (res.status == 404) send_error(res, ApiError(404, "Not found: " + what, "", "not_found"));
@@ -666,7 +727,7 @@ struct Server::Impl {
       else send_error(res, ApiError(res.status, "HTTP error " + std::to_string(res.status) + " for " + what));
       return httplib::Server::HandlerResponse::Handled;
     }));
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    http->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown";
       try {
         if (ep) std::rethrow_exception(ep);
@@ -678,29 +739,33 @@ struct Server::Impl {
       send_error(res, ApiError(500, "internal error: " + what, "", "", "server_error"));
     });
 
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    http->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       if (stopping) send_error(res, ApiError(503, "the server is shutting down", "", "", "server_error"));
       else send_json(res, Json{{"status", "ok"}});
     });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       send_json(res, Json{{"object", "list"}, {"data", Json::array({model_card()})}});
     });
-    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    http->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         const std::string name = req.matches[1];
         if (name != opt.served_model_name) check_model(name);
         send_json(res, model_card());
       });
     });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
     });
-    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] { handle_generate(req, res, Endpoint::kCompletions); });
-    });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] { handle_generate(req, res, Endpoint::kChat); });
-    });
+    // The body is read by the transport, within its limits (http_transport.h).
+    const auto generate = [this](Endpoint endpoint) {
+      return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        httplib::Request with_body = req;  // handle_generate reads req.body
+        if (!http->read_body(reader, with_body.body, res)) return;
+        guarded(res, [&] { handle_generate(with_body, res, endpoint); });
+      };
+    };
+    http->Post("/v1/completions", generate(Endpoint::kCompletions));
+    http->Post("/v1/chat/completions", generate(Endpoint::kChat));
   }
 };
 
@@ -751,18 +816,25 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
       s.extra_eos.push_back(id);
 
   s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler);
-  // Every open connection holds a handler thread (keep-alive): room for every
-  // running request and more; further connections queue until one frees.
-  const auto threads = size_t(std::clamp<int64_t>(o.scheduler.max_num_seqs + 64, 64, 1024));
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.http.set_payload_max_length(64u << 20);
-  s.http.set_tcp_nodelay(true);
+  TransportLimits limits;
+  // A request holds a handler thread while its body is read and it runs (a
+  // stream until its end): room for every running request and more; further
+  // requests wait, heads complete, until one frees.
+  limits.handler_threads = size_t(std::clamp<int64_t>(o.scheduler.max_num_seqs + 64, 64, 1024));
+  limits.header_timeout = whole_ms(o.header_timeout, "--header-timeout");
+  limits.body_timeout = whole_ms(o.body_timeout, "--body-timeout");
+  if (!(o.shutdown_timeout >= 0 && o.shutdown_timeout <= 86400))
+    throw Error("--shutdown-timeout: " + std::to_string(o.shutdown_timeout) + " seconds; it must be 0 to 86400");
+  s.http = std::make_unique<HttpTransport>(limits, [](int status, const std::string& message) {
+    return dump(error_body(ApiError(status, message)));
+  });
   s.routes();
 }
 
 Server::~Server() {
-  stop();
+  stop_now();
   Impl& s = *impl_;
+  if (s.http) s.http->stop();
   {
     std::lock_guard lock(s.loop_m);
     s.engine_quit = true;
@@ -774,15 +846,10 @@ Server::~Server() {
 int Server::bind() {
   Impl& s = *impl_;
   int port = s.opt.port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(s.opt.host);
-    if (port < 0) throw Error("cannot listen on " + s.opt.host + " (any port)");
-  } else if (!s.http.bind_to_port(s.opt.host, port)) {
-    throw Error("cannot listen on " + s.opt.host + ":" + std::to_string(port) +
+  port = s.http->bind(s.opt.host, port);
+  if (port < 0)
+    throw Error("cannot listen on " + s.opt.host + (s.opt.port == 0 ? " (any port)" : ":" + std::to_string(s.opt.port)) +
                 " (in use, or not an address of this machine; --host / --port)");
-  }
-  if (!s.http.set_backlog(kListenBacklog))
-    std::fprintf(stderr, "fp8lm: warning: cannot raise the listen backlog to %d\n", kListenBacklog);
   s.bound = true;
   s.opt.port = port;
   return port;
@@ -799,28 +866,13 @@ void Server::serve() {
                  static_cast<long long>(s.opt.max_model_len),
                  s.opt.scheduler.enable_prefix_caching ? "; prefix caching" : "",
                  s.opt.skip_tokenizer_init ? "; no tokenizer: token ids in and out" : "");
-  // httplib's stop() does nothing before listen has started, so a stop that
-  // comes early is applied by this thread as soon as it can be.
-  std::thread stopper([&s] {
-    {
-      std::unique_lock lock(s.stop_m);
-      s.stop_cv.wait(lock, [&] { return s.stopping || s.serving_done; });
-    }
-    while (!s.serving_done) {
-      if (s.http.is_running()) {
-        s.http.stop();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  });
-  if (!s.stopping) s.http.listen_after_bind();
+  s.http->start();
   {
-    std::lock_guard lock(s.stop_m);
-    s.serving_done = true;
+    std::unique_lock lock(s.stop_m);
+    s.stop_cv.wait(lock, [&] { return s.stopping.load(); });
   }
-  s.stop_cv.notify_all();
-  stopper.join();
+  s.drain();
+  s.http->stop();  // every request answered: no more connections
   {
     std::lock_guard lock(s.loop_m);
     s.engine_quit = true;
@@ -831,10 +883,21 @@ void Server::serve() {
 
 void Server::stop() {
   Impl& s = *impl_;
-  if (s.stopping.exchange(true)) return;
-  s.cancel_all("the server is shutting down");
-  { std::lock_guard lock(s.stop_m); }
+  {
+    std::lock_guard lock(s.stop_m);
+    s.stopping = true;
+  }
   s.stop_cv.notify_all();
+}
+
+void Server::stop_now() {
+  Impl& s = *impl_;
+  stop();
+  {
+    std::lock_guard lock(s.jobs_m);
+    s.stop_now_called = true;
+  }
+  s.jobs_cv.notify_all();
 }
 
 }  // namespace fp8lm::server

@@ -4,12 +4,18 @@
 // sleeps on a condition variable when idle; HTTP handler threads (cpp-httplib's
 // pool) parse and check a request, add one engine request per choice, then wait
 // on the request's own event queue, which the engine's callbacks fill. A
-// non-streaming handler answers when every choice finished, watching the
-// connection meanwhile (server/connection_watch.h); a streaming one writes
-// server-sent events as outputs arrive. When the client goes away (the
-// connection closed, or a write fails) its engine requests are cancelled, so
-// their KV blocks are freed at the next step. stop() (SIGINT/SIGTERM) cancels everything in flight,
-// stops accepting, and serve() returns once every handler finished.
+// non-streaming handler answers when every choice finished; a streaming one
+// writes server-sent events as outputs arrive. Both watch the connection while
+// they have nothing to write (HttpTransport::client_gone): when the client goes
+// away (the connection closed, or a write fails) its engine requests are
+// cancelled, so their KV blocks are freed at the next step — queued ones too.
+// Connections, limits and deadlines: server/http_transport.h.
+//
+// Shutdown (SIGTERM / SIGINT) is a drain: stop() makes new requests and
+// /health answer 503 and lets the requests in flight finish for up to
+// shutdown_timeout; then (or at stop_now(), a second signal) what is left is
+// cancelled — a stream writes an error event and `data: [DONE]`, any other
+// request gets a whole 503 — and serve() returns once every response is written.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +46,9 @@ struct ServerOptions {
   // empty text, logprob tokens read "token_id:N"; chat and stop strings, which
   // need text, are refused with 400.
   bool skip_tokenizer_init = false;
+  double shutdown_timeout = 30;  // seconds requests in flight may finish after stop(); 0: cancel them at once
+  double header_timeout = 20;    // seconds for a request's head to arrive (else 408)
+  double body_timeout = 60;      // seconds for its body to arrive after the head (else 408)
 };
 
 class Server {
@@ -52,10 +61,12 @@ class Server {
 
   // Binds the listening socket; returns the port. Throws fp8lm::Error when it cannot.
   int bind();
-  // Serves until stop(); returns when every handler and the engine thread ended.
+  // Serves until stop(); drains; returns when every handler and the engine thread ended.
   void serve();
-  // From any thread (not a signal handler), any number of times.
+  // Begins the graceful shutdown. From any thread (not a signal handler), any number of times.
   void stop();
+  // The shutdown without waiting: requests in flight are cancelled now (each still answered).
+  void stop_now();
 
  private:
   struct Impl;

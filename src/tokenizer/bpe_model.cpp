@@ -1,8 +1,10 @@
 #include "tokenizer/bpe_model.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <queue>
 
+#include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
 namespace fp8lm::tokenizer {
@@ -86,6 +88,23 @@ void BpeModel::load_merges(const nlohmann::json& merges, const JsonPath& at) {
     if (in == vocab_.end()) at[rank].fail("merged token '" + merged + "' is not in the vocabulary");
     merges_[pair_key(ia->second, ib->second)] = Merge{static_cast<std::uint32_t>(rank), in->second};
   }
+}
+
+std::size_t BpeModel::max_bytes_per_id() const {
+  std::size_t longest = 4;
+  for (const auto& [token, id] : vocab_) longest = std::max(longest, token.size());
+  return longest;
+}
+
+bool BpeModel::covers_every_byte(bool byte_level_words) const {
+  if (unk_id_ && !fuse_unk_) return true;
+  if (byte_fallback_ && std::all_of(byte_ids_.begin(), byte_ids_.end(), [](std::int64_t id) { return id >= 0; }))
+    return true;
+  // With affixes a single character is looked up as "##c" or "c</w>": not checked here.
+  if (!byte_level_words || !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty()) return false;
+  for (int b = 0; b < 256; ++b)
+    if (vocab_.find(byte_level::char_for_byte(static_cast<unsigned char>(b))) == vocab_.end()) return false;
+  return true;
 }
 
 std::optional<std::uint32_t> BpeModel::token_to_id(std::string_view token) const {

@@ -33,6 +33,15 @@ class BpeModel {
   std::size_t vocab_size() const { return vocab_.size(); }
   std::uint32_t max_id() const { return id_to_token_.empty() ? 0 : static_cast<std::uint32_t>(id_to_token_.size() - 1); }
 
+  // For Tokenizer::encode_at_most's lower bound on the token count: at most
+  // how many bytes of a word one id stands for (a merged token spells the
+  // bytes it covers; an unk token covers one character, <= 4 bytes).
+  std::size_t max_bytes_per_id() const;
+  // True when every byte of every word is covered by some id: unknown
+  // characters get an unk id each (not fused) or byte-fallback ids, or, for
+  // byte-level words, every byte's character is in the vocabulary.
+  bool covers_every_byte(bool byte_level_words) const;
+
  private:
   struct Merge {
     std::uint32_t rank;

@@ -1,6 +1,8 @@
 #include "tokenizer/normalizer.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include <utf8proc.h>
@@ -28,6 +30,10 @@ class UnicodeNormalizer final : public Normalizer {
     text.assign(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
     std::free(out);
   }
+  // A code point (<= 4 bytes) maps to at least one code point (>= 1 byte), and
+  // composition joins at most 4 code points (the longest canonical
+  // decomposition, Unicode 15) into one: at most 16 bytes become 1.
+  double max_shrink() const override { return 16.0; }
 
  private:
   int options_;
@@ -48,12 +54,18 @@ class LowercaseNormalizer final : public Normalizer {
     }
     text = std::move(out);
   }
+  double max_shrink() const override { return 4.0; }  // one code point (<= 4 bytes) to at least one (>= 1 byte)
 };
 
 class ReplaceNormalizer final : public Normalizer {
  public:
   ReplaceNormalizer(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void normalize(std::string& text) const override { text = pattern_.replace_all(text, content_); }
+  // A regex match has no length bound; a literal one is replaced by content_.
+  double max_shrink() const override {
+    if (!pattern_.is_literal() || content_.empty()) return std::numeric_limits<double>::infinity();
+    return std::max(1.0, double(pattern_.literal().size()) / double(content_.size()));
+  }
 
  private:
   Pattern pattern_;
@@ -66,6 +78,7 @@ class PrependNormalizer final : public Normalizer {
   void normalize(std::string& text) const override {
     if (!text.empty()) text.insert(0, prefix_);
   }
+  double max_shrink() const override { return 1.0; }
 
  private:
   std::string prefix_;
@@ -92,6 +105,7 @@ class StripNormalizer final : public Normalizer {
     }
     text = text.substr(begin, end - begin);
   }
+  double max_shrink() const override { return std::numeric_limits<double>::infinity(); }
 
  private:
   bool left_, right_;
@@ -102,6 +116,11 @@ class SequenceNormalizer final : public Normalizer {
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
   void normalize(std::string& text) const override {
     for (const auto& p : parts_) p->normalize(text);
+  }
+  double max_shrink() const override {
+    double f = 1.0;
+    for (const auto& p : parts_) f *= p->max_shrink();
+    return f;
   }
 
  private:

@@ -16,6 +16,10 @@ class Normalizer {
   virtual ~Normalizer() = default;
   // `text` is valid UTF-8 and stays so.
   virtual void normalize(std::string& text) const = 0;
+  // At most how many times shorter (in bytes) normalize() can make a text;
+  // infinity when it can delete text (Strip, Replace with shorter content).
+  // Tokenizer::encode_at_most refuses long texts by this bound without work.
+  virtual double max_shrink() const = 0;
 };
 
 // NFC/NFD/NFKC/NFKD, Lowercase, Replace, Prepend, Strip, Sequence; any other

@@ -33,6 +33,9 @@ class Pattern {
 
   std::string replace_all(std::string_view text, std::string_view content) const;
 
+  bool is_literal() const { return regex_ == nullptr; }
+  const std::string& literal() const { return literal_; }
+
  private:
   std::string literal_;
   std::shared_ptr<const Regex> regex_;  // null for a literal

@@ -1,5 +1,6 @@
 #include "tokenizer/pre_tokenizer.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "tokenizer/byte_level.h"
@@ -65,6 +66,7 @@ class SplitPreTokenizer final : public PreTokenizer {
       split_segments(text, pattern_segments(text, pattern_, invert_), behavior_, out);
     });
   }
+  bool keeps_text() const override { return behavior_ != SplitBehavior::kRemoved; }
 
  private:
   Pattern pattern_;
@@ -101,6 +103,9 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
     }
     pieces = std::move(out);
   }
+  bool keeps_text() const override { return true; }  // every byte becomes a 1- or 2-byte character
+  bool byte_level() const override { return true; }
+  bool rewrites() const override { return true; }
 
  private:
   bool add_prefix_space_;
@@ -130,6 +135,8 @@ class MetaspacePreTokenizer final : public PreTokenizer {
         split_segments(text, pattern_segments(text, marker, false), SplitBehavior::kMergedWithNext, out);
       });
   }
+  bool keeps_text() const override { return true; }  // ' ' becomes a whole character (>= 1 byte)
+  bool rewrites() const override { return true; }
 
  private:
   std::string replacement_;
@@ -147,6 +154,7 @@ class CharSplitPreTokenizer final : public PreTokenizer {
       split_segments(text, char_segments(text, pred_), behavior_, out);
     });
   }
+  bool keeps_text() const override { return behavior_ != SplitBehavior::kRemoved; }
 
  private:
   std::function<bool(char32_t)> pred_;
@@ -158,6 +166,21 @@ class SequencePreTokenizer final : public PreTokenizer {
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
   void pre_tokenize(std::vector<PreToken>& pieces) const override {
     for (const auto& p : parts_) p->pre_tokenize(pieces);
+  }
+  bool keeps_text() const override {
+    return std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->keeps_text(); });
+  }
+  // Byte-level when a ByteLevel step spells it and no other step rewrites characters.
+  bool byte_level() const override {
+    bool found = false;
+    for (const auto& p : parts_) {
+      if (p->byte_level()) found = true;
+      else if (p->rewrites()) return false;
+    }
+    return found;
+  }
+  bool rewrites() const override {
+    return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->rewrites(); });
   }
 
  private:

@@ -22,6 +22,13 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces `pieces` by their refinement; empty pieces are dropped.
   virtual void pre_tokenize(std::vector<PreToken>& pieces) const = 0;
+  // True when the pieces together never hold fewer bytes than the input
+  // (nothing is removed or shortened), for Tokenizer::encode_at_most's bound.
+  virtual bool keeps_text() const = 0;
+  // True when the pieces are spelled in byte-level characters (GPT-2's table).
+  virtual bool byte_level() const { return false; }
+  // True when it rewrites characters (ByteLevel, Metaspace), not only splits.
+  virtual bool rewrites() const { return false; }
 };
 
 // ByteLevel, Split, Metaspace, Whitespace, WhitespaceSplit, Digits,

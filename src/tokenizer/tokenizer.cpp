@@ -1,5 +1,9 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "common/error.h"
 #include "io/json_file.h"
 #include "tokenizer/added_vocabulary.h"
@@ -59,6 +63,7 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& origi
     t.pad_ = config_token(t, config, "pad_token", cfg);
     t.unk_ = config_token(t, config, "unk_token", cfg);
   }
+  t.max_bytes_per_token_ = t.bytes_per_token_bound();
   return t;
 }
 
@@ -74,20 +79,41 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   return from_json(j, file.string(), config);
 }
 
-void Tokenizer::encode_piece(std::string_view text, bool at_start, std::vector<std::uint32_t>& ids) const {
-  std::vector<PreToken> words{{std::string(text), at_start}};
-  if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(words);
-  for (const auto& w : words) model_->encode_word(w.text, ids);
+// Every step's bound multiplied: the normalizer can shrink text by
+// max_shrink(); a pre-tokenizer that keeps_text() leaves at least as many
+// bytes in its words; each id then covers at most max_bytes_per_id() bytes of
+// a word (when the model covers every byte), and an added token its content.
+std::optional<double> Tokenizer::bytes_per_token_bound() const {
+  const double shrink = normalizer_ ? normalizer_->max_shrink() : 1.0;
+  if (!std::isfinite(shrink)) return std::nullopt;
+  if (pre_tokenizer_ && !pre_tokenizer_->keeps_text()) return std::nullopt;
+  if (!model_->covers_every_byte(pre_tokenizer_ && pre_tokenizer_->byte_level())) return std::nullopt;
+  double per_id = double(model_->max_bytes_per_id());
+  for (const AddedToken& t : added_->tokens()) {
+    if (t.lstrip || t.rstrip) return std::nullopt;  // they swallow any amount of whitespace
+    per_id = std::max(per_id, double(t.content.size()));
+  }
+  return shrink * per_id;
 }
 
-std::vector<std::uint32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+void Tokenizer::encode_piece(std::string_view text, bool at_start, std::vector<std::uint32_t>& ids,
+                             std::size_t limit) const {
+  std::vector<PreToken> words{{std::string(text), at_start}};
+  if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(words);
+  for (const auto& w : words) {
+    if (ids.size() > limit) return;
+    model_->encode_word(w.text, ids);
+  }
+}
+
+bool Tokenizer::encode_ids(std::string_view text, std::vector<std::uint32_t>& ids, std::size_t limit) const {
   if (const std::size_t valid = utf8::valid_prefix_length(text); valid != text.size())
     throw Error("tokenizer: input text is not valid UTF-8 (at byte " + std::to_string(valid) + ")");
-  std::vector<std::uint32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
+  ids.reserve(std::min(text.size() / 3, limit) + 4);
   // Added tokens are taken out first: those matched in the raw text, then,
   // after normalizing what is left, those matched in normalized text.
   for (const TextSpan& span : added_->split(text, false)) {
+    if (ids.size() > limit) return false;
     if (span.id) {
       ids.push_back(*span.id);
       continue;
@@ -95,13 +121,34 @@ std::vector<std::uint32_t> Tokenizer::encode(std::string_view text, bool add_spe
     std::string piece(text.substr(span.start, span.end - span.start));
     if (normalizer_) normalizer_->normalize(piece);
     for (const TextSpan& inner : added_->split(piece, true)) {
+      if (ids.size() > limit) return false;
       if (inner.id) ids.push_back(*inner.id);
       else
         encode_piece(std::string_view(piece).substr(inner.start, inner.end - inner.start),
-                     span.start == 0 && inner.start == 0, ids);
+                     span.start == 0 && inner.start == 0, ids, limit);
     }
   }
+  return ids.size() <= limit;
+}
+
+std::vector<std::uint32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::vector<std::uint32_t> ids;
+  encode_ids(text, ids, std::numeric_limits<std::size_t>::max());
   if (add_special_tokens && post_processor_) ids = post_processor_->process(std::move(ids));
+  return ids;
+}
+
+std::optional<std::vector<std::uint32_t>> Tokenizer::encode_at_most(std::string_view text, bool add_special_tokens,
+                                                                    std::size_t max_tokens) const {
+  // At least text.size() / bound ids: refused before any work. (In doubles:
+  // an overestimate of max_tokens × bound only lets more through to the exact count.)
+  if (max_bytes_per_token_ && double(text.size()) > double(max_tokens) * *max_bytes_per_token_ * (1.0 + 1e-9))
+    return std::nullopt;
+  std::vector<std::uint32_t> ids;
+  // Post-processing only adds ids (BOS/EOS), so more than max_tokens before it is final.
+  if (!encode_ids(text, ids, max_tokens)) return std::nullopt;
+  if (add_special_tokens && post_processor_) ids = post_processor_->process(std::move(ids));
+  if (ids.size() > max_tokens) return std::nullopt;
   return ids;
 }
 

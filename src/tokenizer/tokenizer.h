@@ -54,6 +54,20 @@ class Tokenizer {
   // always recognised, as in Hugging Face.
   std::vector<std::uint32_t> encode(std::string_view text, bool add_special_tokens = true) const;
 
+  // encode(), or nullopt when the result would hold more than `max_tokens`
+  // ids. Exact either way, and cheap for long texts: a text longer than
+  // max_tokens × max_bytes_per_token() bytes is refused without being
+  // tokenized, and tokenizing stops once the ids passed max_tokens.
+  std::optional<std::vector<std::uint32_t>> encode_at_most(std::string_view text, bool add_special_tokens,
+                                                           std::size_t max_tokens) const;
+
+  // At most how many bytes of input text one id accounts for (through the
+  // normalizer, pre-tokenizer, added tokens and model), so that a text of B
+  // bytes has at least B / max_bytes_per_token() ids; nullopt when no such
+  // bound holds (a step may delete text: Strip, Replace, whitespace
+  // splitters, lstrip/rstrip added tokens, fused or dropped unknowns).
+  std::optional<double> max_bytes_per_token() const { return max_bytes_per_token_; }
+
   // Ids -> text through the decoder chain; unknown ids are skipped, as in
   // Hugging Face. The result is always valid UTF-8.
   std::string decode(std::span<const std::uint32_t> ids, bool skip_special_tokens = false) const;
@@ -77,7 +91,11 @@ class Tokenizer {
 
  private:
   Tokenizer();
-  void encode_piece(std::string_view text, bool at_start, std::vector<std::uint32_t>& ids) const;
+  void encode_piece(std::string_view text, bool at_start, std::vector<std::uint32_t>& ids, std::size_t limit) const;
+  // Appends the ids of `text` (no post-processing); false as soon as there
+  // are more than `limit`.
+  bool encode_ids(std::string_view text, std::vector<std::uint32_t>& ids, std::size_t limit) const;
+  std::optional<double> bytes_per_token_bound() const;
 
   std::unique_ptr<AddedVocabulary> added_;
   std::unique_ptr<BpeModel> model_;
@@ -86,6 +104,7 @@ class Tokenizer {
   std::unique_ptr<PostProcessor> post_processor_;
   std::unique_ptr<Decoder> decoder_;
   std::optional<SpecialToken> bos_, eos_, pad_, unk_;
+  std::optional<double> max_bytes_per_token_;
 };
 
 // Streaming detokenizer. The concatenation of everything push() and finish()

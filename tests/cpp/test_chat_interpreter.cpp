@@ -3,7 +3,6 @@
 // hostile templates: errors naming the construct and line, never a crash or hang.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <fstream>
 
 #include "chat/chat_template.h"
@@ -136,7 +135,7 @@ std::int64_t peak_rss_kib() {
 
 // Issue 16 (9): each of these used to allocate its whole result (gigabytes)
 // before a limit fired, or never hit one. With the default limits every one
-// must fail fast with the limit's error, having spent little memory: sizes are
+// must fail with the limit's error, having spent little memory: sizes are
 // checked before the allocation they would drive.
 TEST(HostileTemplates, LimitsHoldBeforeTheMemoryIsSpent) {
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -165,14 +164,13 @@ TEST(HostileTemplates, LimitsHoldBeforeTheMemoryIsSpent) {
       {"{{ ('x' * 50000000)[1:] | length }}", "index"},
   };
   for (const auto& [source, needle] : cases) {
+    // Memory is the measure (wall time depends on the machine and on
+    // sanitizers): before the fix range(10**9) alone grew the process by 3.3 GB.
     const std::int64_t before = reset_peak_rss_kib();
-    const auto start = std::chrono::steady_clock::now();
     const std::string err = error_of(source);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::int64_t grown_mib = (peak_rss_kib() - before) / 1024;
     EXPECT_NE(err.find(needle), std::string::npos) << "template: " << source << "\nerror: " << err;
     EXPECT_NE(err.find("limit"), std::string::npos) << "template: " << source << "\nerror: " << err;
-    EXPECT_LT(seconds, 0.5) << "template: " << source;
     // A few copies of one value at the 64 MiB limit, never the whole result.
     EXPECT_LT(grown_mib, 400) << "template: " << source;
   }

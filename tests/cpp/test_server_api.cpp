@@ -276,7 +276,7 @@ TEST(ServerApi, MaxTokensAgainstTheContext) {
   ApiError e = error_of([&] { server::resolve_max_tokens(c, 925, 1024, 0); });
   EXPECT_EQ(e.status(), 400);
   EXPECT_EQ(e.code(), "context_length_exceeded");
-  EXPECT_EQ(e.param(), "prompt");
+  EXPECT_EQ(e.param(), "max_tokens");  // the prompt fits: the completion asked for does not (issue 16)
   EXPECT_NE(std::string(e.what()).find("1024"), std::string::npos);
   EXPECT_NE(std::string(e.what()).find("1025"), std::string::npos);
 
@@ -285,6 +285,110 @@ TEST(ServerApi, MaxTokensAgainstTheContext) {
   EXPECT_EQ(e.param(), "messages");
   e = error_of([&] { server::resolve_max_tokens(chat, 3000, 1024, 0); });
   EXPECT_EQ(e.code(), "context_length_exceeded");
+}
+
+TEST(ServerApi, MaxTokensBeyondTheContextNamesTheFieldSent) {
+  ApiRequest chat = server::parse_chat_request(
+      body(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 2000})"));
+  const ApiError e = error_of([&] { server::resolve_max_tokens(chat, 10, 1024, 0); });
+  EXPECT_EQ(e.param(), "max_completion_tokens");
+  EXPECT_EQ(e.code(), "context_length_exceeded");
+}
+
+// ---- hostile bodies (issue 16) ---------------------------------------------------------
+
+std::string nested(int levels, const std::string& inner = "") {
+  return std::string(size_t(levels), '[') + inner + std::string(size_t(levels), ']');
+}
+
+// Each of these crashed the server (SIGSEGV): the nested value was copied when
+// a later key was added, then dumped or converted recursively.
+TEST(ServerApi, DeeplyNestedBodiesAreRefused) {
+  const std::string deep = nested(50000);
+  for (const std::string& text : {
+           R"({"x": )" + deep + R"(, "y": 1, "prompt": "a"})",
+           R"({"prompt": "a", "stop_token_ids": [)" + deep + "]}",
+           R"({"prompt": [)" + deep + "]}",
+           R"({"messages": [{"role": "user", "content": "a", "name": )" + deep + "}]}",
+           R"({"messages": [{"role": "user", "content": )" + deep + "}]}",
+           R"({"messages": [{"role": "user", "content": "a"}], "chat_template_kwargs": {"k": )" + deep + "}}",
+           deep,
+       }) {
+    const ApiError e = error_of([&] { server::parse_body(text); });
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("levels deep"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ServerApi, NestingUpToTheLimitIsAccepted) {
+  // The body object is level 1.
+  const int inner = server::kMaxJsonDepth - 1;
+  const Json ok = server::parse_body(R"({"chat_template_kwargs": )" + nested(inner, "1") + "}");
+  EXPECT_TRUE(ok.is_object());
+  const ApiError e = error_of([&] { server::parse_body(R"({"k": )" + nested(inner + 1, "1") + "}"); });
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_NE(std::string(e.what()).find(std::to_string(server::kMaxJsonDepth)), std::string::npos);
+}
+
+// An offending value is shown by its type, not dumped whole into the message.
+TEST(ServerApi, ErrorMessagesDoNotEchoLargeValues) {
+  std::string big = "[";
+  for (int i = 0; i < 100000; ++i) big += std::to_string(i) + ",";
+  big += "0]";
+  for (const std::string& text : {R"({"prompt": "a", "stop_token_ids": [)" + big + "]}", R"({"prompt": [1, )" + big + "]}"}) {
+    const ApiError e = completion_error(text);
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_LT(std::string(e.what()).size(), 200u) << std::string(e.what()).substr(0, 200);
+  }
+}
+
+// Values in range as doubles that leave it once narrowed to the sampler's
+// floats (inf, or 0 for an open lower bound) are named, not refused later
+// by the sampler with no param.
+TEST(ServerApi, FloatParamsAreCheckedAsTheSamplerHoldsThem) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("temperature": 1e308)", "temperature"},
+      {R"("temperature": 3.5e38)", "temperature"},
+      {R"("repetition_penalty": 1e39)", "repetition_penalty"},
+      {R"("repetition_penalty": 1e-50)", "repetition_penalty"},
+      {R"("top_p": 1e-50)", "top_p"},
+  };
+  for (const auto& [field, param] : cases) {
+    const std::string text = R"({"prompt": "x", )" + field + "}";
+    const ApiError e = completion_error(text);
+    EXPECT_EQ(e.status(), 400) << text;
+    EXPECT_EQ(e.param(), param) << text;
+  }
+  const ApiRequest r = server::parse_completion_request(body(R"({"prompt": "x", "temperature": 1e30, "min_p": 1e-50})"));
+  EXPECT_FLOAT_EQ(r.params.temperature, 1e30f);
+  EXPECT_EQ(r.params.min_p, 0.0f);  // [0, 1] holds 0
+}
+
+// n × prompts × stop lists: each choice copies the prompt and the stops.
+TEST(ServerApi, ExpandedSizeIsBoundedNamingN) {
+  std::string stops = "[";
+  for (int i = 0; i < 200000; ++i) stops += "\"stop-" + std::to_string(i) + "\",";
+  stops += "\"end\"]";
+  const ApiRequest one = server::parse_completion_request(body(R"({"prompt": "x", "stop": )" + stops + "}"));
+  EXPECT_NO_THROW(server::check_expanded_size(one, {1}));
+  const int64_t per_choice = server::expanded_bytes(one, {1});
+  EXPECT_GT(per_choice, int64_t(200000 * (sizeof(std::string) + 6)));
+
+  const ApiRequest many = server::parse_completion_request(body(R"({"prompt": "x", "n": 128, "stop": )" + stops + "}"));
+  EXPECT_EQ(server::expanded_bytes(many, {1}), 128 * per_choice);
+  ApiError e = error_of([&] { server::check_expanded_size(many, {1}); });
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "n");
+  EXPECT_NE(std::string(e.what()).find("MiB"), std::string::npos) << e.what();
+
+  // With n = 1, many prompts multiply the same way; the list of prompts is named.
+  e = error_of([&] { server::check_expanded_size(one, std::vector<int64_t>(100, 1)); });
+  EXPECT_EQ(e.param(), "prompt");
+
+  // Long prompts count too: 128 copies of a 1M-token prompt.
+  const ApiRequest n128 = server::parse_completion_request(body(R"({"prompt": "x", "n": 128})"));
+  EXPECT_NO_THROW(server::check_expanded_size(n128, {131072}));  // a 128K context, 64 MiB in all
+  EXPECT_EQ(error_of([&] { server::check_expanded_size(n128, {1 << 20}); }).param(), "n");
 }
 
 // ---- logprobs formats ---------------------------------------------------------------

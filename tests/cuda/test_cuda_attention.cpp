@@ -727,6 +727,32 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
   report_worst();
 }
 
+// A batch whose partials would exceed kAttentionWorkspaceCap runs its sequences in groups
+// that share the capped workspace: the same results as the CPU, with the workspace bounded.
+TEST(CudaPagedAttention, WorkspaceCapSplitsTheBatchIntoGroups) {
+  REQUIRE_HOPPER();
+  g_worst = 0.0;
+  std::mt19937_64 rng(test_seed() + 5);
+  // Fewer sequences × KV heads than 2 × SMs, so the split kernel (the one with partials) runs;
+  // multi-token decodes (8 slots per sequence) over contexts up to 4096 (64 partitions).
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 200; ++i)
+    seqs.push_back({std::uniform_int_distribution<int64_t>(0, 4088)(rng), std::uniform_int_distribution<int64_t>(1, 8)(rng)});
+  seqs.push_back({4088, 8});
+  const Problem p = make_problem({"grouped decode bf16 hd128 gqa8", 8, 1, 128, kBf16, std::nullopt, 16}, seqs, rng);
+  cuda::DeviceAttentionBatch b;
+  b.num_seqs = int(p.seqs.size());
+  b.num_rows = p.rows;
+  b.max_new_tokens = p.max_new_tokens;
+  b.max_context = p.max_context;
+  const size_t uncapped = size_t(b.num_seqs) * size_t(cuda::kDecodeMaxNewTokens) * size_t(p.params.num_heads) *
+                          size_t(cdiv(p.max_context, cuda::kDecodePartition)) * size_t(p.params.head_dim + 2) * 4;
+  ASSERT_GT(uncapped, cuda::kAttentionWorkspaceCap) << "the batch must need more than the cap to test the groups";
+  EXPECT_LE(cuda::paged_attention_workspace_bytes(b, p.params), cuda::kAttentionWorkspaceCap);
+  run_and_check(p);
+  report_worst();
+}
+
 // Host bounds far above what the metadata hold (as a captured graph's would be): the extra
 // grid blocks must exit without writing.
 TEST(CudaPagedAttention, LooseHostBounds) {

@@ -127,39 +127,57 @@ size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 // Scratch that keeps its addresses: chunks are only ever added, reset() rewinds.
-// A captured graph's pointers into it stay valid for the life of the backend.
+// A captured graph's pointers into it stay valid for the life of the backend
+// (or until keep_one_piece, which drops the graphs first).
 class ScratchArena {
  public:
   explicit ScratchArena(DeviceAllocator& a) : alloc_(a) {}
   void* take(size_t bytes, cudaStream_t stream) {
     bytes = align_up(std::max<size_t>(bytes, 1));
+    linear_ += bytes;
+    peak_ = std::max(peak_, linear_);
     while (chunk_ < chunks_.size() && offset_ + bytes > chunks_[chunk_].bytes()) {
       ++chunk_;
       offset_ = 0;
     }
     if (chunk_ == chunks_.size()) {
+      // Chunks grow (fewer of them), but past the first few hundred MiB by
+      // steps of that size: a step beyond the profiled worst one must not
+      // double the arena.
       const size_t last = chunks_.empty() ? 0 : chunks_.back().bytes();
-      chunks_.emplace_back(alloc_, std::max({bytes, size_t(64) << 20, last}), stream);
+      chunks_.emplace_back(alloc_, std::max({bytes, size_t(64) << 20, std::min(last, size_t(512) << 20)}), stream);
       offset_ = 0;
     }
     void* p = static_cast<char*>(chunks_[chunk_].get()) + offset_;
     offset_ += bytes;
     return p;
   }
-  void reset() { chunk_ = 0, offset_ = 0; }
+  void reset() { chunk_ = 0, offset_ = 0, linear_ = 0; }
+  // The most any step took, counted as if the arena were one piece (chunk
+  // tails a take skipped are not counted: one piece has none).
+  size_t peak() const { return peak_; }
+  // Replaces the chunks by one piece of `bytes` (≥ peak()): any later step
+  // that takes no more than that fits without allocating. Pointers handed out
+  // before are invalid afterwards.
+  void keep_one_piece(size_t bytes, cudaStream_t stream) {
+    chunks_.clear();
+    chunks_.emplace_back(alloc_, std::max(bytes, peak_), stream);
+    chunk_ = 0, offset_ = 0, linear_ = 0;
+  }
   // An op's temporaries (quantized activations, workspaces) go back when the op
   // ends: the next op on the stream reuses them, so a prefill of many layers does
   // not pile up one copy per layer.
   struct Mark {
-    size_t chunk, offset;
+    size_t chunk, offset, linear;
   };
-  Mark mark() const { return {chunk_, offset_}; }
-  void release(Mark m) { chunk_ = m.chunk, offset_ = m.offset; }
+  Mark mark() const { return {chunk_, offset_, linear_}; }
+  void release(Mark m) { chunk_ = m.chunk, offset_ = m.offset, linear_ = m.linear; }
 
  private:
   DeviceAllocator& alloc_;
   std::vector<DeviceBuffer> chunks_;
   size_t chunk_ = 0, offset_ = 0;
+  size_t linear_ = 0, peak_ = 0;  // bytes taken since reset() as one piece; its maximum
 };
 
 struct CudaOps::Impl {
@@ -531,6 +549,7 @@ std::unique_ptr<backend::KvCache> CudaOps::make_kv_cache(const backend::KvCacheS
   if (int(layers.size()) != shape.num_layers)
     throw Error("cuda ops: " + std::to_string(layers.size()) + " KV layer formats for " +
                 std::to_string(shape.num_layers) + " layers");
+  impl_->drop_graphs();  // recorded steps point at the cache they ran on
   auto c = std::make_unique<CudaKvCache>();
   c->shape_ = shape;
   const size_t per_block_elems = size_t(shape.num_kv_heads) * size_t(shape.block_size) * size_t(shape.head_dim);
@@ -956,6 +975,24 @@ DeviceMemoryStats CudaOps::memory_stats() const { return impl_->allocator.stats(
 
 void CudaOps::device_memory(size_t& free_bytes, size_t& total_bytes) const {
   FP8LM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+}
+
+std::optional<backend::MemoryInfo> CudaOps::memory_info() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  device_memory(free_bytes, total_bytes);
+  return backend::MemoryInfo{free_bytes, total_bytes};
+}
+
+uint64_t CudaOps::keep_step_scratch() {
+  Impl& m = *impl_;
+  m.stream.synchronize();
+  m.drop_graphs();  // they point into the chunks replaced here
+  // The profiled steps' attention may have stayed under the workspace cap
+  // (short contexts): room for the whole cap, whatever the context.
+  const size_t bytes = m.scratch.peak() + kAttentionWorkspaceCap;
+  m.scratch.keep_one_piece(bytes, m.stream);
+  m.allocator.release_cached();  // the old chunks go back to the driver, not to a free list
+  return bytes;
 }
 
 uint64_t CudaOps::graph_replays() const { return impl_->replays; }

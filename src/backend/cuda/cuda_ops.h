@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/cuda/device_memory.h"
@@ -86,6 +87,9 @@ class CudaOps final : public backend::Ops {
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
+
+  std::optional<backend::MemoryInfo> memory_info() const override;
+  uint64_t keep_step_scratch() override;
 
   // Device memory: what fp8lm's allocator holds (weights, KV cache, scratch).
   DeviceMemoryStats memory_stats() const;

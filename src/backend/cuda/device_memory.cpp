@@ -44,10 +44,12 @@ void* DeviceAllocator::allocate(size_t bytes, cudaStream_t stream) {
     }
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
-      throw Error("DeviceAllocator: cudaMalloc of " + std::to_string(size) + " bytes (request " +
-                  std::to_string(bytes) + ") failed: " + cudaGetErrorName(status) + " (" +
-                  cudaGetErrorString(status) + "); " + std::to_string(stats_.bytes_in_use) +
-                  " bytes in use, " + std::to_string(stats_.bytes_reserved) + " reserved");
+      const std::string what = "DeviceAllocator: cudaMalloc of " + std::to_string(size) + " bytes (request " +
+                               std::to_string(bytes) + ") failed: " + cudaGetErrorName(status) + " (" +
+                               cudaGetErrorString(status) + "); " + std::to_string(stats_.bytes_in_use) +
+                               " bytes in use, " + std::to_string(stats_.bytes_reserved) + " reserved";
+      if (status == cudaErrorMemoryAllocation) throw OutOfMemoryError(what);
+      throw Error(what);
     }
     ++stats_.device_mallocs;
     stats_.bytes_reserved += size;

@@ -211,6 +211,7 @@ struct RowArgs {
   bool split;         // one partition per CTA (decode rows) or all of them (long rows)
   int parts;          // partitions per row in the grid (split mode)
   int tcap;           // decode slots per sequence: min(max_new_tokens, kDecodeMaxNewTokens)
+  int seq_base;       // split mode: the first sequence of this launch (slots count from it)
   float* part_o;      // [slot][head][part][head_dim]
   float* part_m;      // [slot][head][part]
   float* part_l;
@@ -275,7 +276,7 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
   if (a.split) {
     slot = int(blockIdx.x / unsigned(a.parts));
     part = int(blockIdx.x % unsigned(a.parts));
-    seq = slot / a.tcap;
+    seq = a.seq_base + slot / a.tcap;
     t = slot % a.tcap;
     const int n = a.seq_num_tokens[seq];
     if (n > kDecodeMaxNewTokens || t >= n) return;
@@ -455,7 +456,7 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
 // Merges the partitions of the decode rows that have more than one: one CTA per (slot, head).
 __global__ void __launch_bounds__(128) reduce_kernel(const RowArgs a) {
   const int slot = int(blockIdx.x), h = int(blockIdx.y);
-  const int seq = slot / a.tcap, t = slot % a.tcap;
+  const int seq = a.seq_base + slot / a.tcap, t = slot % a.tcap;
   const int n = a.seq_num_tokens[seq];
   if (n > kDecodeMaxNewTokens || t >= n) return;
   const int64_t pos = int64_t(a.seq_start_position[seq]) + t;
@@ -884,9 +885,10 @@ struct Plan {
   int tcap = 0;   // decode slots per sequence
   int parts = 0;  // partitions per decode row in the grid
   int64_t slots = 0;
+  int64_t group_seqs = 0;  // sequences per split launch: the workspace holds this many
   bool prefill = false;  // rows with > kDecodeMaxNewTokens new tokens may exist
   size_t workspace = 0;
-  size_t part_o_floats = 0, part_ml_floats = 0;
+  size_t part_o_floats = 0, part_ml_floats = 0;  // of one launch
 };
 
 Plan make_plan(const DeviceAttentionBatch& b, const backend::AttentionParams& p) {
@@ -895,9 +897,16 @@ Plan make_plan(const DeviceAttentionBatch& b, const backend::AttentionParams& p)
   plan.tcap = std::min(b.max_new_tokens, kDecodeMaxNewTokens);
   plan.parts = int(cdiv(std::max(b.max_context, 1), kDecodePartition));
   plan.slots = int64_t(b.num_seqs) * plan.tcap;
+  plan.group_seqs = b.num_seqs;
   plan.prefill = b.max_new_tokens > kDecodeMaxNewTokens;
   if (plan.parts > 1 && plan.slots > 0) {
-    plan.part_ml_floats = size_t(plan.slots) * size_t(p.num_heads) * size_t(plan.parts);
+    // The partials grow with sequences × slots × partitions of the longest
+    // context; past the cap the sequences are split over several launches that
+    // reuse one workspace, so that no batch needs more than the cap (and the
+    // KV-cache sizing can count on it).
+    const size_t per_seq = size_t(plan.tcap) * size_t(p.num_heads) * size_t(plan.parts) * (size_t(p.head_dim) + 2) * 4;
+    plan.group_seqs = std::clamp<int64_t>(int64_t(kAttentionWorkspaceCap / per_seq), 1, b.num_seqs);
+    plan.part_ml_floats = size_t(plan.group_seqs) * size_t(plan.tcap) * size_t(p.num_heads) * size_t(plan.parts);
     plan.part_o_floats = plan.part_ml_floats * size_t(p.head_dim);
     const auto up16 = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
     plan.workspace = up16(plan.part_o_floats * 4) + 2 * up16(plan.part_ml_floats * 4);
@@ -939,7 +948,7 @@ void check_attention(const __nv_bfloat16* q, const __nv_bfloat16* out, const Dev
     fail(op, "max_blocks_per_seq " + std::to_string(b.max_blocks_per_seq) + " cannot hold max_context " +
                  std::to_string(b.max_context) + " positions in blocks of " + std::to_string(block_size));
   const Plan plan = make_plan(b, p);
-  check_grid(op, "the decode kernel", plan.slots * plan.parts);
+  check_grid(op, "the decode kernel", plan.group_seqs * plan.tcap * plan.parts);
   if (plan.prefill) check_grid(op, "the prefill kernel", int64_t(b.num_seqs) * cdiv(int64_t(b.max_new_tokens) * plan.group, kBM));
   if (workspace_bytes < plan.workspace)
     fail(op, "workspace of " + std::to_string(workspace_bytes) + " bytes, " + std::to_string(plan.workspace) +
@@ -1099,6 +1108,7 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
   ra.v_scale = v_scale;
   ra.parts = plan.parts;
   ra.tcap = plan.tcap;
+  ra.seq_base = 0;
   if (plan.workspace > 0) {
     auto* base = static_cast<unsigned char*>(workspace);
     const auto up16 = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
@@ -1122,11 +1132,16 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
   // 1. Decode rows (sequences with ≤ kDecodeMaxNewTokens new tokens), split over partitions.
   if (!decode_on_mma) {
     ra.split = true;
-    launch_rows_any(layer.element, ra, unsigned(plan.slots * plan.parts), stream);
-    if (plan.parts > 1) {
-      reduce_kernel<<<dim3(unsigned(plan.slots), unsigned(p.num_heads)), 128, 0, stream>>>(ra);
-      FP8LM_CUDA_CHECK(cudaGetLastError());
+    for (int64_t first = 0; first < batch.num_seqs; first += plan.group_seqs) {
+      ra.seq_base = int(first);
+      const int64_t slots = std::min<int64_t>(plan.group_seqs, batch.num_seqs - first) * plan.tcap;
+      launch_rows_any(layer.element, ra, unsigned(slots * plan.parts), stream);
+      if (plan.parts > 1) {
+        reduce_kernel<<<dim3(unsigned(slots), unsigned(p.num_heads)), 128, 0, stream>>>(ra);
+        FP8LM_CUDA_CHECK(cudaGetLastError());
+      }
     }
+    ra.seq_base = 0;
     if (!plan.prefill) return;
   }
 

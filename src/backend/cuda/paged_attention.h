@@ -144,8 +144,11 @@ void store_kv(const __nv_bfloat16* k, const __nv_bfloat16* v, const DeviceAttent
               int64_t head_dim, int block_size, const DeviceKvLayer& layer, cudaStream_t stream);
 
 // Workspace paged_attention needs (bytes; 0 when no row can span more than one partition):
-// partial outputs, maxima and sums of the decode rows, num_seqs·min(max_new_tokens, 8) slots ×
-// num_heads × cdiv(max_context, 512) partitions × (head_dim + 2) floats.
+// partial outputs, maxima and sums of the decode rows, num_seqs·min(max_new_tokens, kDecodeMaxNewTokens)
+// slots × num_heads × cdiv(max_context, kDecodePartition) partitions × (head_dim + 2) floats — but never more than
+// kAttentionWorkspaceCap: a larger batch runs its sequences in groups that fit (one sequence
+// at least, which alone can exceed the cap only at contexts beyond a million positions).
+inline constexpr size_t kAttentionWorkspaceCap = size_t(256) << 20;
 size_t paged_attention_workspace_bytes(const DeviceAttentionBatch& batch, const backend::AttentionParams& p);
 
 // out[row, head·head_dim …] = softmax(q·Kᵀ·scale over the cached positions the row may see) · V,
