@@ -3,11 +3,11 @@
 // hostile templates: errors naming the construct and line, never a crash or hang.
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 #include "chat/chat_template.h"
 #include "chat/eval.h"
 #include "chat_test_util.h"
+#include "peak_memory.h"
 
 namespace fp8lm::test {
 namespace {
@@ -115,22 +115,6 @@ TEST(HostileTemplates, AreStoppedByLimits) {
   small_values.max_value_bytes = 1 << 20;
   expect_error("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "too long",
                small_values);
-}
-
-// Peak resident memory of this process in KiB (VmHWM), after resetting it
-// (clear_refs "5") so that what an earlier test used does not hide a new peak.
-std::int64_t reset_peak_rss_kib() {
-  std::ofstream("/proc/self/clear_refs") << "5";
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6));
-  return -1;
-}
-std::int64_t peak_rss_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6));
-  return -1;
 }
 
 // Issue 16 (9): each of these used to allocate its whole result (gigabytes)
