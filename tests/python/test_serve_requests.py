@@ -87,7 +87,7 @@ def test_deeply_nested_body_is_refused_and_the_server_lives(own_server, path, te
     assert r.status_code == 200, r.text
 
 
-def test_huge_text_prompt_is_refused_fast(server):
+def test_huge_text_prompt_is_refused_before_tokenizing(server):
     prompt = "It was a dark and stormy night; the rain fell in torrents. " * (63_000_000 // 59)
     for path, body, param in (("/v1/completions", {"prompt": prompt}, "prompt"),
                               ("/v1/chat/completions", {"messages": [{"role": "user", "content": prompt}]}, "messages")):
