@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/cpu/linear.h"
+#include "weights/linear_weight.h"
 
 namespace {
 
@@ -27,15 +28,17 @@ constexpr Shape kShapes[] = {{"q_o", 384, 384},       {"k_v", 128, 384},     {"g
 
 const char* kSchemes[] = {"bf16", "fp8_w8a16", "fp8_w8a8_token", "fp8_w8a8_block"};
 
-LinearWeights make_weights(const std::vector<uint16_t>& bf16, const Shape& s, int64_t scheme) {
-  if (scheme == 0) return high_precision_weights(WeightStorage::kBF16, bf16.data(), s.n, s.k);
+weights::LinearWeight make_weights(const std::vector<uint16_t>& bf16, const Shape& s, int64_t scheme) {
+  if (scheme == 0) return weights::high_precision(ElementType::kBF16, bf16.data(), s.n, s.k);
   LinearQuantScheme q;
   q.quantized = true;
   q.weight_scales = scheme == 3 ? ScaleLayout::block(128, 128) : ScaleLayout::channel();
   q.activation = scheme == 1   ? ActivationQuant::kNone
                  : scheme == 2 ? ActivationQuant::kDynamicToken
                                : ActivationQuant::kDynamicGroup;
-  return quantize_weights_online(bf16.data(), s.n, s.k, q);
+  // The runtime scale rule (amax / max), as the layer's tests quantize.
+  const QuantSpec spec{q.weight_format, q.weight_scales, ScaleRule::runtime(q.weight_format)};
+  return weights::from_quantized(quantize_dynamic(MatrixView::bf16(bf16.data(), s.n, s.k), spec), q);
 }
 
 // Args: shape index, M, scheme index, threads.
@@ -51,7 +54,7 @@ void BM_Linear(benchmark::State& state) {
   std::vector<float> x(size_t(m * s.k));
   for (float& v : x) v = d(gen);
   std::vector<float> y(size_t(m * s.n));
-  const LinearWeights lw = make_weights(w, s, scheme);
+  const weights::LinearWeight lw = make_weights(w, s, scheme);
   ThreadPool pool(threads);
   for (auto _ : state) {
     linear(x, m, lw, y, &pool);

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "io/json_file.h"
 #include "io/load_overrides.h"
+#include "io/model_config_json.h"
 #include "io/quant_config.h"
 #include "spec/model_config.h"
 #include "spec/model_tensors.h"
@@ -30,7 +31,7 @@ void fuzz_flags(std::string_view text) {
 void fuzz_config(const nlohmann::json& config) {
   std::optional<fp8lm::ModelConfig> model;
   try {
-    model = fp8lm::parse_model_config(config, "config.json");
+    model = fp8lm::io::parse_model_config(config, "config.json");
   } catch (const fp8lm::Error&) {
   }
   // A directory that does not exist: the parser must not read hf_quant_config.json from the cwd.

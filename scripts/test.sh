@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The one test command: installs what the tests need on a fresh Debian machine,
-# builds fp8lm (with the CUDA backend when nvcc is there), runs the C++ tests,
-# runs them again under AddressSanitizer + UndefinedBehaviorSanitizer, and runs
-# the Python-driven tests of the command-line program, and fuzzes the parsers
-# of untrusted input (safetensors headers, config files) for a short time.
+# The one test command: checks the include layers (tools/check_includes.py),
+# installs what the tests need on a fresh Debian machine, builds fp8lm (with
+# the CUDA backend when nvcc is there), runs the C++ tests, runs them again
+# under AddressSanitizer + UndefinedBehaviorSanitizer, and runs the
+# Python-driven tests of the command-line program, and fuzzes the parsers of
+# untrusted input (safetensors headers, config files) for a short time.
 #
 #   bash scripts/test.sh
 set -euo pipefail
@@ -12,7 +13,19 @@ cd "$(dirname "$0")/.."
 step() { printf '\n==== %s\n' "$*"; }
 jobs=$(nproc)
 
-bash scripts/build.sh
+# The include-layer check is pure Python and takes under a second, so it runs before minutes of
+# building. On a fresh machine python3 comes with scripts/build.sh's packages: then it runs right after.
+check_includes() {
+  step "Include layers (tools/check_includes.py)"
+  python3 tools/check_includes.py --known tools/include_violations_known.txt
+}
+if command -v python3 >/dev/null; then
+  check_includes
+  bash scripts/build.sh
+else
+  bash scripts/build.sh
+  check_includes
+fi
 
 step "Python environment for the Python-driven tests (.venv-test)"
 [[ -x .venv-test/bin/python ]] || python3 -m venv .venv-test

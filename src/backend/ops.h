@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/linear.h"
 #include "backend/paged_kv_types.h"
 #include "common/error.h"
-#include "model/rope.h"
+#include "spec/rope.h"
+#include "weights/linear_weight.h"
 
 namespace fp8lm::backend {
 
@@ -57,10 +57,12 @@ struct StepInputs {
   std::span<const int64_t> logit_rows;           // rows whose hidden state gather_rows picks
 };
 
-// A device's memory now (a GPU's: cudaMemGetInfo).
+// A device's memory now (a GPU's: cudaMemGetInfo), and the most the backend's
+// own allocator has held at once (0: it does not keep count).
 struct MemoryInfo {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
+  uint64_t peak_bytes_reserved = 0;
 };
 
 class Ops {
@@ -77,20 +79,26 @@ class Ops {
   virtual uint64_t keep_step_scratch() { return 0; }
 
   // ---- weights, from the loader's host descriptions
-  virtual std::unique_ptr<Weight> upload_linear(const cpu::LinearWeights& w) = 0;
+  virtual std::unique_ptr<Weight> upload_linear(const weights::LinearWeight& w) = 0;
   virtual std::unique_ptr<Weight> upload_vector(std::vector<float> values) = 0;
   // An embedding table [vocab, dim] (high precision storage; rows are gathered).
-  virtual std::unique_ptr<Weight> upload_embedding(const cpu::LinearWeights& table) = 0;
+  virtual std::unique_ptr<Weight> upload_embedding(const weights::LinearWeight& table) = 0;
   // Linear layers reading the same input (q/k/v, gate/up) as one weight: the
   // parts' outputs side by side in each row of y, in order. One GEMM or GEMV
   // reads them all, which at decode sizes saves a launch and the activation's
   // quantization per part. nullptr: this backend does not fuse these parts
   // (the CPU never does; the CUDA backend needs one scheme for all of them).
-  virtual std::unique_ptr<Weight> upload_fused_linear(std::span<const cpu::LinearWeights> parts) {
+  virtual std::unique_ptr<Weight> upload_fused_linear(std::span<const weights::LinearWeight> parts) {
     (void)parts;
     return nullptr;
   }
   virtual std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& shape, std::vector<KvLayerFormat> layers) = 0;
+  // How this backend computes with an uploaded linear weight (its plan, one
+  // line), for tests, profiles and front-ends; empty: the backend does not say.
+  virtual std::string describe(const Weight& w) const {
+    (void)w;
+    return {};
+  }
 
   // ---- scratch
   virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
@@ -121,7 +129,7 @@ class Ops {
   virtual void linear(Tensor x, const Weight& w, Tensor y) = 0;  // y = x·Wᵀ (+ b)
   // Rotates every head_dim-wide slice of row r of q and of k by position
   // step.positions[r] (rotate-half layout).
-  virtual void rope_qk(Tensor q, Tensor k, int64_t head_dim, const model::RopeTable& rope) = 0;
+  virtual void rope_qk(Tensor q, Tensor k, int64_t head_dim, const RopeTable& rope) = 0;
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;  // out = silu(gate) · up
   // The same from a fused gate/up output: each row's first half gate, second half up.
   // Only backends that fuse (upload_fused_linear) need the two below.

@@ -110,7 +110,7 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   rt->spec_ = io::read_model_spec(dir, overrides);
   const ModelConfig& c = rt->spec_.config;
   loader::check_supported(rt->spec_);
-  const model::RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
+  const RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
   // --load-format dummy needs config.json alone: without tokenizer.json there is no tokenizer.
   if (!rt->spec_.dummy_weights || std::filesystem::exists(dir / "tokenizer.json"))
     rt->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));

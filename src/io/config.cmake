@@ -1,5 +1,6 @@
 # config.json -> ModelConfig, quantization_config -> per-layer schemes, load overrides.
 target_sources(fp8lm_io PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/model_config_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/module_pattern.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quant_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quant_hf_formats.cpp

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "io/json_file.h"
+#include "io/model_config_json.h"
 
 namespace fp8lm::io {
 namespace {
@@ -128,7 +129,7 @@ void audit_kv_scales(TensorAudit& audit, const ModelConfig& c, const KvCacheSche
 // Tensors some producers store that carry nothing fp8lm needs.
 bool harmless_extra(const std::string& name, const ModelConfig& c) {
   if (name.ends_with("rotary_emb.inv_freq")) return true;  // older transformers saved it
-  if (c.tie_word_embeddings && name == "lm_head.weight") return true;  // a tied copy
+  if (c.tie_word_embeddings && name == std::string(kLmHead) + ".weight") return true;  // a tied copy
   // KV scales of a cache the command line asked to keep in BF16
   return name.ends_with(".k_scale") || name.ends_with(".v_scale") || name.ends_with("k_proj.output_scale") ||
          name.ends_with("v_proj.output_scale");

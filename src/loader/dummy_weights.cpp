@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "numerics/fp8_format.h"
+#include "spec/model_tensors.h"
 
 namespace fp8lm::loader {
 namespace {
@@ -174,12 +175,12 @@ class Builder {
   Builder(const DummyWeightOptions& o) : options_(o), tables_(o.sigma) {}
 
   // A [n, k] weight named `name` ("<module>.weight") in `scheme`'s storage.
-  cpu::LinearWeights weight(const std::string& name, int64_t n, int64_t k, const LinearQuantScheme& s) {
+  weights::LinearWeight weight(const std::string& name, int64_t n, int64_t k, const LinearQuantScheme& s) {
     const uint64_t key = tensor_key(options_.seed, name);
     if (!s.quantized) {
       std::shared_ptr<uint8_t> buf = allocate(2 * n * k);
       jobs_.push_back({key, buf.get(), n * k, tables_.bf16.data(), nullptr});
-      cpu::LinearWeights w = cpu::high_precision_weights(cpu::WeightStorage::kBF16, buf.get(), n, k);
+      weights::LinearWeight w = weights::high_precision(ElementType::kBF16, buf.get(), n, k);
       w.owner = std::move(buf);
       return w;
     }
@@ -190,16 +191,16 @@ class Builder {
     const int64_t count = s.weight_scales.scale_rows(n) * s.weight_scales.scale_cols(k);
     std::vector<float> scales(size_t(count), tables_.scale(s.weight_format));
     const float input_scale = s.activation == ActivationQuant::kStaticTensor ? kDummyInputScale : 0.0f;
-    cpu::LinearWeights w = cpu::fp8_weights(buf.get(), n, k, s, std::move(scales), input_scale);
+    weights::LinearWeight w = weights::fp8(buf.get(), n, k, s, std::move(scales), input_scale);
     w.owner = std::move(buf);
     return w;
   }
 
-  cpu::LinearWeights linear(const io::LinearLayerSpec& l) {
-    cpu::LinearWeights w = weight(l.weight_name, l.module.out_features, l.module.in_features, l.scheme);
+  weights::LinearWeight linear(const io::LinearLayerSpec& l) {
+    weights::LinearWeight w = weight(l.weight_name, l.module.out_features, l.module.in_features, l.scheme);
     if (l.module.has_bias) {
       w.bias = tables_.floats(tensor_key(options_.seed, l.module.name + ".bias"), l.module.out_features);
-      cpu::validate(w);
+      weights::validate(w);
     }
     return w;
   }
@@ -211,16 +212,6 @@ class Builder {
   Tables tables_;
   std::vector<Job> jobs_;
 };
-
-// --fp8-embeddings: one scale per row, no activation quantization (as the loader's quantize_per_row).
-LinearQuantScheme per_row_scheme() {
-  LinearQuantScheme s;
-  s.quantized = true;
-  s.weights_serialized = false;
-  s.weight_scales = ScaleLayout::channel();
-  s.activation = ActivationQuant::kNone;
-  return s;
-}
 
 }  // namespace
 
@@ -235,8 +226,8 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
   HostModelWeights w;
   const bool fp8_embeddings = spec.quantization.fp8_embeddings;
   const LinearQuantScheme bf16;  // not quantized
-  w.embedding = b.weight("model.embed_tokens.weight", c.vocab_size, c.hidden_size,
-                         fp8_embeddings ? per_row_scheme() : bf16);
+  w.embedding = b.weight(std::string(kEmbedTokensWeight), c.vocab_size, c.hidden_size,
+                         fp8_embeddings ? weights::per_row_embedding_scheme() : bf16);
   w.final_norm.assign(size_t(c.hidden_size), 1.0f);
 
   std::map<std::string, const io::LinearLayerSpec*> by_name;
@@ -247,7 +238,7 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
     return b.linear(*it->second);
   };
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const LayerTensorNames n = layer_tensor_names(i);
     HostLayer l;
     l.input_norm.assign(size_t(c.hidden_size), 1.0f);
     l.post_attention_norm.assign(size_t(c.hidden_size), 1.0f);
@@ -255,18 +246,19 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
       l.q_norm.assign(size_t(c.head_dim), 1.0f);
       l.k_norm.assign(size_t(c.head_dim), 1.0f);
     }
-    l.q = linear(p + "self_attn.q_proj");
-    l.k = linear(p + "self_attn.k_proj");
-    l.v = linear(p + "self_attn.v_proj");
-    l.o = linear(p + "self_attn.o_proj");
-    l.gate = linear(p + "mlp.gate_proj");
-    l.up = linear(p + "mlp.up_proj");
-    l.down = linear(p + "mlp.down_proj");
+    l.q = linear(n.q_proj);
+    l.k = linear(n.k_proj);
+    l.v = linear(n.v_proj);
+    l.o = linear(n.o_proj);
+    l.gate = linear(n.gate_proj);
+    l.up = linear(n.up_proj);
+    l.down = linear(n.down_proj);
     w.layers.push_back(std::move(l));
   }
   if (c.tie_word_embeddings) w.lm_head = w.embedding;
-  else if (fp8_embeddings) w.lm_head = b.weight("lm_head.weight", c.vocab_size, c.hidden_size, per_row_scheme());
-  else w.lm_head = linear("lm_head");
+  else if (fp8_embeddings)
+    w.lm_head = b.weight(std::string(kLmHead) + ".weight", c.vocab_size, c.hidden_size, weights::per_row_embedding_scheme());
+  else w.lm_head = linear(std::string(kLmHead));
 
   const int threads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   b.run(threads);

@@ -9,6 +9,9 @@
 #include "common/error.h"
 #include "io/mapped_file.h"
 #include "loader/dummy_weights.h"
+#include "spec/model_tensors.h"
+#include "weights/element_type_maps.h"
+#include "weights/quantize_weight.h"
 
 namespace fp8lm::loader {
 namespace {
@@ -24,41 +27,43 @@ class TensorSource {
 
   const TensorInfo& info(const std::string& name) const { return spec_.files->tensor(name); }
 
+  // The element type of a float tensor (F32 / BF16 / F16); throws for any other.
+  ElementType float_element(const std::string& name) const {
+    const io::DType d = info(name).dtype;
+    const std::optional<ElementType> e = element_type(d);
+    if (!e || is_fp8(*e))
+      throw Error(spec_.directory.string() + ": tensor '" + name + "' is " + std::string(io::dtype_name(d)) +
+                  ", expected a float tensor");
+    return *e;
+  }
+
   // Any float tensor as float32 values.
   std::vector<float> floats(const std::string& name) const {
     const TensorInfo& t = info(name);
     const std::span<const std::byte> b = spec_.files->bytes(name);
-    if (t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
-      throw Error(spec_.directory.string() + ": tensor '" + name + "' is " + std::string(io::dtype_name(t.dtype)) +
-                  ", expected a float tensor");
+    const ElementType e = float_element(name);
     // Copied first: a file may place a tensor at any byte offset.
     std::vector<uint32_t> aligned((b.size() + 3) / 4);
     std::memcpy(aligned.data(), b.data(), b.size());
     std::vector<float> out(t.element_count());
-    const cpu::WeightStorage storage = t.dtype == DType::kF32    ? cpu::WeightStorage::kF32
-                                       : t.dtype == DType::kF16 ? cpu::WeightStorage::kF16
-                                                                : cpu::WeightStorage::kBF16;
-    cpu::select_linear_kernels(KernelChoice::kScalar).to_float(aligned.data(), storage, int64_t(out.size()), out.data());
+    to_float(aligned.data(), e, int64_t(out.size()), out.data());
     return out;
   }
 
   // A high-precision matrix as stored, pointing into the mapping (copied only
   // when the file places it at an address its element type cannot be read from).
-  cpu::LinearWeights matrix(const std::string& name, int64_t n, int64_t k) const {
-    const TensorInfo& t = info(name);
+  weights::LinearWeight matrix(const std::string& name, int64_t n, int64_t k) const {
     const std::span<const std::byte> b = spec_.files->bytes(name);
-    const cpu::WeightStorage storage = t.dtype == DType::kF32    ? cpu::WeightStorage::kF32
-                                       : t.dtype == DType::kF16 ? cpu::WeightStorage::kF16
-                                                                : cpu::WeightStorage::kBF16;
-    const size_t width = t.dtype == DType::kF32 ? 4 : 2;
+    const ElementType e = float_element(name);  // io::ModelSpec admitted only these
+    const size_t width = element_bytes(e);
     if (reinterpret_cast<uintptr_t>(b.data()) % width == 0) {
-      cpu::LinearWeights w = cpu::high_precision_weights(storage, b.data(), n, k);
+      weights::LinearWeight w = weights::high_precision(e, b.data(), n, k);
       w.owner = owner_;
       return w;
     }
     auto copy = std::make_shared<std::vector<uint32_t>>((b.size() + 3) / 4);
     std::memcpy(copy->data(), b.data(), b.size());
-    cpu::LinearWeights w = cpu::high_precision_weights(storage, copy->data(), n, k);
+    weights::LinearWeight w = weights::high_precision(e, copy->data(), n, k);
     w.owner = copy;
     return w;
   }
@@ -71,23 +76,20 @@ class TensorSource {
   std::shared_ptr<const void> owner_;  // keeps the mappings alive
 };
 
-// A stored high-precision weight quantized with quantize_weight (F16 is widened
-// to float32 first), as LinearWeights that own their codes.
-cpu::LinearWeights online_fp8(const TensorSource& src, const std::string& name, int64_t n, int64_t k,
-                              const LinearQuantScheme& s) {
+// A stored high-precision weight quantized with weights::quantize_weight (F16
+// is widened to float32 first), as a LinearWeight that owns its codes.
+weights::LinearWeight online_fp8(const TensorSource& src, const std::string& name, int64_t n, int64_t k,
+                                 const LinearQuantScheme& s) {
   QuantizedMatrix q;
   if (src.info(name).dtype == DType::kBF16) {
-    const cpu::LinearWeights hp = src.matrix(name, n, k);
-    q = quantize_weight(MatrixView::bf16(static_cast<const uint16_t*>(hp.data), n, k), s);
+    const weights::LinearWeight hp = src.matrix(name, n, k);
+    q = weights::quantize_weight(MatrixView::bf16(static_cast<const uint16_t*>(hp.data), n, k), s);
   } else {
     const std::vector<float> f = src.floats(name);
-    q = quantize_weight(MatrixView::f32(f.data(), n, k), s);
+    q = weights::quantize_weight(MatrixView::f32(f.data(), n, k), s);
   }
   io::release_pages(src.bytes(name));
-  auto codes = std::make_shared<std::vector<uint8_t>>(std::move(q.codes));
-  cpu::LinearWeights w = cpu::fp8_weights(codes->data(), n, k, s, std::move(q.scales));
-  w.owner = codes;
-  return w;
+  return weights::from_quantized(std::move(q), s);
 }
 
 void check_scales(const std::vector<float>& scales, const std::string& name) {
@@ -96,10 +98,10 @@ void check_scales(const std::vector<float>& scales, const std::string& name) {
       throw Error("tensor '" + name + "' holds scale " + std::to_string(s) + ": scales must be finite and positive");
 }
 
-cpu::LinearWeights load_linear(const TensorSource& src, const io::LinearLayerSpec& l) {
+weights::LinearWeight load_linear(const TensorSource& src, const io::LinearLayerSpec& l) {
   const int64_t n = l.module.out_features, k = l.module.in_features;
   const LinearQuantScheme& s = l.scheme;
-  cpu::LinearWeights w;
+  weights::LinearWeight w;
   if (!s.quantized) {
     w = src.matrix(l.weight_name, n, k);
   } else if (s.weights_serialized) {
@@ -112,7 +114,7 @@ cpu::LinearWeights load_linear(const TensorSource& src, const io::LinearLayerSpe
       input_scale = is.at(0);
     }
     const auto* codes = reinterpret_cast<const uint8_t*>(src.bytes(l.weight_name).data());
-    w = cpu::fp8_weights(codes, n, k, s, std::move(scales), input_scale);
+    w = weights::fp8(codes, n, k, s, std::move(scales), input_scale);
     w.owner = src.owner();
   } else {
     // Online quantization, then the high-precision pages are dropped from
@@ -121,21 +123,14 @@ cpu::LinearWeights load_linear(const TensorSource& src, const io::LinearLayerSpe
   }
   if (l.module.has_bias) {
     w.bias = src.floats(l.module.name + ".bias");
-    cpu::validate(w);
+    weights::validate(w);
   }
   return w;
 }
 
-// --fp8-embeddings: a [rows, cols] high-precision table as FP8 with one scale
-// per row and no activation quantization, so the embedding lookup and the
-// output projection both read 1-byte codes.
-cpu::LinearWeights quantize_per_row(const TensorSource& src, const std::string& name, int64_t rows, int64_t cols) {
-  LinearQuantScheme s;
-  s.quantized = true;
-  s.weights_serialized = false;
-  s.weight_scales = ScaleLayout::channel();
-  s.activation = ActivationQuant::kNone;
-  return online_fp8(src, name, rows, cols, s);
+// --fp8-embeddings: a [rows, cols] high-precision table as FP8, one scale per row.
+weights::LinearWeight quantize_per_row(const TensorSource& src, const std::string& name, int64_t rows, int64_t cols) {
+  return online_fp8(src, name, rows, cols, weights::per_row_embedding_scheme());
 }
 
 std::string layer_name(const std::string& pattern, int layer) {
@@ -170,9 +165,10 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
   const TensorSource src(spec);
   HostModelWeights w;
   const bool fp8_embeddings = spec.quantization.fp8_embeddings;
-  w.embedding = fp8_embeddings ? quantize_per_row(src, "model.embed_tokens.weight", c.vocab_size, c.hidden_size)
-                               : src.matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
-  w.final_norm = src.floats("model.norm.weight");
+  const std::string embed(kEmbedTokensWeight);
+  w.embedding = fp8_embeddings ? quantize_per_row(src, embed, c.vocab_size, c.hidden_size)
+                               : src.matrix(embed, c.vocab_size, c.hidden_size);
+  w.final_norm = src.floats(std::string(kFinalNormWeight));
 
   std::map<std::string, const io::LinearLayerSpec*> by_name;
   for (const io::LinearLayerSpec& l : spec.linears) by_name[l.module.name] = &l;
@@ -183,27 +179,27 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
   };
 
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const LayerTensorNames n = layer_tensor_names(i);
     HostLayer l;
-    l.input_norm = src.floats(p + "input_layernorm.weight");
-    l.post_attention_norm = src.floats(p + "post_attention_layernorm.weight");
+    l.input_norm = src.floats(n.input_norm);
+    l.post_attention_norm = src.floats(n.post_attention_norm);
     if (c.qk_norm) {
-      l.q_norm = src.floats(p + "self_attn.q_norm.weight");
-      l.k_norm = src.floats(p + "self_attn.k_norm.weight");
+      l.q_norm = src.floats(n.q_norm);
+      l.k_norm = src.floats(n.k_norm);
     }
-    l.q = linear(p + "self_attn.q_proj");
-    l.k = linear(p + "self_attn.k_proj");
-    l.v = linear(p + "self_attn.v_proj");
-    l.o = linear(p + "self_attn.o_proj");
-    l.gate = linear(p + "mlp.gate_proj");
-    l.up = linear(p + "mlp.up_proj");
-    l.down = linear(p + "mlp.down_proj");
+    l.q = linear(n.q_proj);
+    l.k = linear(n.k_proj);
+    l.v = linear(n.v_proj);
+    l.o = linear(n.o_proj);
+    l.gate = linear(n.gate_proj);
+    l.up = linear(n.up_proj);
+    l.down = linear(n.down_proj);
     w.layers.push_back(std::move(l));
     if (progress) progress(i + 1, c.num_hidden_layers);
   }
   if (c.tie_word_embeddings) w.lm_head = w.embedding;
-  else if (fp8_embeddings) w.lm_head = quantize_per_row(src, "lm_head.weight", c.vocab_size, c.hidden_size);
-  else w.lm_head = linear("lm_head");
+  else if (fp8_embeddings) w.lm_head = quantize_per_row(src, std::string(kLmHead) + ".weight", c.vocab_size, c.hidden_size);
+  else w.lm_head = linear(std::string(kLmHead));
 
   std::tie(w.k_scales, w.v_scales) = read_kv_scales(spec);
   return w;
@@ -221,23 +217,14 @@ std::pair<std::vector<float>, std::vector<float>> read_kv_scales(const io::Model
   return {k, v};
 }
 
-QuantizedMatrix quantize_weight(const MatrixView& weight, const LinearQuantScheme& scheme) {
-  if (!scheme.quantized) throw Error("quantize_weight: the scheme is not quantized");
-  const QuantSpec spec{scheme.weight_format, scheme.weight_scales, ScaleRule::compressed_tensors(weight.dtype)};
-  return quantize_dynamic(weight, spec);
-}
-
 uint64_t resident_weight_bytes(const HostModelWeights& w) {
-  auto linear_bytes = [](const cpu::LinearWeights& l) -> uint64_t {
-    const uint64_t width = l.is_fp8() ? 1 : l.storage == cpu::WeightStorage::kF32 ? 4 : 2;
-    return uint64_t(l.n * l.k) * width + 4 * (l.scales.size() + l.bias.size());
-  };
-  uint64_t total = linear_bytes(w.embedding) + 4 * w.final_norm.size();
+  uint64_t total = w.embedding.resident_bytes() + 4 * w.final_norm.size();
   for (const HostLayer& l : w.layers) {
     total += 4 * (l.input_norm.size() + l.post_attention_norm.size() + l.q_norm.size() + l.k_norm.size());
-    for (const cpu::LinearWeights* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) total += linear_bytes(*x);
+    for (const weights::LinearWeight* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      total += x->resident_bytes();
   }
-  if (w.lm_head.data != w.embedding.data) total += linear_bytes(w.lm_head);
+  if (w.lm_head.data != w.embedding.data) total += w.lm_head.resident_bytes();
   return total;
 }
 

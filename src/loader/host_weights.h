@@ -11,22 +11,22 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/linear.h"
 #include "io/model_spec.h"
+#include "weights/linear_weight.h"
 
 namespace fp8lm::loader {
 
 struct HostLayer {
   std::vector<float> input_norm, post_attention_norm;
   std::vector<float> q_norm, k_norm;  // Qwen3 only (head_dim values)
-  cpu::LinearWeights q, k, v, o, gate, up, down;
+  weights::LinearWeight q, k, v, o, gate, up, down;
 };
 
 struct HostModelWeights {
-  cpu::LinearWeights embedding;  // [vocab, hidden], high precision
+  weights::LinearWeight embedding;  // [vocab, hidden], high precision
   std::vector<HostLayer> layers;
   std::vector<float> final_norm;
-  cpu::LinearWeights lm_head;    // the embedding table again when tied
+  weights::LinearWeight lm_head;    // the embedding table again when tied
   // Per-layer KV-cache scales from the checkpoint (empty: none stored).
   std::vector<float> k_scales, v_scales;
 };
@@ -47,13 +47,6 @@ std::pair<std::vector<float>, std::vector<float>> read_kv_scales(const io::Model
 // The cheap part of those checks (the architecture), for callers that want to
 // refuse a model before loading anything else.
 void check_supported(const io::ModelSpec& spec);
-
-// The one weight quantizer of fp8lm: `--quantization fp8` at load and
-// `fp8lm quantize` both call it, so the same model and scheme give the same
-// bytes. It does what LLM Compressor writes (compressed-tensors' arithmetic in
-// the weight's own dtype: scale = dtype(amax / 448), code = fp8(dtype(w / scale)),
-// docs/numerics.md), in the scheme's weight layout.
-QuantizedMatrix quantize_weight(const MatrixView& weight, const LinearQuantScheme& scheme);
 
 // Bytes the weights occupy in memory as loaded (FP8 codes at 1 byte, scales,
 // high-precision tensors at their stored width), for statistics.

@@ -24,7 +24,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
       l.q_norm = ops.upload_vector(h.q_norm);
       l.k_norm = ops.upload_vector(h.k_norm);
     }
-    const cpu::LinearWeights qkv[] = {h.q, h.k, h.v};
+    const weights::LinearWeight qkv[] = {h.q, h.k, h.v};
     l.qkv = ops.upload_fused_linear(qkv);
     if (!l.qkv) {
       l.q = ops.upload_linear(h.q);
@@ -32,7 +32,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
       l.v = ops.upload_linear(h.v);
     }
     l.o = ops.upload_linear(h.o);
-    const cpu::LinearWeights gate_up[] = {h.gate, h.up};
+    const weights::LinearWeight gate_up[] = {h.gate, h.up};
     l.gate_up = ops.upload_fused_linear(gate_up);
     if (!l.gate_up) {
       l.gate = ops.upload_linear(h.gate);

@@ -19,8 +19,8 @@
 
 #include "backend/ops.h"
 #include "loader/host_weights.h"
-#include "model/rope.h"
 #include "spec/model_config.h"
+#include "spec/rope.h"
 
 namespace fp8lm::model {
 

@@ -1,14 +1,10 @@
 # ---- loader + model: checkpoint → weights on a backend → the forward pass ------
-# Included from src/CMakeLists.txt. The CPU backend's op implementation
-# (backend/cpu/cpu_ops) lives here too: it is where the op interface the model
-# is written against meets the CPU kernels of fp8lm_cpu.
+# Included from src/CMakeLists.txt.
 add_library(fp8lm_model STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/rope.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../loader/host_weights.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../loader/dummy_weights.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../backend/cpu/cpu_ops.cpp)
-target_link_libraries(fp8lm_model PUBLIC fp8lm_cpu fp8lm_io)
+  ${CMAKE_CURRENT_LIST_DIR}/../loader/dummy_weights.cpp)
+target_link_libraries(fp8lm_model PUBLIC fp8lm_cpu fp8lm_io fp8lm_weights)
 
 # The runtime, the generation loop and the batched engine (continuous batching):
 # model + tokenizer + sampler + KV blocks.

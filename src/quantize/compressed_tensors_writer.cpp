@@ -12,8 +12,9 @@
 #include "io/json_file.h"
 #include "io/module_pattern.h"
 #include "io/safetensors_writer.h"
-#include "loader/host_weights.h"
 #include "numerics/fp8_format.h"
+#include "weights/element_type_maps.h"
+#include "weights/quantize_weight.h"
 
 namespace fp8lm::quantize {
 namespace {
@@ -234,10 +235,10 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
     return t.weight_dtype == DType::kBF16 ? MatrixView::bf16(reinterpret_cast<const uint16_t*>(b.data()), n, k)
                                           : MatrixView::f32(reinterpret_cast<const float*>(b.data()), n, k);
   };
+  // The weights' quantizer (weights::quantize_weight's spec) in two phases:
+  // the file order may put the scale tensor before the codes.
   auto spec_of = [&](const Target& t) {
-    return QuantSpec{Fp8Format::kE4M3, scheme.weight_scales,
-                     ScaleRule::compressed_tensors(t.weight_dtype == DType::kBF16 ? HighPrecision::kBF16
-                                                                                  : HighPrecision::kF32)};
+    return weights::weight_quant_spec(scheme, high_precision(*element_type(t.weight_dtype)));
   };
   auto scales = std::make_shared<std::map<std::string, std::vector<float>>>();
   auto scales_of = [&, scales](const Target& t) -> const std::vector<float>& {
@@ -282,7 +283,7 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
     }
   }
   if (o.kv_cache_fp8) {
-    const DType sd = c.dtype == ModelDType::kF32 ? DType::kF32 : DType::kBF16;
+    const DType sd = scale_dtype(dtype(element_type(c.dtype)));
     for (int i = 0; i < c.num_hidden_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".self_attn.";
       const float ks = static_scale(calibration->k_amax.at(size_t(i)), sd);

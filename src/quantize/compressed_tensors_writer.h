@@ -4,7 +4,7 @@
 // (+ `input_scale` for static activations) per quantized linear layer in the
 // model's dtype, `self_attn.k_scale`/`v_scale` for an FP8 KV cache, every other
 // tensor unchanged (../shared/docs/fp8-checkpoint-formats.md §3). The weights
-// go through loader::quantize_weight, the quantizer `--quantization fp8` uses.
+// go through weights::quantize_weight's spec, the quantizer `--quantization fp8` uses.
 //
 // Everything is written into a temporary directory beside OUT and renamed
 // to OUT at the end; OUT must not exist; the input is only read.

@@ -1,19 +1,17 @@
-// What a model is, read from its Hugging Face `config.json`: the architecture,
-// its sizes and the options that change which tensors exist or how they are
-// used (RoPE scaling, biases, q/k norms, sliding window, MoE). Only the
-// architectures fp8lm runs (or will run) are accepted; anything else is an
-// error that lists them.
+// What a model is, as its Hugging Face `config.json` describes it: the
+// architecture, its sizes and the options that change which tensors exist or
+// how they are used (RoPE scaling, biases, q/k norms, sliding window, MoE).
+// Plain data: the io layer (model_config_json.h) reads it from JSON and
+// accepts only the architectures fp8lm runs (or will run); anything else is
+// an error that lists them.
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace fp8lm {
 
@@ -96,12 +94,5 @@ struct ModelConfig {
   // Whether the MoE layer names its experts the Mixtral way (block_sparse_moe.experts.E.w1).
   bool mixtral_naming() const { return arch == Architecture::kMixtral; }
 };
-
-// Parses a config.json object; `origin` (usually the file path) prefixes every
-// error message. Validates sizes and their relations; throws fp8lm::Error.
-ModelConfig parse_model_config(const nlohmann::json& config, const std::string& origin);
-
-// Reads and parses `<model_dir>/config.json`.
-ModelConfig read_model_config(const std::filesystem::path& model_dir);
 
 }  // namespace fp8lm

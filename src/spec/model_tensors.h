@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "spec/model_config.h"
@@ -19,6 +20,24 @@ enum class LinearKind : uint8_t {
   kRouter,     // MoE router (`mlp.gate`, `block_sparse_moe.gate`): never quantized
   kLmHead,     // output projection (absent when tied to the embeddings)
 };
+
+// The checkpoint names of a Llama-family model's tensors: the one table the
+// expected-tensor list, the checkpoint loader and the dummy weights all read,
+// so a name is spelled once. MoE blocks name their experts in add_moe
+// (model_tensors.cpp), the only place that builds them. Declared after
+// LinearKind: declared before it, kLmHead would be shadowed by its enumerator
+// (-Wshadow).
+inline constexpr std::string_view kEmbedTokensWeight = "model.embed_tokens.weight";
+inline constexpr std::string_view kFinalNormWeight = "model.norm.weight";
+inline constexpr std::string_view kLmHead = "lm_head";  // module name; the weight is "lm_head.weight"
+
+// One dense decoder layer: norms are tensor names, projections module names
+// (their tensors are "<module>.weight", "<module>.bias").
+struct LayerTensorNames {
+  std::string input_norm, post_attention_norm, q_norm, k_norm;  // "model.layers.<i>.input_layernorm.weight", ...
+  std::string q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;  // "model.layers.<i>.self_attn.q_proj", ...
+};
+LayerTensorNames layer_tensor_names(int layer);
 
 struct LinearModule {
   std::string name;       // module name; the weight is `<name>.weight`

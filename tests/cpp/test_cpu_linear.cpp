@@ -20,6 +20,7 @@
 
 #include "backend/cpu/linear.h"
 #include "common/error.h"
+#include "weights/linear_weight.h"
 #include "cpp/fixtures.h"
 
 namespace fp8lm::cpu {
@@ -56,7 +57,15 @@ LinearQuantScheme scheme_of(const nlohmann::json& c) {
   return s;
 }
 
-std::vector<float> run_linear(const std::vector<float>& x, int64_t m, const LinearWeights& w, int threads,
+// A BF16 weight quantized with the runtime scale rule (amax / max, as the
+// PyTorch fixtures compute it): the numerics quantizer under test, then the
+// weight that owns its codes.
+weights::LinearWeight runtime_quantized(const uint16_t* w, int64_t n, int64_t k, const LinearQuantScheme& s) {
+  const QuantSpec spec{s.weight_format, s.weight_scales, ScaleRule::runtime(s.weight_format)};
+  return weights::from_quantized(quantize_dynamic(MatrixView::bf16(w, n, k), spec), s);
+}
+
+std::vector<float> run_linear(const std::vector<float>& x, int64_t m, const weights::LinearWeight& w, int threads,
                               KernelChoice kernels) {
   std::vector<float> y(size_t(m * w.n), -1.0f);
   ThreadPool pool(threads);
@@ -77,21 +86,21 @@ TEST(CpuLinear, FixturesMatchPyTorch) {
     const std::vector<double> abs_sum = read_array<double>(kDir, c["abs_sum"]);
     const LinearQuantScheme scheme = scheme_of(c);
 
-    LinearWeights w;
+    weights::LinearWeight w;
     if (!scheme.quantized) {
-      w = high_precision_weights(WeightStorage::kBF16, wbf.data(), n, k);
+      w = weights::high_precision(ElementType::kBF16, wbf.data(), n, k);
     } else {
       // Our quantizer's weight codes and scales equal PyTorch's, bit for bit.
       LinearQuantScheme weight_only = scheme;
       weight_only.activation = ActivationQuant::kNone;
-      const LinearWeights online = quantize_weights_online(wbf.data(), n, k, weight_only);
+      const weights::LinearWeight online = runtime_quantized(wbf.data(), n, k, weight_only);
       const std::vector<uint8_t> codes = read_array<uint8_t>(kDir, c["w_codes"]);
       const std::vector<float> scales = read_array<float>(kDir, c["w_scales"]);
       ASSERT_EQ(online.scales.size(), scales.size());
       for (size_t i = 0; i < scales.size(); ++i) ASSERT_EQ(test::bits(online.scales[i]), test::bits(scales[i])) << i;
       ASSERT_EQ(0, std::memcmp(online.data, codes.data(), codes.size()));
       // The layer as a checkpoint's bytes give it (static schemes need the input scale).
-      w = fp8_weights(static_cast<const uint8_t*>(online.data), n, k, scheme, scales,
+      w = weights::fp8(static_cast<const uint8_t*>(online.data), n, k, scheme, scales,
                       c.value("input_scale", 0.0f));
       w.owner = online.owner;
       if (scheme.activation != ActivationQuant::kNone) {
@@ -147,11 +156,11 @@ LinearQuantScheme fp8_scheme(ScaleLayout layout, ActivationQuant act) {
 // and prefill give the same bytes), for every scheme and kernel table.
 TEST(CpuLinear, RowsIndependentOfBatch) {
   const Problem p = random_problem(70, 37, 300, 1);  // crosses the 64-row tile, odd N and K
-  std::vector<LinearWeights> layers{high_precision_weights(WeightStorage::kBF16, p.w.data(), p.n, p.k)};
+  std::vector<weights::LinearWeight> layers{weights::high_precision(ElementType::kBF16, p.w.data(), p.n, p.k)};
   for (ActivationQuant a : {ActivationQuant::kNone, ActivationQuant::kDynamicToken, ActivationQuant::kDynamicGroup}) {
-    layers.push_back(quantize_weights_online(p.w.data(), p.n, p.k, fp8_scheme(ScaleLayout::block(), a)));
+    layers.push_back(runtime_quantized(p.w.data(), p.n, p.k, fp8_scheme(ScaleLayout::block(), a)));
   }
-  for (const LinearWeights& w : layers) {
+  for (const weights::LinearWeight& w : layers) {
     for (KernelChoice kc : usable_linear_kernels()) {
       const std::vector<float> all = run_linear(p.x, p.m, w, 2, kc);
       for (int64_t r : {0, 5, 63, 64, 69}) {
@@ -172,7 +181,7 @@ TEST(CpuLinear, WeightOnlyMatchesNumericsDequantize) {
                                ScaleLayout::block(64, 32), ScaleLayout::group(64)}) {
       LinearQuantScheme s = fp8_scheme(layout, ActivationQuant::kNone);
       s.weight_format = fmt;
-      const LinearWeights w = quantize_weights_online(p.w.data(), p.n, p.k, s);
+      const weights::LinearWeight w = runtime_quantized(p.w.data(), p.n, p.k, s);
       const QuantizedMatrix ref = quantize_dynamic(MatrixView::bf16(p.w.data(), p.n, p.k),
                                                    {fmt, layout, ScaleRule::runtime(fmt)});
       const std::vector<float> wd = dequantize_f32(ref);
@@ -210,9 +219,9 @@ TEST(CpuLinear, HalfAndFloatWeights) {
   for (uint16_t& v : h) v = uint16_t(gen() & 0xBBFFu);  // any sign, exponent < 31: finite, |v| < 2^12
   std::vector<float> wf(p.w.size());
   for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_float(p.w[i]);
-  for (auto [storage, data] : {std::pair{WeightStorage::kF16, static_cast<const void*>(h.data())},
-                               std::pair{WeightStorage::kF32, static_cast<const void*>(wf.data())}}) {
-    const LinearWeights w = high_precision_weights(storage, data, p.n, p.k);
+  for (auto [storage, data] : {std::pair{ElementType::kF16, static_cast<const void*>(h.data())},
+                               std::pair{ElementType::kF32, static_cast<const void*>(wf.data())}}) {
+    const weights::LinearWeight w = weights::high_precision(storage, data, p.n, p.k);
     for (KernelChoice kc : usable_linear_kernels()) {
       const std::vector<float> y = run_linear(p.x, p.m, w, 1, kc);
       for (int64_t i = 0; i < p.m; ++i) {
@@ -220,7 +229,7 @@ TEST(CpuLinear, HalfAndFloatWeights) {
           double sum = 0, abs_sum = 0;
           for (int64_t q = 0; q < p.k; ++q) {
             const size_t wi = size_t(j * p.k + q);
-            const double wv = storage == WeightStorage::kF16 ? f16_to_float(h[wi]) : wf[wi];
+            const double wv = storage == ElementType::kF16 ? f16_to_float(h[wi]) : wf[wi];
             sum += double(p.x[size_t(i * p.k + q)]) * wv;
             abs_sum += std::abs(double(p.x[size_t(i * p.k + q)]) * wv);
           }
@@ -244,30 +253,30 @@ void expect_error(Fn fn, const std::string& what) {
 
 TEST(CpuLinear, BadInputsAreNamedErrors) {
   const Problem p = random_problem(2, 8, 16, 5);
-  const LinearWeights w = high_precision_weights(WeightStorage::kBF16, p.w.data(), p.n, p.k);
+  const weights::LinearWeight w = weights::high_precision(ElementType::kBF16, p.w.data(), p.n, p.k);
   std::vector<float> y(size_t(p.m * p.n));
   expect_error([&] { linear(std::span(p.x).first(5), p.m, w, y); }, "input has 5 values, expected M x K = 2 x 16");
   expect_error([&] { linear(p.x, p.m, w, std::span(y).first(3)); }, "output has 3 values");
-  LinearWeights with_bias = w;
+  weights::LinearWeight with_bias = w;
   with_bias.bias.assign(3, 0.0f);
   expect_error([&] { linear(p.x, p.m, with_bias, y); }, "bias has 3 values, expected N = 8");
-  expect_error([&] { high_precision_weights(WeightStorage::kBF16, p.w.data(), 0, 16); }, "shape must be positive");
+  expect_error([&] { weights::high_precision(ElementType::kBF16, p.w.data(), 0, 16); }, "shape must be positive");
 
   std::vector<uint8_t> codes(size_t(p.n * p.k), 0x38);
   const LinearQuantScheme channel = fp8_scheme(ScaleLayout::channel(), ActivationQuant::kDynamicToken);
-  expect_error([&] { fp8_weights(codes.data(), p.n, p.k, channel, {1.0f, 2.0f}); },
+  expect_error([&] { weights::fp8(codes.data(), p.n, p.k, channel, {1.0f, 2.0f}); },
                "needs 8 weight scales, got 2");
-  expect_error([&] { fp8_weights(codes.data(), p.n, p.k, fp8_scheme(ScaleLayout::block(), ActivationQuant::kNone), {}); },
+  expect_error([&] { weights::fp8(codes.data(), p.n, p.k, fp8_scheme(ScaleLayout::block(), ActivationQuant::kNone), {}); },
                "needs 1 weight scales, got 0");
-  expect_error([&] { fp8_weights(codes.data(), p.n, p.k, channel, std::vector<float>(8, NAN)); },
+  expect_error([&] { weights::fp8(codes.data(), p.n, p.k, channel, std::vector<float>(8, NAN)); },
                "weight scale 0 is nan");
   const LinearQuantScheme stat = fp8_scheme(ScaleLayout::tensor(), ActivationQuant::kStaticTensor);
-  expect_error([&] { fp8_weights(codes.data(), p.n, p.k, stat, {1.0f}); }, "missing input_scale");
-  expect_error([&] { quantize_weights_online(p.w.data(), p.n, p.k, stat); }, "missing input_scale");
+  expect_error([&] { weights::fp8(codes.data(), p.n, p.k, stat, {1.0f}); }, "missing input_scale");
+  expect_error([&] { runtime_quantized(p.w.data(), p.n, p.k, stat); }, "missing input_scale");
   LinearQuantScheme odd_group = fp8_scheme(ScaleLayout::block(128, 128), ActivationQuant::kDynamicGroup);
   odd_group.activation_group = 96;
-  expect_error([&] { quantize_weights_online(p.w.data(), p.n, p.k, odd_group); }, "do not nest");
-  LinearWeights hp_w8a8 = w;
+  expect_error([&] { runtime_quantized(p.w.data(), p.n, p.k, odd_group); }, "do not nest");
+  weights::LinearWeight hp_w8a8 = w;
   hp_w8a8.activation = ActivationQuant::kDynamicTensor;
   expect_error([&] { linear(p.x, p.m, hp_w8a8, y); }, "needs FP8 weights");
   expect_error([&] { ThreadPool bad(0); }, "threads must be >= 1");

@@ -65,15 +65,15 @@ io::LoadOverrides dummy(io::LoadOverrides o = {}) {
 
 // ---- the same storage as the real loader ------------------------------------------
 
-void expect_same_linear(const cpu::LinearWeights& real, const cpu::LinearWeights& d, const std::string& what) {
+void expect_same_linear(const weights::LinearWeight& real, const weights::LinearWeight& d, const std::string& what) {
   SCOPED_TRACE(what);
-  EXPECT_EQ(int(real.storage), int(d.storage));
+  EXPECT_EQ(int(real.element), int(d.element));
   EXPECT_EQ(real.n, d.n);
   EXPECT_EQ(real.k, d.k);
   EXPECT_EQ(real.bias.size(), d.bias.size());
   EXPECT_NE(d.data, nullptr);
   if (!real.is_fp8()) return;
-  EXPECT_EQ(real.format, d.format);
+  EXPECT_EQ(real.format(), d.format());
   EXPECT_EQ(real.scale_layout, d.scale_layout);
   EXPECT_EQ(real.scales.size(), d.scales.size());
   EXPECT_EQ(int(real.activation), int(d.activation));
@@ -176,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DummyMatchesLoader, ::testing::ValuesIn(same_
 
 // ---- values ------------------------------------------------------------------
 
-std::vector<float> dequantized(const cpu::LinearWeights& w) {
+std::vector<float> dequantized(const weights::LinearWeight& w) {
   std::vector<float> out(size_t(w.n * w.k));
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const ScaleLayout& l = w.scale_layout;
@@ -194,12 +194,12 @@ std::vector<float> dequantized(const cpu::LinearWeights& w) {
   for (int64_t r = 0; r < w.n; ++r)
     for (int64_t c = 0; c < w.k; ++c) {
       const float s = w.scales.at(size_t(scale_index(r, c)));
-      out[size_t(r * w.k + c)] = fp8_to_float(codes[r * w.k + c], w.format) * s;
+      out[size_t(r * w.k + c)] = fp8_to_float(codes[r * w.k + c], w.format()) * s;
     }
   return out;
 }
 
-std::vector<float> bf16_values(const cpu::LinearWeights& w) {
+std::vector<float> bf16_values(const weights::LinearWeight& w) {
   std::vector<float> out(size_t(w.n * w.k));
   const auto* b = static_cast<const uint16_t*>(w.data);
   for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(b[i]);
@@ -222,7 +222,7 @@ TEST(DummyWeights, StdIsSigmaInBf16AndEveryFp8Scheme) {
   ConfigDir dir(llama_config(1024, 4096, 1, 512));
   const io::ModelSpec bf16_spec = io::read_model_spec(dir.path(), dummy());
   const loader::HostModelWeights bf16 = loader::dummy_host_weights(bf16_spec);
-  ASSERT_EQ(int(bf16.layers[0].up.storage), int(cpu::WeightStorage::kBF16));
+  ASSERT_EQ(int(bf16.layers[0].up.element), int(ElementType::kBF16));
   const std::vector<float> ref = bf16_values(bf16.layers[0].up);
   expect_normal_scale(ref, 0.02, "bf16 up_proj");
   expect_normal_scale(bf16_values(bf16.embedding), 0.02, "bf16 embedding");
@@ -268,7 +268,7 @@ TEST(DummyWeights, BiasesAreSmallNormsAreOne) {
   for (float x : w.layers[1].post_attention_norm) EXPECT_EQ(x, 1.0f);
 }
 
-bool same_bytes(const cpu::LinearWeights& a, const cpu::LinearWeights& b) {
+bool same_bytes(const weights::LinearWeight& a, const weights::LinearWeight& b) {
   const size_t width = a.is_fp8() ? 1 : 2;
   return a.n == b.n && a.k == b.k && a.scales == b.scales && a.bias == b.bias &&
          std::memcmp(a.data, b.data, size_t(a.n * a.k) * width) == 0;

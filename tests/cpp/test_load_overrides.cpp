@@ -4,6 +4,7 @@
 
 #include "checkpoint_fixtures.h"
 #include "io/load_overrides.h"
+#include "io/model_config_json.h"
 #include "spec/model_config.h"
 #include "spec/model_tensors.h"
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "checkpoint_fixtures.h"
+#include "io/model_config_json.h"
 #include "spec/model_config.h"
 #include "spec/model_tensors.h"
 
@@ -22,7 +23,7 @@ using test::expect_error;
 ModelConfig real_config(const std::string& repo) {
   const auto p = test::shared_hf_config(repo);
   if (!p) return {};
-  return parse_model_config(io::read_json_file(*p), p->string());
+  return io::parse_model_config(io::read_json_file(*p), p->string());
 }
 
 #define SKIP_WITHOUT_SHARED(repo) \
@@ -211,7 +212,7 @@ TEST(Fixtures, ExpectedTensorsMatchWhatTheProducerWrote) {
     SCOPED_TRACE(name);
     const auto dir = test::checkpoint_fixture(name);
     const json expected = io::read_json_file(dir / "expected.json");
-    const ModelConfig c = read_model_config(dir);
+    const ModelConfig c = io::read_model_config(dir);
 
     std::map<std::string, std::vector<int64_t>> on_disk;
     for (const auto& [t, info] : expected.at("tensors").items())
@@ -229,18 +230,73 @@ TEST(Fixtures, ExpectedTensorsMatchWhatTheProducerWrote) {
 }
 
 TEST(Fixtures, ArchitectureSpecifics) {
-  const ModelConfig llama = read_model_config(test::checkpoint_fixture("llama_bf16"));
+  const ModelConfig llama = io::read_model_config(test::checkpoint_fixture("llama_bf16"));
   EXPECT_EQ(llama.rope_scaling.type, RopeScalingType::kLlama3);  // transformers 5 rope_parameters
   EXPECT_DOUBLE_EQ(llama.rope_scaling.factor, 8.0);
   EXPECT_EQ(llama.dtype, ModelDType::kBF16);  // transformers 5 `dtype`
-  const ModelConfig mistral = read_model_config(test::checkpoint_fixture("mistral_bf16"));
+  const ModelConfig mistral = io::read_model_config(test::checkpoint_fixture("mistral_bf16"));
   EXPECT_EQ(mistral.sliding_window, 32);
-  const ModelConfig qwen3 = read_model_config(test::checkpoint_fixture("qwen3_bf16"));
+  const ModelConfig qwen3 = io::read_model_config(test::checkpoint_fixture("qwen3_bf16"));
   EXPECT_TRUE(qwen3.tie_word_embeddings);
-  const ModelConfig moe = read_model_config(test::checkpoint_fixture("qwen3_moe_bf16"));
+  const ModelConfig moe = io::read_model_config(test::checkpoint_fixture("qwen3_moe_bf16"));
   EXPECT_EQ(moe.moe.num_experts, 4);  // transformers 5 writes num_local_experts
-  const ModelConfig mixtral = read_model_config(test::checkpoint_fixture("mixtral_bf16"));
+  const ModelConfig mixtral = io::read_model_config(test::checkpoint_fixture("mixtral_bf16"));
   EXPECT_EQ(mixtral.head_dim, 16);  // head_dim: null -> hidden / heads
+}
+
+// ---- the tensor-name table (spec, loader and dummy weights all read it)
+
+TEST(TensorNames, TableSpellsTheCheckpointNames) {
+  EXPECT_EQ(kEmbedTokensWeight, "model.embed_tokens.weight");
+  EXPECT_EQ(kFinalNormWeight, "model.norm.weight");
+  EXPECT_EQ(kLmHead, "lm_head");
+  const LayerTensorNames n = layer_tensor_names(12);
+  EXPECT_EQ(n.input_norm, "model.layers.12.input_layernorm.weight");
+  EXPECT_EQ(n.post_attention_norm, "model.layers.12.post_attention_layernorm.weight");
+  EXPECT_EQ(n.q_norm, "model.layers.12.self_attn.q_norm.weight");
+  EXPECT_EQ(n.k_norm, "model.layers.12.self_attn.k_norm.weight");
+  EXPECT_EQ(n.q_proj, "model.layers.12.self_attn.q_proj");
+  EXPECT_EQ(n.k_proj, "model.layers.12.self_attn.k_proj");
+  EXPECT_EQ(n.v_proj, "model.layers.12.self_attn.v_proj");
+  EXPECT_EQ(n.o_proj, "model.layers.12.self_attn.o_proj");
+  EXPECT_EQ(n.gate_proj, "model.layers.12.mlp.gate_proj");
+  EXPECT_EQ(n.up_proj, "model.layers.12.mlp.up_proj");
+  EXPECT_EQ(n.down_proj, "model.layers.12.mlp.down_proj");
+}
+
+// Every expected tensor outside the MoE blocks is a name of the table: what the
+// loader reads through the table is exactly what the audit requires.
+TEST(TensorNames, ExpectedTensorsComeFromTheTable) {
+  for (const std::string& fixture : test::checkpoint_fixture_names()) {
+    SCOPED_TRACE(fixture);
+    const ModelConfig c = io::read_model_config(test::checkpoint_fixture(fixture));
+    std::set<std::string> from_table = {std::string(kEmbedTokensWeight), std::string(kFinalNormWeight)};
+    std::vector<std::string> modules;
+    if (!c.tie_word_embeddings) modules.push_back(std::string(kLmHead));
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      const LayerTensorNames n = layer_tensor_names(l);
+      from_table.insert({n.input_norm, n.post_attention_norm});
+      if (c.qk_norm) from_table.insert({n.q_norm, n.k_norm});
+      modules.insert(modules.end(), {n.q_proj, n.k_proj, n.v_proj, n.o_proj});
+      if (!c.is_moe_layer(l)) modules.insert(modules.end(), {n.gate_proj, n.up_proj, n.down_proj});
+    }
+    const std::vector<LinearModule> linears = linear_modules(c);
+    for (const std::string& m : modules) {
+      const LinearModule& lm = find_linear(linears, m);
+      from_table.insert(m + ".weight");
+      if (lm.has_bias) from_table.insert(m + ".bias");
+    }
+    const std::vector<ExpectedTensor> expected = expected_tensors(c);
+    EXPECT_EQ(expected.front().name, kEmbedTokensWeight);
+    EXPECT_EQ(expected.back().name, kFinalNormWeight);
+    std::set<std::string> rest;
+    for (const ExpectedTensor& t : expected)
+      if (from_table.erase(t.name) == 0) rest.insert(t.name);
+    EXPECT_TRUE(from_table.empty()) << "table names the architecture does not expect: " << *from_table.begin();
+    for (const std::string& name : rest)
+      EXPECT_TRUE(c.is_moe() && (name.find(".experts.") != std::string::npos || name.ends_with(".gate.weight")))
+          << name << " is spelled outside the table";
+  }
 }
 
 // ---- variants and malformed input
@@ -252,7 +308,7 @@ json base_llama() {
     "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"})");
 }
 
-ModelConfig parse(const json& j) { return parse_model_config(j, "config.json"); }
+ModelConfig parse(const json& j) { return io::parse_model_config(j, "config.json"); }
 
 TEST(ModelConfigParse, Defaults) {
   json j = base_llama();
@@ -410,7 +466,7 @@ TEST(ModelConfigParse, ShippedAndFixtureConfigsLoad) {
       const json j = io::read_json_file(e.path());
       if (!j.is_object() || !j.contains("architectures")) continue;  // not a model config (negative fixtures)
       SCOPED_TRACE(e.path().string());
-      EXPECT_NO_THROW(parse_model_config(j, e.path().string()));
+      EXPECT_NO_THROW(io::parse_model_config(j, e.path().string()));
       ++n;
     }
   }
@@ -450,7 +506,7 @@ TEST(ModelConfigParse, MalformedInputIsNamed) {
     expect_error([&] { parse(j); }, c.message);
   }
   expect_error([] { parse(json::array()); }, {"config.json", "object"});
-  expect_error([] { read_model_config("/nonexistent/model"); }, {"config.json", "cannot open"});
+  expect_error([] { io::read_model_config("/nonexistent/model"); }, {"config.json", "cannot open"});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint_fixtures.h"
+#include "io/model_config_json.h"
 #include "io/quant_config.h"
 #include "spec/model_config.h"
 #include "spec/model_tensors.h"

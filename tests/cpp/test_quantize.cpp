@@ -78,7 +78,7 @@ TEST_P(DataFreePresets, OnlineQuantizationGivesTheSameBytes) {
   const char* names[] = {"q", "k", "v", "o", "gate", "up", "down"};
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const loader::HostLayer& l = w.layers[i];
-    const cpu::LinearWeights* lin[] = {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
+    const weights::LinearWeight* lin[] = {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
     const char* modules[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     for (size_t j = 0; j < 7; ++j) {

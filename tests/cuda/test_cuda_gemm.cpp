@@ -287,7 +287,7 @@ Fp8Problem make_fp8_problem(const Shape& s, GemmScaleMode mode, uint64_t seed) {
   scheme.activation_group = 128;
   p.wq = quantize_dynamic(MatrixView::f32(w.data(), s.n, s.k),
                           {Fp8Format::kE4M3, sc.weight, ScaleRule::runtime(Fp8Format::kE4M3)});
-  cpu::LinearWeights lw = cpu::fp8_weights(p.wq.codes.data(), s.n, s.k, scheme, p.wq.scales);
+  weights::LinearWeight lw = weights::fp8(p.wq.codes.data(), s.n, s.k, scheme, p.wq.scales);
   lw.bias = bias;
   p.xq = cpu::quantize_activations(x.data(), s.m, lw);
 

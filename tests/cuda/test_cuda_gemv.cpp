@@ -126,7 +126,7 @@ std::string describe(const Problem& p) {
 struct Case {
   Problem p;
   std::vector<uint8_t> w_codes;
-  cpu::LinearWeights w;
+  weights::LinearWeight w;
   std::vector<float> x;       // BF16-representable
   std::vector<uint16_t> x_bf16;
   QuantizedMatrix xq;    // W8A8: the CPU quantizer's codes and scales
@@ -172,7 +172,7 @@ Case make_case(const Problem& p, std::mt19937_64& rng, cpu::ThreadPool& pool) {
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
   std::uniform_int_distribution<int> ex(-12, -4);
   for (auto& v : scales) v = std::ldexp(mant(rng), ex(rng));
-  c.w = cpu::fp8_weights(c.w_codes.data(), n, k, s, std::move(scales));
+  c.w = weights::fp8(c.w_codes.data(), n, k, s, std::move(scales));
   if (p.bias) {
     c.w.bias.resize(size_t(n));
     c.bias_bf16.resize(size_t(n));

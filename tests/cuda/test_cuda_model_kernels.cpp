@@ -1,5 +1,5 @@
 // The CUDA per-row model kernels (backend/cuda/model_kernels.h) against the CPU
-// backend (cpu::CpuOps) and model::RopeTable, fed the same BF16 values widened
+// backend (cpu::CpuOps) and RopeTable, fed the same BF16 values widened
 // to float, the CPU's float result rounded to BF16 (float_to_bf16). Inputs are
 // fresh random data on every run — the seed is printed; FP8LM_TEST_SEED=<n>
 // replays one — with outliers, −0, tiny values and, where the op defines them,
@@ -70,9 +70,9 @@
 #include "backend/cuda/model_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
-#include "model/rope.h"
 #include "numerics/fp8_format.h"
 #include "spec/model_config.h"
+#include "spec/rope.h"
 
 namespace fp8lm {
 namespace {
@@ -348,7 +348,7 @@ TEST(CudaModelKernels, EmbeddingBf16MatchesCpu) {
   constexpr int64_t vocab = 1000;
   for (int64_t dim : {8, 100, 384, 4096, 4100}) {
     const std::vector<uint16_t> table = random_bf16(rng, vocab, dim, true);
-    const auto weight = ops.upload_embedding(cpu::high_precision_weights(cpu::WeightStorage::kBF16, table.data(), vocab, dim));
+    const auto weight = ops.upload_embedding(weights::high_precision(ElementType::kBF16, table.data(), vocab, dim));
     for (int64_t rows : {1, 7, 64}) {
       std::uniform_int_distribution<int32_t> id(0, vocab - 1);
       std::vector<int32_t> ids(static_cast<size_t>(rows));
@@ -394,12 +394,11 @@ TEST(CudaModelKernels, EmbeddingFp8MatchesCpu) {
       std::vector<float> scales(static_cast<size_t>(vocab));
       for (auto& s : scales) s = std::ldexp(1.0f + unit(rng), int(unit(rng) * 15.0f) - 12);
       scales[3] = 0.0f;
-      cpu::LinearWeights t;
-      t.storage = cpu::WeightStorage::kFP8;
+      weights::LinearWeight t;
+      t.element = element_type(f);
       t.data = codes.data();
       t.n = vocab;
       t.k = dim;
-      t.format = f;
       t.scale_layout = ScaleLayout::channel();
       t.scales = scales;
       const auto weight = ops.upload_embedding(t);
@@ -862,7 +861,7 @@ struct RopeStats {
 // with the CPU result `want` (floats [rows, heads · hd]) for inputs `in` (same layout as want).
 void check_rope(const std::string& what, const std::vector<uint16_t>& got, int64_t ld, int64_t c0,
                 const std::vector<float>& in, const std::vector<float>& want, int64_t rows, int64_t heads,
-                const model::RopeTable& table, const std::vector<int64_t>& pos, RopeStats& st) {
+                const RopeTable& table, const std::vector<int64_t>& pos, RopeStats& st) {
   const int64_t hd = table.rotary_dim(), half = hd / 2, cols = heads * hd;
   std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
   for (int64_t r = 0; r < rows; ++r) {
@@ -902,7 +901,7 @@ TEST(CudaModelKernels, RopeMatchesRopeTable) {
   cpu::CpuOps ops(4);
   RopeStats st;
   for (const RopeCase& rc : rope_cases()) {
-    const model::RopeTable table(rc.config);
+    const RopeTable table(rc.config);
     const int64_t hd = table.rotary_dim();
     DeviceArray<float> inv(table.inv_freq().size());
     inv.upload(table.inv_freq());
@@ -956,7 +955,7 @@ TEST(CudaModelKernels, RopeQkInFusedQkvMatchesCpu) {
   cpu::CpuOps ops(4);
   RopeStats st;
   for (const RopeCase& rc : rope_cases()) {
-    const model::RopeTable table(rc.config);
+    const RopeTable table(rc.config);
     const int64_t hd = table.rotary_dim();
     DeviceArray<float> inv(table.inv_freq().size());
     inv.upload(table.inv_freq());
@@ -1174,7 +1173,7 @@ TEST(CudaModelKernels, GraphCaptureReplaysWithNewDeviceInputs) {
   // fused buffer → silu_mul_fused → argmax, captured once and replayed with new
   // ids and positions written into the same device arrays.
   constexpr int64_t rows = 4, vocab = 300, dim = 512, hd = 64, nq = 4, nk = 2, ld = (nq + 2 * nk) * hd;
-  const model::RopeTable table(rope_config(hd, 10000.0));
+  const RopeTable table(rope_config(hd, 10000.0));
   const std::vector<uint16_t> emb = random_bf16(rng, vocab, dim, false);
   const std::vector<uint16_t> resid = random_bf16(rng, rows, dim, false);
   const std::vector<uint16_t> qkv = random_bf16(rng, rows, ld, false);
@@ -1285,7 +1284,7 @@ TEST(CudaModelKernelsTiming, DecodeAndPrefillShapes) {
   b.upload(big);
   DeviceArray<float> w(static_cast<size_t>(kInter)), inv(static_cast<size_t>(hd / 2)), f(static_cast<size_t>(kMaxRows * kHidden));
   w.upload(std::vector<float>(static_cast<size_t>(kInter), 1.0f));
-  const model::RopeTable table(rope_config(hd, 500000.0));
+  const RopeTable table(rope_config(hd, 500000.0));
   inv.upload(table.inv_freq());
   DeviceArray<int32_t> ids(static_cast<size_t>(kMaxRows)), out(static_cast<size_t>(kMaxRows));
   std::vector<int32_t> idv(static_cast<size_t>(kMaxRows));

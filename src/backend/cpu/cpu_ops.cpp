@@ -5,15 +5,18 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/kv_cache.h"
+#include "backend/cpu/linear.h"
 #include "common/error.h"
 #include "numerics/silu.h"
 
 namespace fp8lm::cpu {
 namespace {
 
-struct LinearWeight final : backend::Weight {
-  explicit LinearWeight(LinearWeights weights) : w(std::move(weights)) {}
-  LinearWeights w;
+// A linear weight or embedding table: the host description itself (the CPU
+// computes where the loader put the data).
+struct HostLinear final : backend::Weight {
+  explicit HostLinear(weights::LinearWeight weight) : w(std::move(weight)) {}
+  weights::LinearWeight w;
 };
 
 struct VectorWeight final : backend::Weight {
@@ -58,20 +61,20 @@ CpuOps::CpuOps(int threads, KernelChoice kernels) : pool_(threads), kernels_(ker
 
 std::string CpuOps::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
 
-std::unique_ptr<backend::Weight> CpuOps::upload_linear(const LinearWeights& w) {
-  validate(w);
-  return std::make_unique<LinearWeight>(w);
+std::unique_ptr<backend::Weight> CpuOps::upload_linear(const weights::LinearWeight& w) {
+  weights::validate(w);
+  return std::make_unique<HostLinear>(w);
 }
 
 std::unique_ptr<backend::Weight> CpuOps::upload_vector(std::vector<float> values) {
   return std::make_unique<VectorWeight>(std::move(values));
 }
 
-std::unique_ptr<backend::Weight> CpuOps::upload_embedding(const LinearWeights& table) {
-  validate(table);
+std::unique_ptr<backend::Weight> CpuOps::upload_embedding(const weights::LinearWeight& table) {
+  weights::validate(table);
   if (table.is_fp8() && table.scale_layout.granularity != Granularity::kChannel)
     throw Error("cpu ops: an FP8 embedding table needs one scale per row");
-  return std::make_unique<LinearWeight>(table);
+  return std::make_unique<HostLinear>(table);
 }
 
 std::unique_ptr<backend::KvCache> CpuOps::make_kv_cache(const backend::KvCacheShape& shape,
@@ -88,19 +91,19 @@ backend::Tensor CpuOps::alloc(int64_t rows, int64_t cols) {
 }
 
 void CpuOps::embedding(const backend::Weight& table, std::span<const int32_t> ids, backend::Tensor out) {
-  const LinearWeights& t = as<LinearWeight>(table, "embedding table").w;
+  const weights::LinearWeight& t = as<HostLinear>(table, "embedding table").w;
   require_shape(out, int64_t(ids.size()), t.k, "embedding");
   const LinearKernels& kern = select_linear_kernels(kernels_);
-  const int64_t width = t.storage == WeightStorage::kF32 ? 4 : t.is_fp8() ? 1 : 2;
+  const int64_t width = int64_t(element_bytes(t.element));
   for (size_t r = 0; r < ids.size(); ++r) {
     if (ids[r] < 0 || ids[r] >= t.n)
       throw Error("token id " + std::to_string(ids[r]) + " is outside the vocabulary [0, " + std::to_string(t.n) + ")");
     float* dst = f32(out) + int64_t(r) * t.k;
     if (t.is_fp8()) {
       const auto* codes = static_cast<const uint8_t*>(t.data) + int64_t(ids[r]) * t.k;
-      kern.fp8_to_float(codes, t.k, t.format, t.scales[size_t(ids[r])], dst);
+      kern.fp8_to_float(codes, t.k, t.format(), t.scales[size_t(ids[r])], dst);
     } else {
-      kern.to_float(static_cast<const std::byte*>(t.data) + int64_t(ids[r]) * t.k * width, t.storage, t.k, dst);
+      kern.to_float(static_cast<const std::byte*>(t.data) + int64_t(ids[r]) * t.k * width, t.element, t.k, dst);
     }
   }
 }
@@ -138,13 +141,13 @@ void CpuOps::add(backend::Tensor acc, backend::Tensor x) {
 }
 
 void CpuOps::linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) {
-  const LinearWeights& lw = as<LinearWeight>(w, "linear weight").w;
+  const weights::LinearWeight& lw = as<HostLinear>(w, "linear weight").w;
   require_shape(y, x.rows, lw.n, "linear output");
   cpu::linear({f32(x), size_t(x.rows * x.cols)}, x.rows, lw, {f32(y), size_t(y.rows * y.cols)}, &pool_, kernels_);
 }
 
 void CpuOps::rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions,
-                  const model::RopeTable& rope) {
+                  const RopeTable& rope) {
   const int64_t half = rope.rotary_dim() / 2;
   if (rope.rotary_dim() != head_dim || x.cols % head_dim != 0 || int64_t(positions.size()) != x.rows)
     throw Error("cpu ops: rope does not fit the tensor");

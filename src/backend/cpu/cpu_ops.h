@@ -20,9 +20,9 @@ class CpuOps final : public backend::Ops {
   std::string name() const override;
   int threads() const { return pool_.size(); }
 
-  std::unique_ptr<backend::Weight> upload_linear(const LinearWeights& w) override;
+  std::unique_ptr<backend::Weight> upload_linear(const weights::LinearWeight& w) override;
   std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
-  std::unique_ptr<backend::Weight> upload_embedding(const LinearWeights& table) override;
+  std::unique_ptr<backend::Weight> upload_embedding(const weights::LinearWeight& table) override;
   std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
                                                   std::vector<backend::KvLayerFormat> layers) override;
 
@@ -38,7 +38,7 @@ class CpuOps final : public backend::Ops {
   void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
   void add(backend::Tensor acc, backend::Tensor x) override;
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
-  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const model::RopeTable& rope) override {
+  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) override {
     this->rope(q, head_dim, step_.positions, rope);
     this->rope(k, head_dim, step_.positions, rope);
   }
@@ -54,7 +54,7 @@ class CpuOps final : public backend::Ops {
   // The same ops with their inputs given directly rather than by begin_step
   // (the CUDA backend's tests call these as the reference).
   void embedding(const backend::Weight& table, std::span<const int32_t> ids, backend::Tensor out);
-  void rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions, const model::RopeTable& rope);
+  void rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions, const RopeTable& rope);
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
                  std::span<const backend::AttentionSequence> sequences, const backend::AttentionParams& params,
                  backend::KvCache& cache, int layer);

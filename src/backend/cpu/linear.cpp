@@ -20,27 +20,13 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-std::string shape(int64_t n, int64_t k) {
-  return "[" + std::to_string(n) + ", " + std::to_string(k) + "]";
-}
-
-size_t element_size(WeightStorage s) {
-  switch (s) {
-    case WeightStorage::kF32: return 4;
-    case WeightStorage::kBF16:
-    case WeightStorage::kF16: return 2;
-    case WeightStorage::kFP8: return 1;
-  }
-  return 1;
-}
-
 // Width along K of one weight scale cell (0: the whole row shares it).
 int64_t weight_scale_width(const ScaleLayout& l) {
   return l.granularity == Granularity::kBlock || l.granularity == Granularity::kGroup ? l.group_cols : 0;
 }
 
 // The scale of weight element (row, col) in the layout's grid.
-float weight_scale(const LinearWeights& w, int64_t scale_cols, int64_t row, int64_t col) {
+float weight_scale(const weights::LinearWeight& w, int64_t scale_cols, int64_t row, int64_t col) {
   const ScaleLayout& l = w.scale_layout;
   int64_t r = 0;
   if (l.granularity == Granularity::kBlock) r = row / l.group_rows;
@@ -50,136 +36,9 @@ float weight_scale(const LinearWeights& w, int64_t scale_cols, int64_t row, int6
   return w.scales[size_t(r * scale_cols + c)];
 }
 
-// Length of the K blocks the W8A8 path sums separately before scaling: the
-// finer of the weight's and the activation's scale cells along K (0: all of K).
-int64_t w8a8_segment(const LinearWeights& w) {
-  const int64_t ws = weight_scale_width(w.scale_layout);
-  const int64_t as = w.activation == ActivationQuant::kDynamicGroup ? w.activation_group : 0;
-  if (ws == 0 || as == 0) return std::max(ws, as);
-  const int64_t lo = std::min(ws, as), hi = std::max(ws, as);
-  if (hi % lo != 0) {
-    throw Error("linear: activation group " + std::to_string(as) + " and weight scale block width " +
-                std::to_string(ws) + " along K do not nest (one must divide the other)");
-  }
-  return lo;
-}
-
 }  // namespace
 
-LinearWeights high_precision_weights(WeightStorage storage, const void* data, int64_t n, int64_t k) {
-  if (storage == WeightStorage::kFP8) throw Error("linear: FP8 weights need scales; use fp8_weights()");
-  LinearWeights w;
-  w.storage = storage;
-  w.data = data;
-  w.n = n;
-  w.k = k;
-  validate(w);
-  return w;
-}
-
-namespace {
-void apply_activation_scheme(LinearWeights& w, const LinearQuantScheme& scheme, float input_scale) {
-  w.format = scheme.weight_format;
-  w.scale_layout = scheme.weight_scales;
-  w.activation = scheme.activation;
-  w.activation_group = scheme.activation_group;
-  w.activation_scale_upper_bound = scheme.activation_scale_upper_bound;
-  w.input_scale = input_scale;
-}
-}  // namespace
-
-LinearWeights fp8_weights(const uint8_t* codes, int64_t n, int64_t k, const LinearQuantScheme& scheme,
-                          std::vector<float> scales, float input_scale) {
-  if (!scheme.quantized) throw Error("linear: fp8_weights() given a scheme that is not quantized");
-  LinearWeights w;
-  w.storage = WeightStorage::kFP8;
-  w.data = codes;
-  w.n = n;
-  w.k = k;
-  w.scales = std::move(scales);
-  apply_activation_scheme(w, scheme, input_scale);
-  validate(w);
-  return w;
-}
-
-LinearWeights quantize_weights_online(const uint16_t* bf16, int64_t n, int64_t k,
-                                      const LinearQuantScheme& scheme) {
-  return quantize_weights_online(MatrixView::bf16(bf16, n, k), scheme);
-}
-
-LinearWeights quantize_weights_online(const MatrixView& weight, const LinearQuantScheme& scheme) {
-  if (!scheme.quantized) throw Error("linear: online quantization given a scheme that is not quantized");
-  const int64_t n = weight.rows, k = weight.cols;
-  if (weight.data == nullptr || n <= 0 || k <= 0) {
-    throw Error("linear: online quantization needs a BF16 or float32 weight, got shape " + shape(n, k));
-  }
-  const QuantSpec spec{scheme.weight_format, scheme.weight_scales, ScaleRule::runtime(scheme.weight_format)};
-  QuantizedMatrix q = quantize_dynamic(weight, spec);
-  auto codes = std::make_shared<std::vector<uint8_t>>(std::move(q.codes));
-  LinearWeights w;
-  w.storage = WeightStorage::kFP8;
-  w.data = codes->data();
-  w.owner = codes;
-  w.n = n;
-  w.k = k;
-  w.scales = std::move(q.scales);
-  apply_activation_scheme(w, scheme, 0.0f);
-  validate(w);
-  return w;
-}
-
-void validate(const LinearWeights& w) {
-  if (w.n <= 0 || w.k <= 0) throw Error("linear: weight shape must be positive, got " + shape(w.n, w.k));
-  if (w.data == nullptr) throw Error("linear: weight " + shape(w.n, w.k) + " has no data");
-  if (!w.bias.empty() && int64_t(w.bias.size()) != w.n) {
-    throw Error("linear: bias has " + std::to_string(w.bias.size()) + " values, expected N = " +
-                std::to_string(w.n));
-  }
-  if (!w.is_fp8()) {
-    if (w.activation != ActivationQuant::kNone) {
-      throw Error("linear: activation quantization '" + std::string(name(w.activation)) +
-                  "' needs FP8 weights, but the weight is high precision");
-    }
-    return;
-  }
-  const int64_t expected = w.scale_layout.scale_rows(w.n) * w.scale_layout.scale_cols(w.k);
-  if (int64_t(w.scales.size()) != expected) {
-    throw Error("linear: weight " + shape(w.n, w.k) + " with " +
-                std::string(name(w.scale_layout.granularity)) + " scales needs " +
-                std::to_string(expected) + " weight scales, got " + std::to_string(w.scales.size()));
-  }
-  for (size_t i = 0; i < w.scales.size(); ++i) {
-    if (!std::isfinite(w.scales[i]) || w.scales[i] < 0.0f) {
-      throw Error("linear: weight scale " + std::to_string(i) + " is " + std::to_string(w.scales[i]) +
-                  " (must be finite and >= 0)");
-    }
-  }
-  switch (w.activation) {
-    case ActivationQuant::kNone:
-    case ActivationQuant::kDynamicTensor:
-      break;
-    case ActivationQuant::kDynamicToken:
-      if (!std::isfinite(w.activation_scale_upper_bound) || w.activation_scale_upper_bound < 0.0f) {
-        throw Error("linear: activation scale upper bound must be finite and >= 0, got " +
-                    std::to_string(w.activation_scale_upper_bound));
-      }
-      break;
-    case ActivationQuant::kDynamicGroup:
-      if (w.activation_group <= 0) {
-        throw Error("linear: activation group must be > 0, got " + std::to_string(w.activation_group));
-      }
-      break;
-    case ActivationQuant::kStaticTensor:
-      if (!(std::isfinite(w.input_scale) && w.input_scale > 0.0f)) {
-        throw Error("linear: static activation quantization needs input_scale > 0 (missing input_scale?), got " +
-                    std::to_string(w.input_scale));
-      }
-      break;
-  }
-  if (w.activation != ActivationQuant::kNone) w8a8_segment(w);
-}
-
-QuantizedMatrix quantize_activations(const float* x, int64_t m, const LinearWeights& w,
+QuantizedMatrix quantize_activations(const float* x, int64_t m, const weights::LinearWeight& w,
                                      KernelChoice kernels) {
   const MatrixView xv = MatrixView::f32(x, m, w.k);
   // Activations are E4M3 whatever the weights are, as in vLLM's kernels.
@@ -238,9 +97,9 @@ const LinearKernels* linear_kernels_avx2() { return nullptr; }
 const LinearKernels* linear_kernels_avx512() { return nullptr; }
 #endif
 
-void linear(std::span<const float> x, int64_t m, const LinearWeights& w, std::span<float> y,
+void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w, std::span<float> y,
             ThreadPool* pool, KernelChoice kernel_choice) {
-  validate(w);
+  weights::validate(w);
   const int64_t n = w.n, k = w.k;
   if (m < 0) throw Error("linear: negative row count " + std::to_string(m));
   if (int64_t(x.size()) != m * k) {
@@ -265,27 +124,27 @@ void linear(std::span<const float> x, int64_t m, const LinearWeights& w, std::sp
     x_codes.resize(size_t(m * k));
     kern.fp8_to_float(xq.codes.data(), m * k, xq.format, 1.0f, x_codes.data());
     xin = x_codes.data();
-    if (const int64_t s = w8a8_segment(w); s > 0) segment = s;
+    if (const int64_t s = weights::k_segment(w); s > 0) segment = s;
   }
   const bool x_per_row = w8a8 && xq.layout.granularity != Granularity::kTensor;
   const int64_t x_group = w8a8 && xq.layout.granularity == Granularity::kGroup ? xq.layout.group_cols : 0;
   const int64_t w_scale_cols = w.is_fp8() ? w.scale_layout.scale_cols(k) : 0;
   const int64_t w_width = weight_scale_width(w.scale_layout);
   const auto* bytes = static_cast<const uint8_t*>(w.data);
-  const size_t esize = element_size(w.storage);
+  const size_t esize = element_bytes(w.element);
 
   // One weight row into float32 scratch: converted (high precision), dequantized
   // per scale cell (W8A16), or decoded without scales (W8A8, scaled later).
   auto load_row = [&](int64_t row, float* out) {
     const uint8_t* src = bytes + size_t(row * k) * esize;
     if (!w.is_fp8()) {
-      kern.to_float(src, w.storage, k, out);
+      kern.to_float(src, w.element, k, out);
     } else if (w8a8) {
-      kern.fp8_to_float(src, k, w.format, 1.0f, out);
+      kern.fp8_to_float(src, k, w.format(), 1.0f, out);
     } else {
       const int64_t step = w_width > 0 ? w_width : k;
       for (int64_t c = 0; c < k; c += step) {
-        kern.fp8_to_float(src + c, std::min(step, k - c), w.format, weight_scale(w, w_scale_cols, row, c),
+        kern.fp8_to_float(src + c, std::min(step, k - c), w.format(), weight_scale(w, w_scale_cols, row, c),
                           out + c);
       }
     }

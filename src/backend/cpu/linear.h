@@ -16,70 +16,19 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
-#include <vector>
 
 #include "backend/cpu/linear_kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "numerics/quantize.h"
 #include "spec/quant_scheme.h"
+#include "weights/linear_weight.h"
 
 namespace fp8lm::cpu {
 
-// One linear layer's weights as the loader fills them, plus how its input is
-// quantized. `data` points at N × K elements in `storage` (row-major, as in the
-// checkpoint: [out, in]); it may point into an mmapped file, or into memory
-// `owner` keeps alive (online quantization).
-struct LinearWeights {
-  WeightStorage storage = WeightStorage::kBF16;
-  const void* data = nullptr;
-  int64_t n = 0;  // out features
-  int64_t k = 0;  // in features
-  std::shared_ptr<const void> owner;  // keeps `data` alive when fp8lm made it
-
-  // FP8 only: element format and the dequantization multipliers in the
-  // layout's grid (quantize.h: tensor 1, channel N, block [cdiv(N,bn), cdiv(K,bk)],
-  // group [N, cdiv(K,g)]), float32, row-major.
-  Fp8Format format = Fp8Format::kE4M3;
-  ScaleLayout scale_layout = ScaleLayout::tensor();
-  std::vector<float> scales;
-
-  std::vector<float> bias;  // empty, or N values
-
-  // FP8 only: activation quantization (kNone = W8A16).
-  ActivationQuant activation = ActivationQuant::kNone;
-  int64_t activation_group = 128;            // kDynamicGroup
-  float activation_scale_upper_bound = 0.0f; // kDynamicToken: amax clamped to this; 0 = none
-  float input_scale = 0.0f;                  // kStaticTensor: the checkpoint's input_scale
-
-  bool is_fp8() const { return storage == WeightStorage::kFP8; }
-};
-
-// High-precision weights (BF16 / F16 / F32 bytes as on disk, not copied).
-LinearWeights high_precision_weights(WeightStorage storage, const void* data, int64_t n, int64_t k);
-
-// FP8 weights as serialized in a checkpoint: `codes` (not copied) with their
-// scales (already float32 multipliers), activations as `scheme` says.
-// `input_scale` is required (> 0) when the scheme's activation is kStaticTensor.
-LinearWeights fp8_weights(const uint8_t* codes, int64_t n, int64_t k, const LinearQuantScheme& scheme,
-                          std::vector<float> scales, float input_scale = 0.0f);
-
-// Online quantization (--quantization fp8): a BF16 weight quantized at load with
-// fp8lm's quantizer, in the scheme's weight layout, float32 scales = amax / max
-// (ScaleRule::runtime, whose floor only matters for an all-zero block).
-LinearWeights quantize_weights_online(const uint16_t* bf16, int64_t n, int64_t k,
-                                      const LinearQuantScheme& scheme);
-// The same from a BF16 or float32 matrix (an F16 checkpoint is widened to float32 first).
-LinearWeights quantize_weights_online(const MatrixView& weight, const LinearQuantScheme& scheme);
-
-// Throws fp8lm::Error naming what is wrong: sizes, scale count or values,
-// bias length, activation settings, a missing static input scale.
-void validate(const LinearWeights& w);
-
 // The input quantized as the W8A8 path does it (exposed for tests and for
 // the GPU backend's comparisons). w.activation must not be kNone.
-QuantizedMatrix quantize_activations(const float* x, int64_t m, const LinearWeights& w,
+QuantizedMatrix quantize_activations(const float* x, int64_t m, const weights::LinearWeight& w,
                                      KernelChoice kernels = KernelChoice::kAuto);
 
 // Which inner loops to use (the same choice as the numerics kernels); kAuto = the
@@ -87,8 +36,9 @@ QuantizedMatrix quantize_activations(const float* x, int64_t m, const LinearWeig
 const LinearKernels& select_linear_kernels(KernelChoice choice);
 
 // y[m, n] = x[m, k] · Wᵀ + bias. x has m·K floats, y has m·N floats (overwritten).
-// pool may be null (single thread). Throws fp8lm::Error on bad sizes or weights.
-void linear(std::span<const float> x, int64_t m, const LinearWeights& w, std::span<float> y,
+// pool may be null (single thread). Throws fp8lm::Error on bad sizes or weights
+// (weights::validate).
+void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w, std::span<float> y,
             ThreadPool* pool = nullptr, KernelChoice kernels = KernelChoice::kAuto);
 
 }  // namespace fp8lm::cpu

@@ -11,10 +11,9 @@
 #include <string_view>
 
 #include "numerics/fp8_format.h"
+#include "weights/element_type.h"
 
 namespace fp8lm::cpu {
-
-enum class WeightStorage : uint8_t { kF32, kBF16, kF16, kFP8 };
 
 // out[i][j] = Σ_{k < len} x[i·ldx + k] · w[j·ldw + k], for i < MR, j < NR;
 // out is row-major MR × NR.
@@ -25,8 +24,8 @@ inline constexpr int kMaxTile = 4;  // largest MR and NR any table provides
 
 struct LinearKernels {
   std::string_view name;
-  // out[i] = float(src[i]) for BF16 / F16 / F32 storage.
-  void (*to_float)(const void* src, WeightStorage storage, int64_t n, float* out);
+  // out[i] = float(src[i]) for BF16 / F16 / F32 elements (never asked for FP8).
+  void (*to_float)(const void* src, ElementType element, int64_t n, float* out);
   // out[i] = fp8_to_float(codes[i]) × scale (exactly the numerics dequantize for
   // finite codes; NaN codes are not expected in weights or saturated activations).
   void (*fp8_to_float)(const uint8_t* codes, int64_t n, Fp8Format format, float scale, float* out);
@@ -39,9 +38,6 @@ struct LinearKernels {
 const LinearKernels& linear_kernels_scalar();
 const LinearKernels* linear_kernels_avx2();    // nullptr if not built or not on this CPU
 const LinearKernels* linear_kernels_avx512();  // nullptr if not built or not on this CPU
-
-// IEEE half -> float, exact (every half is a float).
-float f16_to_float(uint16_t h);
 
 }  // namespace fp8lm::cpu
 

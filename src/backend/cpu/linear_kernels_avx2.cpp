@@ -9,14 +9,14 @@
 namespace fp8lm::cpu {
 namespace {
 
-void to_float(const void* src, WeightStorage storage, int64_t n, float* out) {
-  if (storage == WeightStorage::kF32) {
+void to_float(const void* src, ElementType element, int64_t n, float* out) {
+  if (element == ElementType::kF32) {
     std::memcpy(out, src, size_t(n) * sizeof(float));
     return;
   }
   const auto* p = static_cast<const uint16_t*>(src);
   int64_t i = 0;
-  if (storage == WeightStorage::kBF16) {
+  if (element == ElementType::kBF16) {
     for (; i + 8 <= n; i += 8) {
       const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
       _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));

@@ -9,14 +9,14 @@
 namespace fp8lm::cpu {
 namespace {
 
-void to_float(const void* src, WeightStorage storage, int64_t n, float* out) {
-  if (storage == WeightStorage::kF32) {
+void to_float(const void* src, ElementType element, int64_t n, float* out) {
+  if (element == ElementType::kF32) {
     std::memcpy(out, src, size_t(n) * sizeof(float));
     return;
   }
   const auto* p = static_cast<const uint16_t*>(src);
   int64_t i = 0;
-  if (storage == WeightStorage::kBF16) {
+  if (element == ElementType::kBF16) {
     for (; i + 16 <= n; i += 16) {
       const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
       _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "backend/cpu/kv_cache.h"
-#include "backend/cpu/linear.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_ops_kernels.h"
@@ -50,18 +49,18 @@ const T& as(const backend::Weight& w, const char* what) {
 }
 
 // High-precision weights as BF16 bytes on the host (BF16 as is; F16 / F32 rounded to nearest even).
-std::vector<uint16_t> to_bf16_host(const cpu::LinearWeights& w) {
+// The conversion to float32 is exact, so the scalar loop gives the bits a vector one would.
+std::vector<uint16_t> to_bf16_host(const weights::LinearWeight& w) {
   const int64_t count = w.n * w.k;
   std::vector<uint16_t> out(static_cast<size_t>(count));
-  if (w.storage == cpu::WeightStorage::kBF16) {
+  if (w.element == ElementType::kBF16) {
     std::memcpy(out.data(), w.data, size_t(count) * 2);
     return out;
   }
-  const cpu::LinearKernels& kern = cpu::select_linear_kernels(KernelChoice::kAuto);
-  const int64_t width = w.storage == cpu::WeightStorage::kF32 ? 4 : 2;
+  const int64_t width = int64_t(element_bytes(w.element));
   std::vector<float> row(static_cast<size_t>(w.k));
   for (int64_t r = 0; r < w.n; ++r) {
-    kern.to_float(static_cast<const std::byte*>(w.data) + r * w.k * width, w.storage, w.k, row.data());
+    to_float(static_cast<const std::byte*>(w.data) + r * w.k * width, w.element, w.k, row.data());
     for (int64_t i = 0; i < w.k; ++i) out[size_t(r * w.k + i)] = float_to_bf16(row[size_t(i)]);
   }
   return out;
@@ -206,7 +205,7 @@ struct CudaOps::Impl {
   void* host_out = nullptr;
   size_t host_out_bytes = 0;
 
-  std::map<const model::RopeTable*, DeviceBuffer> rope_freqs;
+  std::map<const RopeTable*, DeviceBuffer> rope_freqs;
 
   struct Graph {
     int seen = 0;
@@ -386,8 +385,8 @@ std::unique_ptr<backend::Weight> CudaOps::upload_vector(std::vector<float> value
   return w;
 }
 
-std::unique_ptr<backend::Weight> CudaOps::upload_embedding(const cpu::LinearWeights& t) {
-  cpu::validate(t);
+std::unique_ptr<backend::Weight> CudaOps::upload_embedding(const weights::LinearWeight& t) {
+  weights::validate(t);
   auto e = std::make_unique<EmbeddingWeight>();
   e->vocab = t.n;
   e->dim = t.k;
@@ -395,7 +394,7 @@ std::unique_ptr<backend::Weight> CudaOps::upload_embedding(const cpu::LinearWeig
     if (t.scale_layout.granularity != Granularity::kChannel)
       throw Error("cuda ops: an FP8 embedding table needs one scale per row");
     e->fp8 = true;
-    e->format = t.format;
+    e->format = t.format();
     e->table = upload(impl_->allocator, static_cast<const uint8_t*>(t.data), size_t(t.n * t.k), impl_->stream);
     e->row_scales = upload(impl_->allocator, t.scales.data(), t.scales.size(), impl_->stream);
   } else {
@@ -405,8 +404,8 @@ std::unique_ptr<backend::Weight> CudaOps::upload_embedding(const cpu::LinearWeig
   return e;
 }
 
-std::unique_ptr<backend::Weight> CudaOps::upload_linear(const cpu::LinearWeights& w) {
-  cpu::validate(w);
+std::unique_ptr<backend::Weight> CudaOps::upload_linear(const weights::LinearWeight& w) {
+  weights::validate(w);
   auto l = std::make_unique<LinearWeight>();
   l->n = w.n;
   l->k = w.k;
@@ -424,7 +423,7 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear(const cpu::LinearWeights
     l->gemm_possible = true;
     return l;
   }
-  if (w.format != Fp8Format::kE4M3) throw Error("cuda ops: FP8 weights must be E4M3 (the tensor cores' format)");
+  if (w.element != ElementType::kE4M3) throw Error("cuda ops: FP8 weights must be E4M3 (the tensor cores' format)");
   l->fp8 = true;
   l->w = upload(a, static_cast<const uint8_t*>(w.data), size_t(w.n * w.k), s);
   l->w_scale = upload(a, w.scales.data(), w.scales.size(), s);
@@ -490,15 +489,13 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear(const cpu::LinearWeights
   return l;
 }
 
-std::unique_ptr<backend::Weight> CudaOps::upload_fused_linear(std::span<const cpu::LinearWeights> parts) {
+std::unique_ptr<backend::Weight> CudaOps::upload_fused_linear(std::span<const weights::LinearWeight> parts) {
   if (parts.size() < 2) return nullptr;
-  const cpu::LinearWeights& first = parts[0];
-  int64_t n = 0;
-  bool any_bias = false;
-  for (const cpu::LinearWeights& p : parts) {
-    cpu::validate(p);
-    const bool same = p.k == first.k && p.storage == first.storage && p.is_fp8() == first.is_fp8() &&
-                      (!p.is_fp8() || (p.format == first.format && p.activation == first.activation &&
+  const weights::LinearWeight& first = parts[0];
+  for (const weights::LinearWeight& p : parts) {
+    weights::validate(p);
+    const bool same = p.k == first.k && p.element == first.element &&
+                      (!p.is_fp8() || (p.activation == first.activation &&
                                        p.activation_group == first.activation_group &&
                                        p.activation_scale_upper_bound == first.activation_scale_upper_bound &&
                                        p.input_scale == first.input_scale &&
@@ -511,34 +508,9 @@ std::unique_ptr<backend::Weight> CudaOps::upload_fused_linear(std::span<const cp
     if (p.is_fp8() && p.scale_layout.granularity != Granularity::kBlock &&
         p.scale_layout.granularity != Granularity::kTensor && p.scale_layout.granularity != Granularity::kChannel)
       return nullptr;
-    n += p.n;
-    any_bias = any_bias || !p.bias.empty();
   }
   // The concatenation on the host, then one ordinary upload.
-  cpu::LinearWeights f = first;
-  f.n = n;
-  const size_t elem = first.is_fp8() ? 1 : first.storage == cpu::WeightStorage::kF32 ? 4 : 2;
-  auto bytes = std::make_shared<std::vector<std::byte>>(size_t(n * first.k) * elem);
-  size_t at = 0;
-  f.scales.clear();
-  f.bias.clear();
-  for (const cpu::LinearWeights& p : parts) {
-    const size_t size = size_t(p.n * p.k) * elem;
-    std::memcpy(bytes->data() + at, p.data, size);
-    at += size;
-    if (p.is_fp8()) {
-      if (p.scale_layout.granularity == Granularity::kTensor) f.scales.insert(f.scales.end(), size_t(p.n), p.scales[0]);
-      else f.scales.insert(f.scales.end(), p.scales.begin(), p.scales.end());  // channel [n] or block rows
-    }
-    if (any_bias) {
-      if (p.bias.empty()) f.bias.insert(f.bias.end(), size_t(p.n), 0.0f);
-      else f.bias.insert(f.bias.end(), p.bias.begin(), p.bias.end());
-    }
-  }
-  if (first.is_fp8() && first.scale_layout.granularity != Granularity::kBlock) f.scale_layout = ScaleLayout::channel();
-  f.data = bytes->data();
-  f.owner = bytes;
-  return upload_linear(f);
+  return upload_linear(weights::concat_rows(parts));
 }
 
 std::unique_ptr<backend::KvCache> CudaOps::make_kv_cache(const backend::KvCacheShape& shape,
@@ -742,7 +714,7 @@ void CudaOps::add(Tensor acc, Tensor x) {
   cuda::add(B(acc), B(x), acc.rows * acc.cols, impl_->stream);
 }
 
-void CudaOps::rope_qk(Tensor q, Tensor k, int64_t head_dim, const model::RopeTable& rope) {
+void CudaOps::rope_qk(Tensor q, Tensor k, int64_t head_dim, const RopeTable& rope) {
   OpTimer timer(*impl_, "rope_qk", q.rows);
   if (rope.rotary_dim() != head_dim || q.cols % head_dim != 0 || k.cols % head_dim != 0 || q.rows != k.rows ||
       q.rows != impl_->batch.num_rows)
@@ -980,7 +952,7 @@ void CudaOps::device_memory(size_t& free_bytes, size_t& total_bytes) const {
 std::optional<backend::MemoryInfo> CudaOps::memory_info() const {
   size_t free_bytes = 0, total_bytes = 0;
   device_memory(free_bytes, total_bytes);
-  return backend::MemoryInfo{free_bytes, total_bytes};
+  return backend::MemoryInfo{free_bytes, total_bytes, impl_->allocator.stats().peak_bytes_reserved};
 }
 
 uint64_t CudaOps::keep_step_scratch() {

@@ -53,15 +53,15 @@ class CudaOps final : public backend::Ops {
 
   std::string name() const override;
 
-  std::unique_ptr<backend::Weight> upload_linear(const cpu::LinearWeights& w) override;
+  std::unique_ptr<backend::Weight> upload_linear(const weights::LinearWeight& w) override;
   std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
-  std::unique_ptr<backend::Weight> upload_embedding(const cpu::LinearWeights& table) override;
+  std::unique_ptr<backend::Weight> upload_embedding(const weights::LinearWeight& table) override;
   // Fuses parts of one scheme (BF16, or FP8 with the same activation
   // quantization and format): weights concatenated along the output rows;
   // per-tensor weight scales become per-channel rows (the same multipliers);
   // block scales need every part's rows to be a multiple of 128; static input
   // scales must be equal. Otherwise nullptr (the model uploads them one by one).
-  std::unique_ptr<backend::Weight> upload_fused_linear(std::span<const cpu::LinearWeights> parts) override;
+  std::unique_ptr<backend::Weight> upload_fused_linear(std::span<const weights::LinearWeight> parts) override;
   std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
                                                   std::vector<backend::KvLayerFormat> layers) override;
 
@@ -78,7 +78,7 @@ class CudaOps final : public backend::Ops {
   void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
   void add(backend::Tensor acc, backend::Tensor x) override;
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
-  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const model::RopeTable& rope) override;
+  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) override;
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
   void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out) override;
   void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_helpers.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {
@@ -145,11 +146,6 @@ __device__ __forceinline__ T& pick(T& a, T& b) {
 __device__ __forceinline__ uint32_t codes_to_f16x2(uint32_t pair) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
   return uint32_t(h.x) | (uint32_t(h.y) << 16);
-}
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
 }
 
 // Stages the block's activations (K range [kbase, kbase + klen)) in shared memory as 16-bit

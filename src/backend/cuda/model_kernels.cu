@@ -37,6 +37,7 @@
 #include <utility>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
 #include "common/error.h"
 #include "numerics/silu.h"
@@ -54,7 +55,6 @@ ModelKernelTuning& model_kernel_tuning() {
 
 namespace {
 
-constexpr uint16_t kBf16Nan = 0x7FC0;
 constexpr int kNormMaxThreads = 512;       // launch bound of the register row-norm kernel
 constexpr int kNormStreamThreads = 1024;   // and of the streaming one
 constexpr int kHeadNormThreads = 128;
@@ -64,75 +64,6 @@ constexpr int kElementwiseThreads = 128;  // small CTAs: a decode-sized array sp
 constexpr int kArgmaxMaxThreads = 512;
 constexpr int kArgmaxMaxCluster = 8;       // the portable cluster size
 constexpr int kMaxHeadDim = 1024;
-
-// ---- element helpers -------------------------------------------------------------
-
-// float -> BF16 bits exactly as fp8lm::float_to_bf16 (RNE, every NaN 0x7FC0).
-__device__ __forceinline__ uint32_t bf16_bits(float f) {
-  const uint32_t b = __float_as_uint(f);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return kBf16Nan;
-  return (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
-}
-
-__device__ __forceinline__ float round_bf16(float f) { return __uint_as_float(bf16_bits(f) << 16); }
-
-// n (≤ 8) consecutive elements at p into v, zeros after them; kVec: all 8, one 16-byte load.
-template <bool kVec>
-__device__ __forceinline__ void load8(const uint16_t* p, int n, float (&v)[8]) {
-  if constexpr (kVec) {
-    const uint4 r = *reinterpret_cast<const uint4*>(p);
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[2 * j] = __uint_as_float(w[j] << 16);
-      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = j < n ? bf16_bits_to_float(p[j]) : 0.0f;
-  }
-}
-
-template <bool kVec>
-__device__ __forceinline__ void load8(const float* p, int n, float (&v)[8]) {
-  if constexpr (kVec) {
-    const float4 a = reinterpret_cast<const float4*>(p)[0];
-    const float4 b = reinterpret_cast<const float4*>(p)[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = j < n ? p[j] : 0.0f;
-  }
-}
-
-// The first n (≤ 8) values rounded to BF16 at p; kVec: all 8, one 16-byte store.
-template <bool kVec>
-__device__ __forceinline__ void store8(uint16_t* p, int n, const float (&v)[8]) {
-  if constexpr (kVec) {
-    uint4 r;
-    r.x = bf16_bits(v[0]) | (bf16_bits(v[1]) << 16);
-    r.y = bf16_bits(v[2]) | (bf16_bits(v[3]) << 16);
-    r.z = bf16_bits(v[4]) | (bf16_bits(v[5]) << 16);
-    r.w = bf16_bits(v[6]) | (bf16_bits(v[7]) << 16);
-    *reinterpret_cast<uint4*>(p) = r;
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (j < n) p[j] = static_cast<uint16_t>(bf16_bits(v[j]));
-  }
-}
-
-template <bool kVec>
-__device__ __forceinline__ void store8(float* p, int n, const float (&v)[8]) {
-  if constexpr (kVec) {
-    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (j < n) p[j] = v[j];
-  }
-}
 
 // ---- RMSNorm arithmetic -------------------------------------------------------------
 

@@ -51,9 +51,8 @@ void gather_rows(const __nv_bfloat16* x, int64_t cols, const int32_t* rows_idx, 
 // Σx² is accumulated in double, as the CPU does: the squares of BF16 values are
 // exact in double and so is their sum while a row's squares span < 2^53 (any
 // realistic activation row), which makes the result independent of the
-// summation order and bit-identical to the CPU (and to quant_kernels'
-// rms_norm_quantize_fp8 of the same row). FP64 is half-rate on Hopper and the
-// reduction is one value per thread, so double costs nothing measurable here.
+// summation order and bit-identical to the CPU. FP64 is half-rate on Hopper and
+// the reduction is one value per thread, so double costs nothing measurable here.
 // One CTA per row; rows of up to 32,768 are held in registers,
 // longer ones are re-read.
 void rms_norm(const __nv_bfloat16* x, const float* w, float eps, int64_t rows, int64_t cols, __nv_bfloat16* out,

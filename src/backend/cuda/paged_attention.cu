@@ -38,6 +38,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
 #include "common/error.h"
 
@@ -71,7 +72,7 @@ struct Raw8 {
 };
 
 template <KvElement E>
-__device__ __forceinline__ Raw8 load8(const void* base, int64_t element) {
+__device__ __forceinline__ Raw8 load_raw8(const void* base, int64_t element) {
   Raw8 r;
   if constexpr (E == KvElement::kF32) {
     const auto* p = reinterpret_cast<const uint4*>(static_cast<const float*>(base) + element);
@@ -141,7 +142,7 @@ struct StoreArgs {
 };
 
 template <KvElement E>
-__device__ __forceinline__ void store8(void* cache, int64_t at, const __nv_bfloat16* src, float scale) {
+__device__ __forceinline__ void store_kv8(void* cache, int64_t at, const __nv_bfloat16* src, float scale) {
   const uint4 x = __ldg(reinterpret_cast<const uint4*>(src));
   if constexpr (E == KvElement::kBF16) {
     *reinterpret_cast<uint4*>(static_cast<uint16_t*>(cache) + at) = x;
@@ -183,8 +184,8 @@ __global__ void __launch_bounds__(256) store_kv_kernel(const StoreArgs a) {
   const int h = c / per_head, d = (c % per_head) * 8;
   const int64_t at = ((block * a.num_kv_heads + h) * a.block_size + pos % a.block_size) * a.head_dim + d;
   const int64_t src = row * per_row * 8 + int64_t(c) * 8;
-  store8<E>(a.k_cache, at, a.k + src, a.k_scale);
-  store8<E>(a.v_cache, at, a.v + src, a.v_scale);
+  store_kv8<E>(a.k_cache, at, a.k + src, a.k_scale);
+  store_kv8<E>(a.v_cache, at, a.v + src, a.v_scale);
 }
 
 // ---- Decode / SIMT attention ---------------------------------------------------------------
@@ -314,7 +315,7 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
     for (int gi = 0; gi < GC; ++gi) {
       Raw8 r;
       if (hc + gi < a.group && c < chunks)
-        r = load8<KvElement::kBF16>(a.q, row * q_stride + (int64_t(kvh) * a.group + hc + gi) * hd + c * 8);
+        r = load_raw8<KvElement::kBF16>(a.q, row * q_stride + (int64_t(kvh) * a.group + hc + gi) * hd + c * 8);
       to_float8<KvElement::kBF16>(r, q[gi]);
     }
     float acc[GC][8];
@@ -338,12 +339,12 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int kk = base + u * kKeysPerPass + grp;
-          if (kk < nk && c < chunks) r[u] = load8<E>(a.k, key_at(j0 + kk));
+          if (kk < nk && c < chunks) r[u] = load_raw8<E>(a.k, key_at(j0 + kk));
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int kk = base + u * kKeysPerPass + grp;
-          if (kk < nk && c < chunks) vr[u] = load8<E>(a.v, key_at(j0 + kk));
+          if (kk < nk && c < chunks) vr[u] = load_raw8<E>(a.v, key_at(j0 + kk));
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -516,20 +517,6 @@ struct FlashSmem {
   static constexpr int kConv = kStages + 4 * kStage;        // FP8: the expanded K, V tiles
   static constexpr int kBytes = kConv + (kFp8 ? 2 * kTile : 0);
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global → shared, bypassing L1; src_bytes = 0 writes zeros (nothing is read).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -987,6 +974,8 @@ void launch_rows_any(KvElement e, const RowArgs& a, unsigned blocks, cudaStream_
     case KvElement::kBF16: launch_rows_tg<KvElement::kBF16>(a, blocks, stream); break;
     case KvElement::kE4M3: launch_rows_tg<KvElement::kE4M3>(a, blocks, stream); break;
     case KvElement::kE5M2: launch_rows_tg<KvElement::kE5M2>(a, blocks, stream); break;
+    // check_layer has refused any other element; a new one is refused here too, never skipped.
+    default: fail("paged attention", "unknown kv element type " + std::to_string(int(e)));
   }
 }
 
@@ -1008,6 +997,7 @@ void launch_flash_e(KvElement e, const FlashArgs& a, unsigned blocks, cudaStream
     case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3, kKeySplit>(a, blocks, stream); break;
     case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2, kKeySplit>(a, blocks, stream); break;
     case KvElement::kF32: fail("paged attention", "no tensor-core path for an f32 cache");
+    default: fail("paged attention", "no tensor-core path for kv element type " + std::to_string(int(e)));
   }
 }
 
@@ -1065,6 +1055,7 @@ void store_kv(const __nv_bfloat16* k, const __nv_bfloat16* v, const DeviceAttent
     case KvElement::kBF16: store_kv_kernel<KvElement::kBF16><<<grid, kThreads, 0, stream>>>(a); break;
     case KvElement::kE4M3: store_kv_kernel<KvElement::kE4M3><<<grid, kThreads, 0, stream>>>(a); break;
     case KvElement::kE5M2: store_kv_kernel<KvElement::kE5M2><<<grid, kThreads, 0, stream>>>(a); break;
+    default: fail(op, "unknown kv element type " + std::to_string(int(layer.element)));  // see launch_rows_any
   }
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }

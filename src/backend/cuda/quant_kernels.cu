@@ -1,5 +1,5 @@
-// FP8 activation quantization and the fused RMSNorm / SiLU·mul → FP8 kernels
-// (quant_kernels.h). Bit-exactness with the CPU reference rests on:
+// FP8 activation quantization (quant_kernels.h). Bit-exactness with the CPU
+// reference rests on:
 //   * every float operation an explicit _rn intrinsic (nvcc contracts a·b + c
 //     into an FMA by default, and a plain `/` may be built approximate);
 //   * amax over |x| ignoring NaN (fmaxf), combined by max, which is exact and
@@ -8,22 +8,21 @@
 //   * device_float_to_fp8 (saturating RNE with the NaN's sign, fp8_convert.cuh).
 //
 // One block per row ("row kernels"): the block loads the row (8 elements per
-// thread and vector: one 16-byte load for BF16), computes the values (plain,
-// RMSNorm or SiLU·mul), reduces amax per scale cell in shared memory, turns the
-// amaxes into scales, then divides and stores the codes. Rows of up to
-// max_threads × 64 elements stay in registers between the passes; longer rows
-// are recomputed from memory in each pass (the "streaming" kernel). Per-tensor
-// scales take two launches over the data: amax (atomicMax on the float bits,
-// exact since |x| ≥ 0) and, after a one-thread kernel has made the scale, the
-// static-scale pass.
+// thread and vector: one 16-byte load for BF16), reduces amax per scale cell in
+// shared memory, turns the amaxes into scales, then divides and stores the
+// codes. Rows of up to max_threads × 64 elements stay in registers between the
+// passes; longer rows are re-read from memory in each pass (the "streaming"
+// kernel). Per-tensor scales take two launches over the data: amax (atomicMax
+// on the float bits, exact since |x| ≥ 0) and, after a one-thread kernel has
+// made the scale, the static-scale pass.
 #include "backend/cuda/quant_kernels.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <cstdint>
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
 #include "numerics/silu.h"
 #include "common/error.h"
@@ -81,71 +80,6 @@ struct RowParams {
 
 // ---- element helpers -------------------------------------------------------------
 
-template <bool kVec>
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, int n, float (&v)[8]) {
-  if constexpr (kVec) {
-    const uint4 r = *reinterpret_cast<const uint4*>(p);
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[2 * j] = __uint_as_float(w[j] << 16);
-      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-    }
-  } else {
-    const auto* u = reinterpret_cast<const uint16_t*>(p);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = j < n ? bf16_bits_to_float(u[j]) : 0.0f;
-  }
-}
-
-template <bool kVec>
-__device__ __forceinline__ void load8(const float* p, int n, float (&v)[8]) {
-  if constexpr (kVec) {
-    const float4 a = reinterpret_cast<const float4*>(p)[0];
-    const float4 b = reinterpret_cast<const float4*>(p)[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = j < n ? p[j] : 0.0f;
-  }
-}
-
-// float -> BF16 bits exactly as fp8lm::float_to_bf16 (RNE, every NaN 0x7FC0).
-__device__ __forceinline__ uint32_t bf16_bits(float f) {
-  const uint32_t b = __float_as_uint(f);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0u;
-  return (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
-}
-
-template <bool kVec>
-__device__ __forceinline__ void store8(__nv_bfloat16* p, int n, const float (&v)[8]) {
-  if constexpr (kVec) {
-    uint4 r;
-    r.x = bf16_bits(v[0]) | (bf16_bits(v[1]) << 16);
-    r.y = bf16_bits(v[2]) | (bf16_bits(v[3]) << 16);
-    r.z = bf16_bits(v[4]) | (bf16_bits(v[5]) << 16);
-    r.w = bf16_bits(v[6]) | (bf16_bits(v[7]) << 16);
-    *reinterpret_cast<uint4*>(p) = r;
-  } else {
-    auto* u = reinterpret_cast<uint16_t*>(p);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (j < n) u[j] = static_cast<uint16_t>(bf16_bits(v[j]));
-  }
-}
-
-template <bool kVec>
-__device__ __forceinline__ void store8(float* p, int n, const float (&v)[8]) {
-  if constexpr (kVec) {
-    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (j < n) p[j] = v[j];
-  }
-}
-
 // code = fp8(clamp(v / s)). A NaN keeps its sign (CUDA's division would make
 // it the positive canonical NaN); a NaN made by the division itself (±inf /
 // inf) becomes x86's default NaN 0xFFC00000, as the CPU reference's divss.
@@ -167,88 +101,18 @@ __device__ __forceinline__ float scale_from_amax(float amax, const RowParams& p)
   return s;
 }
 
-// ---- the value producers ------------------------------------------------------------
+// ---- the value producer ------------------------------------------------------------
 
+// The kernels read a row's values through an Op (load), so that an op that
+// computes them on the fly (a fused RMSNorm or SiLU·mul) can reuse them.
 template <typename T>
 struct PlainOp {
-  static constexpr bool kRms = false;
   const T* x;
   template <bool kVec>
   __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
     load8<kVec>(x + row * k + e0, k - e0, v);
   }
 };
-
-template <typename T>
-struct SiluMulOp {
-  static constexpr bool kRms = false;
-  const T* gate;
-  const T* up;
-  template <bool kVec>
-  __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
-    float g[8], u[8];
-    load8<kVec>(gate + row * k + e0, k - e0, g);
-    load8<kVec>(up + row * k + e0, k - e0, u);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = silu_mul_f32(g[j], u[j]);
-  }
-};
-
-template <typename T>
-struct RmsNormOp {
-  static constexpr bool kRms = true;
-  const T* x;
-  const T* w;
-  float eps;
-  T* y_out;  // may be null
-  template <bool kVec>
-  __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
-    load8<kVec>(x + row * k + e0, k - e0, v);
-  }
-  // v = w · (x · inv)
-  template <bool kVec>
-  __device__ __forceinline__ void apply(int k, int e0, float inv, float (&v)[8]) const {
-    float wv[8];
-    load8<kVec>(w + e0, k - e0, wv);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(wv[j], __fmul_rn(v[j], inv));
-  }
-  template <bool kVec>
-  __device__ __forceinline__ void store_y(int64_t row, int k, int e0, const float (&v)[8]) const {
-    if (y_out != nullptr) store8<kVec>(y_out + row * k + e0, k - e0, v);
-  }
-};
-
-// 1 / sqrt(float(sum / k) + eps), as cpu_ops' rms_row.
-__device__ __forceinline__ float rms_inv(double sum, int k, float eps) {
-  const float mean = __double2float_rn(__ddiv_rn(sum, static_cast<double>(k)));
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-}
-
-__device__ __forceinline__ double sum_squares(const float (&v)[8], double acc) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const double d = static_cast<double>(v[j]);
-    acc = __fma_rn(d, d, acc);  // d² is exact in double: the same as acc + d·d
-  }
-  return acc;
-}
-
-// Sum over the block in a fixed order; every thread gets the total.
-__device__ double block_sum(double v, double* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double s = 0.0;
-    for (int i = 0; i < int(blockDim.x / 32); ++i) s = __dadd_rn(s, red[i]);
-    red[32] = s;
-  }
-  __syncthreads();
-  return red[32];
-}
 
 // Adds a vector's |v| to the amax of its cell(s). Called by every lane of the
 // warp (the pre-reduction shuffles); elements at or beyond k are left out.
@@ -366,7 +230,6 @@ __device__ __forceinline__ bool make_scales(int64_t row, const RowParams& p, uns
 template <int VPT, bool kVec, class Op>
 __global__ void __launch_bounds__(kRegisterMaxThreads) row_kernel(Op op, RowParams p) {
   extern __shared__ unsigned cells[];
-  __shared__ double red[33];
   const int64_t row = blockIdx.x;
   for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) cells[c] = 0u;
 
@@ -381,17 +244,6 @@ __global__ void __launch_bounds__(kRegisterMaxThreads) row_kernel(Op op, RowPara
       for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
     }
   }
-  if constexpr (Op::kRms) {
-    double ss = 0.0;
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) ss = sum_squares(v[i], ss);
-    const float inv = rms_inv(block_sum(ss, red), p.k, op.eps);
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
-      if (e0 < p.k) op.template apply<kVec>(p.k, e0, inv, v[i]);
-    }
-  }
   __syncthreads();
   if (p.mode != Mode::kStatic) {
 #pragma unroll
@@ -403,19 +255,15 @@ __global__ void __launch_bounds__(kRegisterMaxThreads) row_kernel(Op op, RowPara
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
-    if (e0 < p.k) {
-      store_codes<kVec>(v[i], row, e0, p, cells, s0);
-      if constexpr (Op::kRms) op.template store_y<kVec>(row, p.k, e0, v[i]);
-    }
+    if (e0 < p.k) store_codes<kVec>(v[i], row, e0, p, cells, s0);
   }
 }
 
 // Long rows: each pass re-reads (and recomputes) the row's values.
 template <bool kVec, class Op>
-__device__ __forceinline__ void compute_vector(const Op& op, int64_t row, int k, int e0, float inv, float (&v)[8]) {
+__device__ __forceinline__ void compute_vector(const Op& op, int64_t row, int k, int e0, float (&v)[8]) {
   if (e0 < k) {
     op.template load<kVec>(row, k, e0, v);
-    if constexpr (Op::kRms) op.template apply<kVec>(k, e0, inv, v);
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = 0.0f;
@@ -425,25 +273,14 @@ __device__ __forceinline__ void compute_vector(const Op& op, int64_t row, int k,
 template <bool kVec, class Op>
 __global__ void __launch_bounds__(kStreamingThreads) row_kernel_streaming(Op op, RowParams p) {
   extern __shared__ unsigned cells[];
-  __shared__ double red[33];
   const int64_t row = blockIdx.x;
   for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) cells[c] = 0u;
-  float inv = 0.0f;
-  if constexpr (Op::kRms) {
-    double ss = 0.0;
-    for (int vi = threadIdx.x; vi < p.nv; vi += blockDim.x) {
-      float v[8];
-      op.template load<kVec>(row, p.k, vi * 8, v);
-      ss = sum_squares(v, ss);
-    }
-    inv = rms_inv(block_sum(ss, red), p.k, op.eps);
-  }
   __syncthreads();
   if (p.mode != Mode::kStatic) {
     for (int base = 0; base < p.nv; base += blockDim.x) {  // all lanes iterate: amax_vector shuffles
       const int e0 = (base + int(threadIdx.x)) * 8;
       float v[8];
-      compute_vector<kVec>(op, row, p.k, e0, inv, v);
+      compute_vector<kVec>(op, row, p.k, e0, v);
       amax_vector<kVec>(v, e0, p, cells);
     }
   }
@@ -452,9 +289,8 @@ __global__ void __launch_bounds__(kStreamingThreads) row_kernel_streaming(Op op,
   if (!make_scales(row, p, cells, s0)) return;
   for (int vi = threadIdx.x; vi < p.nv; vi += blockDim.x) {
     float v[8];
-    compute_vector<kVec>(op, row, p.k, vi * 8, inv, v);
+    compute_vector<kVec>(op, row, p.k, vi * 8, v);
     store_codes<kVec>(v, row, vi * 8, p, cells, s0);
-    if constexpr (Op::kRms) op.template store_y<kVec>(row, p.k, vi * 8, v);
   }
 }
 
@@ -579,15 +415,15 @@ RowParams make_params(const char* op, int64_t m, int64_t k, const Fp8ActQuant& q
 
 // Runs the row kernels as q says; per-tensor dynamic takes the amax pass first.
 template <class Op>
-void run(const char* op_name, const Op& op, const Op& op_pass1, int64_t m, int64_t k, const Fp8ActQuant& q,
-         uint8_t* codes, float* scales, bool vec, cudaStream_t stream) {
+void run(const char* op_name, const Op& op, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
+         float* scales, bool vec, cudaStream_t stream) {
   RowParams p = make_params(op_name, m, k, q, codes, scales);
   if (p.mode == Mode::kDynamic && q.granularity == Granularity::kTensor) {
     FP8LM_CUDA_CHECK(cudaMemsetAsync(scales, 0, sizeof(float), stream));
     RowParams a = p;
     a.mode = Mode::kAmax;
     a.amax_out = reinterpret_cast<unsigned*>(scales);
-    if (k > 0) launch_rows(op_pass1, m, a, vec, stream);
+    if (k > 0) launch_rows(op, m, a, vec, stream);
     finalize_tensor_scale<<<1, 1, 0, stream>>>(scales, p);
     FP8LM_CUDA_CHECK(cudaGetLastError());
     p.mode = Mode::kStatic;
@@ -596,11 +432,8 @@ void run(const char* op_name, const Op& op, const Op& op_pass1, int64_t m, int64
   launch_rows(op, m, p, vec, stream);
 }
 
-bool vec_ok(int64_t k, std::initializer_list<const void*> inputs, const uint8_t* codes) {
-  if (k % 8 != 0) return false;
-  for (const void* ptr : inputs)
-    if (!aligned(ptr, 16)) return false;
-  return aligned(codes, 8);
+bool vec_ok(int64_t k, const void* x, const uint8_t* codes) {
+  return k % 8 == 0 && aligned(x, 16) && aligned(codes, 8);
 }
 
 template <typename T>
@@ -608,28 +441,11 @@ void quantize_impl(const T* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8
                    cudaStream_t stream, const char* name) {
   if (m * k > 0 && x == nullptr) fail(name, "x is null");
   const PlainOp<T> op{x};
-  run(name, op, op, m, k, q, codes, scales, vec_ok(k, {x}, codes), stream);
+  run(name, op, m, k, q, codes, scales, vec_ok(k, x, codes), stream);
 }
 
-template <typename T>
-void rms_impl(const T* x, const T* weight, float eps, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
-              float* scales, cudaStream_t stream, T* y_out) {
-  constexpr const char* name = "rms_norm_quantize_fp8";
-  if (m * k > 0 && (x == nullptr || weight == nullptr)) fail(name, "x or weight is null");
-  const RmsNormOp<T> op{x, weight, eps, y_out};
-  const RmsNormOp<T> pass1{x, weight, eps, nullptr};
-  run(name, op, pass1, m, k, q, codes, scales, vec_ok(k, {x, weight, y_out}, codes), stream);
-}
-
-template <typename T>
-void silu_impl(const T* gate, const T* up, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
-               float* scales, cudaStream_t stream) {
-  constexpr const char* name = "silu_mul_quantize_fp8";
-  if (m * k > 0 && (gate == nullptr || up == nullptr)) fail(name, "gate or up is null");
-  const SiluMulOp<T> op{gate, up};
-  run(name, op, op, m, k, q, codes, scales, vec_ok(k, {gate, up}, codes), stream);
-}
-
+// silu.h's device side on its own, for test_cuda_quant only (detail::exp_f32_bit_range,
+// detail::silu_mul_f32_array): the model's SiLU·mul is model_kernels' silu_mul.
 __global__ void exp_bit_range_kernel(uint32_t first, size_t n, float* out) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float x = __uint_as_float(first + uint32_t(i));
@@ -688,28 +504,6 @@ void quantize_fp8_static(const float* x, int64_t m, int64_t k, const float* scal
   Fp8ActQuant q = Fp8ActQuant::static_tensor(scale);
   q.format = format;
   quantize_impl(x, m, k, q, codes, nullptr, stream, "quantize_fp8_static");
-}
-
-void rms_norm_quantize_fp8(const __nv_bfloat16* x, const __nv_bfloat16* weight, float eps, int64_t m, int64_t k,
-                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream,
-                           __nv_bfloat16* y_out) {
-  rms_impl(x, weight, eps, m, k, q, codes, scales, stream, y_out);
-}
-
-void rms_norm_quantize_fp8(const float* x, const float* weight, float eps, int64_t m, int64_t k,
-                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream,
-                           float* y_out) {
-  rms_impl(x, weight, eps, m, k, q, codes, scales, stream, y_out);
-}
-
-void silu_mul_quantize_fp8(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t m, int64_t k,
-                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream) {
-  silu_impl(gate, up, m, k, q, codes, scales, stream);
-}
-
-void silu_mul_quantize_fp8(const float* gate, const float* up, int64_t m, int64_t k, const Fp8ActQuant& q,
-                           uint8_t* codes, float* scales, cudaStream_t stream) {
-  silu_impl(gate, up, m, k, q, codes, scales, stream);
 }
 
 }  // namespace fp8lm::cuda

@@ -1,7 +1,6 @@
-// FP8 quantization of activations on the GPU, and the fused ops that feed the
-// FP8 GEMMs: RMSNorm → FP8 and SiLU·mul → FP8. Every FP8 byte and every scale
-// is bit-identical to the CPU reference (numerics/quantize.h, as
-// cpu::quantize_activations calls it; docs/numerics.md):
+// FP8 quantization of activations on the GPU, the input side of the FP8 GEMMs.
+// Every FP8 byte and every scale is bit-identical to the CPU reference
+// (numerics/quantize.h, as cpu::quantize_activations calls it; docs/numerics.md):
 //
 //   kTensor  dynamic, one scale          ScaleRule::runtime   scales [1]
 //   kToken   dynamic, one scale per row  ScaleRule::runtime   scales [m]   (kChannel: the same)
@@ -31,7 +30,7 @@
 
 namespace fp8lm::cuda {
 
-// How an activation is quantized (the GPU side of cpu::LinearWeights::activation).
+// How an activation is quantized (the GPU side of weights::LinearWeight::activation).
 struct Fp8ActQuant {
   Granularity granularity = Granularity::kToken;  // kTensor, kToken (= kChannel) or kGroup
   int64_t group_size = 128;                        // kGroup: elements per 1 × g cell
@@ -69,29 +68,6 @@ void quantize_fp8_static(const __nv_bfloat16* x, int64_t m, int64_t k, const flo
 void quantize_fp8_static(const float* x, int64_t m, int64_t k, const float* scale,
                          uint8_t* codes, cudaStream_t stream, Fp8Format format = Fp8Format::kE4M3);
 
-// ---- RMSNorm → FP8 -------------------------------------------------------------
-// y = w · (x · inv), inv = 1 / sqrt(float(Σx² / k) + eps), Σx² accumulated in
-// double, everything else float32 — cpu_ops' rms_norm — then y (float32, not
-// rounded to BF16) quantized as q says. y_out (optional, [m, k]) receives y
-// too, BF16 rounded to nearest-even (every NaN 0x7FC0, as float_to_bf16) or
-// float32. The double sum's order differs from the CPU's sequential one; it is
-// exact for BF16 inputs whose squares span < 2^53, and otherwise changes the float
-// mean only when it lies within ~1e-13 of a float rounding boundary.
-void rms_norm_quantize_fp8(const __nv_bfloat16* x, const __nv_bfloat16* weight, float eps, int64_t m,
-                           int64_t k, const Fp8ActQuant& q, uint8_t* codes, float* scales,
-                           cudaStream_t stream, __nv_bfloat16* y_out = nullptr);
-void rms_norm_quantize_fp8(const float* x, const float* weight, float eps, int64_t m, int64_t k,
-                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream,
-                           float* y_out = nullptr);
-
-// ---- SiLU·mul → FP8 --------------------------------------------------------------
-// s = silu_mul_f32(gate, up) (numerics/silu.h: g / (1 + exp(-g)) · u with
-// fp8lm's reproducible exp, NaN → +qNaN), quantized as q says.
-void silu_mul_quantize_fp8(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t m, int64_t k,
-                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream);
-void silu_mul_quantize_fp8(const float* gate, const float* up, int64_t m, int64_t k,
-                           const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream);
-
 namespace detail {
 // Launch shape of the row kernels, for tests and benchmarks (not thread-safe;
 // results do not depend on it). max_threads: 32…512 threads per row; rows
@@ -104,9 +80,10 @@ struct RowKernelTuning {
 };
 RowKernelTuning& row_kernel_tuning();
 
-// The device side of silu.h on its own, for the tests: exp_f32 of the float32
-// bit patterns first … first + n − 1 (NaN patterns give +qNaN), and
-// silu_mul_f32 element by element.
+// The device side of silu.h on its own, called by test_cuda_quant only (the
+// model's SiLU·mul is model_kernels' silu_mul): exp_f32 of the float32 bit
+// patterns first … first + n − 1 (NaN patterns give +qNaN), and silu_mul_f32
+// element by element.
 void exp_f32_bit_range(uint32_t first, size_t n, float* out, cudaStream_t stream);
 void silu_mul_f32_array(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream);
 }  // namespace detail

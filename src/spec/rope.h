@@ -8,7 +8,7 @@
 
 #include "spec/model_config.h"
 
-namespace fp8lm::model {
+namespace fp8lm {
 
 class RopeTable {
  public:
@@ -28,4 +28,4 @@ class RopeTable {
   float attention_factor_ = 1.0f;
 };
 
-}  // namespace fp8lm::model
+}  // namespace fp8lm

@@ -1,4 +1,4 @@
-#include "model/rope.h"
+#include "spec/rope.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 
-namespace fp8lm::model {
+namespace fp8lm {
 namespace {
 
 // base^(2i/dim) for i < dim/2, in float32 as torch computes `base ** (arange(0, dim, 2).float() / dim)`.
@@ -103,4 +103,4 @@ void RopeTable::cos_sin(int64_t position, float* cos_out, float* sin_out) const 
   }
 }
 
-}  // namespace fp8lm::model
+}  // namespace fp8lm
