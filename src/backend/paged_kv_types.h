@@ -6,11 +6,16 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
+
+#include "weights/element_type.h"
 
 namespace fp8lm::backend {
 
-// Element type of one layer's KV cache, and its dequantization multipliers.
-enum class KvElement : uint8_t { kF32, kBF16, kE4M3, kE5M2 };
+// Element type of one layer's KV cache: fp8lm's one element type. A cache
+// layer stores F32, BF16, E4M3 or E5M2; validate_kv refuses F16.
+using KvElement = ElementType;
+// One layer's element type and its dequantization multipliers.
 struct KvLayerFormat {
   KvElement element = KvElement::kBF16;
   float k_scale = 1.0f;  // FP8 only: real ≈ code × scale
@@ -23,6 +28,15 @@ struct KvCacheShape {
   int block_size = 16;     // positions per block
   int64_t num_blocks = 0;
 };
+
+// Throws fp8lm::Error naming the problem: a size that is not positive,
+// layers.size() != num_layers, an element type a cache layer cannot store, an
+// FP8 layer's scale that is not finite and > 0. Every backend's cache checks
+// its shape and formats with it.
+void validate_kv(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers);
+// K + V bytes of one token position over all layers (no padding), after
+// validate_kv: what the KV budget divides memory by.
+uint64_t kv_bytes_per_token(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers);
 
 // One sequence's part of a batched attention call.
 struct AttentionSequence {

@@ -31,9 +31,6 @@
 #include "engine/runtime.h"
 #include "io/atomic_file.h"
 #include "io/model_spec.h"
-#ifdef FP8LM_WITH_CUDA
-#include "backend/cuda/cuda_ops.h"
-#endif
 
 namespace fp8lm::cli {
 namespace {
@@ -63,20 +60,15 @@ struct DeviceMemory {
   double total_bytes = 0;
 };
 
+// A backend with a device memory of its own reports it (memory_info); the CPU does not.
 DeviceMemory device_memory(engine::Runtime& rt) {
   DeviceMemory m;
-#ifdef FP8LM_WITH_CUDA
-  if (auto* gpu = dynamic_cast<cuda::CudaOps*>(&rt.ops())) {
-    size_t free_b = 0, total_b = 0;
-    gpu->device_memory(free_b, total_b);
+  if (const std::optional<backend::MemoryInfo> info = rt.ops().memory_info()) {
     m.gpu = true;
-    m.peak_bytes = double(gpu->memory_stats().peak_bytes_reserved);
-    m.used_bytes = double(total_b - free_b);
-    m.total_bytes = double(total_b);
+    m.peak_bytes = double(info->peak_bytes_reserved);
+    m.used_bytes = double(info->total_bytes - info->free_bytes);
+    m.total_bytes = double(info->total_bytes);
   }
-#else
-  (void)rt;
-#endif
   return m;
 }
 
@@ -238,7 +230,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
                 "); leave it out to size the cache for the benchmark");
   // On the CPU the cache is sized for the benchmark; on a GPU it takes what
   // --gpu-memory-utilization leaves, which is the capacity reported.
-  if (!options.kv_cache_sized() && options.device == engine::Device::kCpu) options.kv_cache_tokens = needed;
+  if (!options.kv_cache_sized() && options.device == backend::Device::kCpu) options.kv_cache_tokens = needed;
   check_positive("--max-num-batched-tokens", lf.max_batched_tokens);
   options.max_num_batched_tokens = std::max(lf.max_batched_tokens, lf.input_len);
   options.max_num_seqs = lf.batch_size;

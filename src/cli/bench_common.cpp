@@ -110,7 +110,7 @@ RunDescription describe_run(const ModelFlags& mf, const RunFlags& rf, const engi
               {"kv_cache_dtype_flag", or_null(mf.kv_cache_dtype)},
               {"kv_cache_dtype", d.kv_cache_dtype},
               {"backend", rt.backend_name()},
-              {"device", options.device == engine::Device::kCuda ? "cuda" : "cpu"},
+              {"device", options.device == backend::Device::kCuda ? "cuda" : "cpu"},
               {"cpu_kernels", rf.kernels},
               {"threads", options.threads}};
   return d;

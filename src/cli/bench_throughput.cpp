@@ -82,7 +82,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   // On a GPU the cache takes what --gpu-memory-utilization leaves (with room for one step).
   options.max_num_batched_tokens = tf.max_num_batched_tokens;
   options.max_num_seqs = tf.max_num_seqs;
-  const bool cache_sized_here = !options.kv_cache_sized() && options.device == engine::Device::kCpu;
+  const bool cache_sized_here = !options.kv_cache_sized() && options.device == backend::Device::kCpu;
   if (cache_sized_here)
     options.kv_cache_tokens = std::min(tf.num_prompts, tf.max_num_seqs) *
                               engine::blocks_for_tokens(tf.input_len + tf.output_len, options.block_size) *

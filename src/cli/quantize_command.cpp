@@ -12,7 +12,7 @@
 #include <iterator>
 #include <string>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/factory/make_ops.h"
 #include "cli/commands.h"
 #include "cli/run_flags.h"
 #include "common/error.h"
@@ -112,16 +112,18 @@ void run(const QuantizeFlags& f, const RunFlags& rf) {
   const std::string calib_text = calibrate ? read_calibration_file(f.calib) : std::string();
 
   const io::ModelSpec spec = io::read_model_spec(f.model);
-  std::optional<quantize::CalibrationStats> stats;
+  std::optional<calibration::CalibrationStats> stats;
   if (calibrate) {
     const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(f.model);
     const int64_t len = std::min<int64_t>(f.calib_seq_len, spec.config.max_position_embeddings);
-    const auto samples = quantize::calibration_samples(tok, calib_text, f.calib_samples, len);
-    cpu::CpuOps ops(rf.options().threads);
+    const auto samples = calibration::calibration_samples(tok, calib_text, f.calib_samples, len);
+    // Calibration runs on the CPU: the reference numerics, on any machine.
+    const std::unique_ptr<backend::Ops> ops =
+        backend::make_ops({.device = backend::Device::kCpu, .threads = rf.options().threads});
     const loader::HostModelWeights w = loader::load_host_weights(spec);
-    model::LlamaModel m(spec.config, w, ops);
+    model::LlamaModel m(spec.config, w, *ops);
     ProgressBar bar("calibrating");
-    stats = quantize::calibrate(m, ops, samples, [&](size_t done, size_t total) { bar.update(done, total); });
+    stats = calibration::calibrate(m, *ops, samples, [&](size_t done, size_t total) { bar.update(done, total); });
     std::fprintf(stderr, "fp8lm: calibrated on %lld samples, %lld tokens of %s\n",
                  static_cast<long long>(stats->samples), static_cast<long long>(stats->tokens), f.calib.c_str());
   }

@@ -60,8 +60,8 @@ engine::RuntimeOptions RunFlags::options() const {
   else if (kernels == "avx2") o.kernels = KernelChoice::kAvx2;
   else if (kernels == "avx512") o.kernels = KernelChoice::kAvx512;
   else throw Error("--cpu-kernels: '" + kernels + "' is not one of auto, scalar, avx2, avx512");
-  if (device == "cpu") o.device = engine::Device::kCpu;
-  else if (device == "cuda") o.device = engine::Device::kCuda;
+  if (device == "cpu") o.device = backend::Device::kCpu;
+  else if (device == "cuda") o.device = backend::Device::kCuda;
   else throw Error("--device: '" + device + "' is not one of cpu, cuda");
   o.cuda_graphs = !no_cuda_graphs;
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))

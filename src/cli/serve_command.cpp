@@ -155,7 +155,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   options.max_num_seqs = o.scheduler.max_num_seqs;
   options.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
   const io::LoadOverrides overrides = mf.overrides();
-  if (options.device == engine::Device::kCpu && !options.kv_cache_sized()) {
+  if (options.device == backend::Device::kCpu && !options.kv_cache_sized()) {
     const io::ModelSpec spec = io::read_model_spec(mf.model, overrides);
     const int64_t context = spec.config.max_position_embeddings;
     const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, context) : context;

@@ -5,13 +5,9 @@
 #include <optional>
 #include <random>
 
-#include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/kv_cache.h"
-#ifdef FP8LM_WITH_CUDA  // the backend factory below (make_ops)
-#include "backend/cuda/cuda_ops.h"
-#endif
+#include "backend/paged_kv_types.h"
+#include "calibration/calibration.h"
 #include "common/error.h"
-#include "quantize/calibration.h"
 
 namespace fp8lm::engine {
 
@@ -28,15 +24,6 @@ std::vector<std::vector<int32_t>> random_token_samples(int64_t vocab, int64_t co
 }
 
 }  // namespace
-
-static std::unique_ptr<backend::Ops> make_ops(const RuntimeOptions& options) {
-  if (options.device == Device::kCpu) return std::make_unique<cpu::CpuOps>(options.threads, options.kernels);
-#ifdef FP8LM_WITH_CUDA
-  return std::make_unique<cuda::CudaOps>(cuda::CudaOpsOptions{0, options.cuda_graphs});
-#else
-  throw Error("--device cuda: this fp8lm was built without the CUDA backend (configure with -DFP8LM_CUDA=ON)");
-#endif
-}
 
 // Runs the steps that take the most memory once, on a cache of one block
 // (every block table points at it: the values are meaningless, the memory
@@ -81,27 +68,6 @@ static uint64_t profile_step_memory(model::LlamaModel& model, backend::Ops& ops,
   return ops.keep_step_scratch();
 }
 
-// KV-cache capacity when none is given: one full context on a backend without
-// a device memory (the CPU); on a GPU what fits in gpu_memory_utilization of
-// its memory once the weights are loaded and the profiled step's scratch is
-// kept, less a margin for what steps allocate beside the scratch (CUDA graphs,
-// step metadata, cuBLASLt's plans).
-static int64_t default_kv_cache_tokens(backend::Ops& ops, const ModelConfig& c, uint64_t per_token,
-                                       const RuntimeOptions& options, uint64_t scratch_bytes) {
-  const std::optional<backend::MemoryInfo> mem = ops.memory_info();
-  if (!mem) return c.max_position_embeddings;
-  constexpr double kMargin = double(1ull << 30);
-  const double used = double(mem->total_bytes - mem->free_bytes);
-  const double budget = options.gpu_memory_utilization * double(mem->total_bytes) - used - kMargin;
-  const auto tokens = budget > 0 ? int64_t(budget / double(per_token)) : 0;
-  if (tokens < options.block_size)
-    throw Error("no device memory left for the KV cache: " + std::to_string(int64_t(used / 1048576.0)) + " MiB in use of " +
-                std::to_string(mem->total_bytes / 1048576) + " MiB (" + std::to_string(scratch_bytes / 1048576) +
-                " MiB of it for the largest step) and " + std::to_string(int64_t(kMargin / 1048576.0)) +
-                " MiB kept free; raise --gpu-memory-utilization or lower --max-num-batched-tokens / --max-num-seqs");
-  return tokens / options.block_size * options.block_size;
-}
-
 std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const io::LoadOverrides& overrides,
                                        const RuntimeOptions& options) {
   if (options.block_size <= 0) throw Error("KV cache block size must be positive");
@@ -123,7 +89,10 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   if (rt->spec_.dummy_weights)
     rt->notes_.push_back("weights: --load-format dummy: random N(0, 0.02) weights generated from config.json "
                          "(fixed seed); outputs are meaningless, speed and memory are real");
-  rt->ops_ = make_ops(options);
+  rt->ops_ = backend::make_ops({.device = options.device,
+                                .threads = options.threads,
+                                .kernels = options.kernels,
+                                .cuda_graphs = options.cuda_graphs});
   rt->model_ = std::make_unique<model::LlamaModel>(c, w, *rt->ops_);
 
   std::vector<float> k_scales = options.k_scales.empty() ? w.k_scales : options.k_scales;
@@ -134,13 +103,14 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
     // SGLang default to 1.0, a known accuracy trap).
     const int64_t len = std::min<int64_t>(256, c.max_position_embeddings);
     // Without a tokenizer (--load-format dummy), 8 samples of random token ids instead.
-    const auto samples = rt->tokenizer_ ? quantize::calibration_samples(*rt->tokenizer_,
-                                                                        quantize::builtin_calibration_text(), 8, len)
-                                        : random_token_samples(c.vocab_size, 8, len);
-    const quantize::CalibrationStats stats = quantize::calibrate(*rt->model_, *rt->ops_, samples);
+    const auto samples =
+        rt->tokenizer_
+            ? calibration::calibration_samples(*rt->tokenizer_, calibration::builtin_calibration_text(), 8, len)
+            : random_token_samples(c.vocab_size, 8, len);
+    const calibration::CalibrationStats stats = calibration::calibrate(*rt->model_, *rt->ops_, samples);
     for (int i = 0; i < c.num_hidden_layers; ++i) {
-      k_scales.push_back(quantize::kv_scale(stats.k_amax[size_t(i)]));
-      v_scales.push_back(quantize::kv_scale(stats.v_amax[size_t(i)]));
+      k_scales.push_back(calibration::kv_scale(stats.k_amax[size_t(i)]));
+      v_scales.push_back(calibration::kv_scale(stats.v_amax[size_t(i)]));
     }
     const auto [kmin, kmax] = std::minmax_element(k_scales.begin(), k_scales.end());
     const auto [vmin, vmax] = std::minmax_element(v_scales.begin(), v_scales.end());
@@ -156,7 +126,7 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   if (options.kv_cache_tokens > 0 && options.kv_cache_bytes > 0)
     throw Error("--kv-cache-tokens and --kv-cache-memory both size the KV cache: give one");
   const uint64_t per_token =
-      cpu::PagedKvCache::bytes_per_token(rt->model_->kv_cache_shape(options.block_size, 1), formats);
+      backend::kv_bytes_per_token(rt->model_->kv_cache_shape(options.block_size, 1), formats);
   int64_t tokens = options.kv_cache_tokens;
   if (options.kv_cache_bytes > 0) {
     tokens = int64_t(options.kv_cache_bytes / per_token) / options.block_size * options.block_size;
@@ -170,15 +140,13 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   // no step runs out of memory mid-run.
   uint64_t scratch = 0;
   if (rt->ops_->memory_info()) scratch = profile_step_memory(*rt->model_, *rt->ops_, c, formats, options);
+  // The backend sizes the cache from its own memory (backend/ops.cpp); on host
+  // memory it has no say, and the cache holds one full context.
+  const backend::KvBudget budget{options.gpu_memory_utilization, options.block_size, scratch};
   if (tokens == 0) {
-    tokens = default_kv_cache_tokens(*rt->ops_, c, per_token, options, scratch);
-  } else if (const std::optional<backend::MemoryInfo> mem = rt->ops_->memory_info()) {
-    const uint64_t need = uint64_t(tokens) * per_token;
-    if (need > mem->free_bytes)
-      throw Error(std::string(options.kv_cache_bytes > 0 ? "--kv-cache-memory" : "--kv-cache-tokens") +
-                  ": the KV cache would take " + std::to_string(need >> 20) + " MiB, but the device has " +
-                  std::to_string(mem->free_bytes >> 20) + " MiB free after the weights and the largest step's " +
-                  std::to_string(scratch >> 20) + " MiB of scratch (out of memory)");
+    tokens = rt->ops_->default_kv_cache_tokens(per_token, budget).value_or(c.max_position_embeddings);
+  } else {
+    rt->ops_->check_kv_cache_fits(tokens, per_token, budget, options.kv_cache_bytes > 0);
   }
   if (scratch > 0)
     rt->notes_.push_back("device memory: the largest step (" + std::to_string(options.max_num_batched_tokens) +

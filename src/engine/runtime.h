@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/factory/make_ops.h"
 #include "backend/ops.h"
 #include "engine/block_allocator.h"
 #include "io/model_spec.h"
@@ -19,10 +20,8 @@
 
 namespace fp8lm::engine {
 
-enum class Device : uint8_t { kCpu, kCuda };
-
 struct RuntimeOptions {
-  Device device = Device::kCpu;
+  backend::Device device = backend::Device::kCpu;
   bool cuda_graphs = true;               // CUDA: record decode steps as graphs
   double gpu_memory_utilization = 0.9;   // CUDA: share of the GPU's memory fp8lm may fill (KV cache sizing)
   int64_t max_num_batched_tokens = 8192; // CUDA: rows of one step the KV sizing keeps room for
@@ -49,7 +48,7 @@ struct RuntimeOptions {
 class Runtime {
  public:
   // Reads, checks and loads `model_dir` (config, tokenizer, weights) on the
-  // CPU backend. notes() then says what a user should know (e.g. FP8 KV
+  // backend options.device names. notes() then says what a user should know (e.g. FP8 KV
   // scales of 1.0). Throws fp8lm::Error naming what is wrong.
   static std::unique_ptr<Runtime> load(const std::filesystem::path& model_dir, const io::LoadOverrides& overrides,
                                        const RuntimeOptions& options);

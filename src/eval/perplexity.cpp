@@ -7,8 +7,8 @@
 #include <iterator>
 #include <limits>
 
-#include "backend/cpu/thread_pool.h"
 #include "common/error.h"
+#include "common/thread_pool.h"
 
 namespace fp8lm::eval {
 namespace {
@@ -199,7 +199,7 @@ PerplexityResult perplexity(engine::Runtime& model, std::span<const int32_t> tok
   check_kv_capacity(model, ctx, batch, "evaluated");
   if (base != nullptr) check_kv_capacity(*base, ctx, batch, "base");
 
-  cpu::ThreadPool pool(options.threads);
+  ThreadPool pool(options.threads);
   std::vector<float> logits, base_logits;
   std::vector<double> nll(size_t(batch * scored)), base_nll, kld;
   std::vector<uint8_t> agree;

@@ -26,7 +26,8 @@
 
 #include <cstdint>
 
-#include "loader/host_weights.h"
+#include "io/model_spec.h"
+#include "loader/host_model.h"
 
 namespace fp8lm::loader {
 

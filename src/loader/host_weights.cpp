@@ -3,8 +3,11 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <tuple>
 #include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "common/error.h"
 #include "io/mapped_file.h"
@@ -151,13 +154,6 @@ float kv_scale(const TensorSource& src, const std::string& name) {
 
 }  // namespace
 
-void check_supported(const io::ModelSpec& spec) {
-  const ModelConfig& c = spec.config;
-  if (c.is_moe())
-    throw Error(spec.directory.string() + ": " + c.architecture +
-                " is a mixture-of-experts model; fp8lm runs the dense Llama family (Llama, Qwen2, Qwen3, Mistral) so far");
-}
-
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress) {
   if (spec.dummy_weights) return dummy_host_weights(spec);  // --load-format dummy: nothing to read
   check_supported(spec);
@@ -215,17 +211,6 @@ std::pair<std::vector<float>, std::vector<float>> read_kv_scales(const io::Model
     v.push_back(kv_scale(src, layer_name(kv.v_scale_name, i)));
   }
   return {k, v};
-}
-
-uint64_t resident_weight_bytes(const HostModelWeights& w) {
-  uint64_t total = w.embedding.resident_bytes() + 4 * w.final_norm.size();
-  for (const HostLayer& l : w.layers) {
-    total += 4 * (l.input_norm.size() + l.post_attention_norm.size() + l.q_norm.size() + l.k_norm.size());
-    for (const weights::LinearWeight* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
-      total += x->resident_bytes();
-  }
-  if (w.lm_head.data != w.embedding.data) total += w.lm_head.resident_bytes();
-  return total;
 }
 
 }  // namespace fp8lm::loader

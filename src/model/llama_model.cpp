@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "weights/element_type_maps.h"
 
 namespace fp8lm::model {
 
@@ -205,13 +206,7 @@ std::vector<backend::KvLayerFormat> kv_layer_formats(const ModelConfig& c, const
                                                      const std::vector<float>& v_scales,
                                                      std::vector<std::string>* notes) {
   backend::KvLayerFormat base;
-  switch (s.dtype) {
-    case KvCacheDType::kAuto:
-    case KvCacheDType::kBF16: base.element = backend::KvElement::kBF16; break;
-    case KvCacheDType::kF32: base.element = backend::KvElement::kF32; break;
-    case KvCacheDType::kFP8E4M3: base.element = backend::KvElement::kE4M3; break;
-    case KvCacheDType::kFP8E5M2: base.element = backend::KvElement::kE5M2; break;
-  }
+  base.element = kv_element_type(s.dtype);
   const bool fp8 = is_fp8(s.dtype);
   const bool have_scales = fp8 && int(k_scales.size()) == c.num_hidden_layers &&
                            int(v_scales.size()) == c.num_hidden_layers;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backend/ops.h"
-#include "loader/host_weights.h"
+#include "loader/host_model.h"
 #include "spec/model_config.h"
 #include "spec/rope.h"
 

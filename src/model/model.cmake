@@ -14,8 +14,5 @@ add_library(fp8lm_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/../engine/sequence_output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../engine/scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../engine/engine.cpp)
-target_link_libraries(fp8lm_runtime PUBLIC fp8lm_model fp8lm_engine fp8lm_tokenizer fp8lm_quantize)
-# With the CUDA backend built, the runtime can load onto it (--device cuda).
-if(FP8LM_WITH_CUDA)
-  target_link_libraries(fp8lm_runtime PUBLIC fp8lm_cuda)
-endif()
+# The backend factory brings every backend this build has (--device cuda with CUDA).
+target_link_libraries(fp8lm_runtime PUBLIC fp8lm_model fp8lm_engine fp8lm_tokenizer fp8lm_calibration fp8lm_backend_factory)

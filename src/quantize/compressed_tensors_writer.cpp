@@ -178,7 +178,7 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
 }
 
 QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::filesystem::path& out,
-                                         const QuantizeOptions& o, const CalibrationStats* calibration,
+                                         const QuantizeOptions& o, const calibration::CalibrationStats* calibration,
                                          const WriteProgress& progress) {
   const ModelConfig& c = src.config;
   if (std::filesystem::exists(std::filesystem::symlink_status(out)))

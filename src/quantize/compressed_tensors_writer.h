@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/model_spec.h"
-#include "quantize/calibration.h"
+#include "calibration/calibration.h"
 
 namespace fp8lm::quantize {
 
@@ -57,7 +57,8 @@ using WriteProgress = std::function<void(const std::string& tensor, size_t done,
 // FP8 KV cache, an invalid --ignore pattern, any I/O failure (nothing is left
 // behind at OUT then).
 QuantizeSummary write_compressed_tensors(const io::ModelSpec& source, const std::filesystem::path& out,
-                                         const QuantizeOptions& options, const CalibrationStats* calibration,
+                                         const QuantizeOptions& options,
+                                         const calibration::CalibrationStats* calibration,
                                          const WriteProgress& progress = {});
 
 // The `quantization_config` object for config.json, as compressed-tensors 0.19

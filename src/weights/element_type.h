@@ -2,7 +2,7 @@
 // KV-cache layer is stored as. The file-format, config and user-choice enums
 // (io::DType, ModelDType, KvCacheDType) and the numerics subsets (Fp8Format,
 // HighPrecision) stay at the edges and are mapped to this one only in
-// weights/element_type.cpp (element_type_maps.h).
+// weights/element_type_maps.{h,cpp}.
 //
 // No io or spec include: CUDA sources (.cu) may include this header.
 #pragma once

@@ -1,7 +1,7 @@
 // Every mapping between ElementType and the enums at the edges of fp8lm: the
 // safetensors dtype (file format), the config's dtype, the user's KV-cache
 // choice and the quantizer's high-precision input. This is the only place they
-// are written (definitions in element_type.cpp).
+// are written (definitions in element_type_maps.cpp).
 #pragma once
 
 #include <optional>

@@ -3,6 +3,7 @@
 # LinearWeight the loader fills and the backends upload, the one weight quantizer.
 add_library(fp8lm_weights STATIC
   ${CMAKE_CURRENT_LIST_DIR}/element_type.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/element_type_maps.cpp
   ${CMAKE_CURRENT_LIST_DIR}/linear_weight.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quantize_weight.cpp)
 target_link_libraries(fp8lm_weights PUBLIC fp8lm_io)

@@ -6,7 +6,7 @@ add_executable(test_model
   ${CMAKE_CURRENT_LIST_DIR}/test_model_batching.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_generate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_quantize.cpp)
-target_link_libraries(test_model PRIVATE fp8lm_runtime fp8lm_quantize fp8lm_test_support)
+target_link_libraries(test_model PRIVATE fp8lm_runtime fp8lm_calibration fp8lm_quantize fp8lm_test_support)
 gtest_discover_tests(test_model DISCOVERY_TIMEOUT 60)
 
 # The batched engine (continuous batching) against engine::generate alone.
@@ -18,3 +18,8 @@ gtest_discover_tests(test_engine_batching DISCOVERY_TIMEOUT 60)
 add_executable(test_dummy_weights ${CMAKE_CURRENT_LIST_DIR}/test_dummy_weights.cpp)
 target_link_libraries(test_dummy_weights PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_dummy_weights DISCOVERY_TIMEOUT 60 TEST_PREFIX "dummy_weights/")
+
+# Backends own their memory: the KV budget's defaults (backend/ops.cpp) and the backend factory.
+add_executable(test_backend_memory ${CMAKE_CURRENT_LIST_DIR}/test_backend_memory.cpp)
+target_link_libraries(test_backend_memory PRIVATE fp8lm_backend_factory fp8lm_test_support)
+gtest_discover_tests(test_backend_memory DISCOVERY_TIMEOUT 60)

@@ -62,8 +62,8 @@ float expected_roundtrip(float x, KvElement e, float scale) {
     case KvElement::kBF16: return round_to_bf16(x);
     case KvElement::kE4M3: return fp8_to_float(float_to_fp8(x / scale, Fp8Format::kE4M3), Fp8Format::kE4M3) * scale;
     case KvElement::kE5M2: return fp8_to_float(float_to_fp8(x / scale, Fp8Format::kE5M2), Fp8Format::kE5M2) * scale;
+    default: throw std::runtime_error("no kv cache format " + std::string(fp8lm::name(e)));
   }
-  return 0.0f;
 }
 
 // A sequence of a batch: its cached context and new tokens, with its K/V rows
@@ -180,7 +180,7 @@ TEST(CpuAttention, FixturesMatchPyTorch) {
     for (const nlohmann::json& f : c["formats"]) {
       const KvElement element = parse_element(f["element"]);
       const float kv_scale = f["kv_scale"].get<float>();
-      SCOPED_TRACE(std::string(kv_element_name(element)) + " scale " + std::to_string(kv_scale));
+      SCOPED_TRACE(std::string(fp8lm::name(element)) + " scale " + std::to_string(kv_scale));
       const KvLayerFormat fmt{element, kv_scale, kv_scale};
       std::unique_ptr<PagedKvCache> cache;
       const std::vector<float> out = run_problem(p, fmt, 0, &cache);
@@ -309,7 +309,7 @@ TEST(CpuAttention, ThreadCountInvariant) {
     Problem p = random_problem(8, 2, 64, {{0, 40}, {200, 1}, {17, 1}, {75, 9}}, 3);
     p.params.sliding_window = window;
     for (const KvLayerFormat& fmt : kFormats) {
-      SCOPED_TRACE(kv_element_name(fmt.element));
+      SCOPED_TRACE(std::string(fp8lm::name(fmt.element)));
       const std::vector<float> one = run_problem(p, fmt, 0);
       ASSERT_EQ(run_problem(p, fmt, 1), one);
       ASSERT_EQ(run_problem(p, fmt, 3), one);
@@ -328,7 +328,7 @@ TEST(CpuAttention, ChunkingInvariant) {
   const Problem src = random_problem(heads, kvh, hd, {{0, total}}, 9);
   for (std::optional<int64_t> window : {std::optional<int64_t>(), std::optional<int64_t>(8)}) {
     for (const KvLayerFormat& fmt : kFormats) {
-      SCOPED_TRACE(std::string(kv_element_name(fmt.element)) + (window ? " window" : ""));
+      SCOPED_TRACE(std::string(fp8lm::name(fmt.element)) + (window ? " window" : ""));
       AttentionParams params = src.params;
       params.sliding_window = window;
       // Runs the sequence in steps of the given sizes; with `batched`, each step
@@ -431,13 +431,13 @@ TEST(CpuKvCache, StoreLoadRoundTrip) {
           for (int64_t d = 0; d < shape.head_dim; ++d) {
             const float x = ks[idx][size_t(h * shape.head_dim + d)];
             ASSERT_EQ(test::bits(got[size_t(d)]), test::bits(expected_roundtrip(x, f.element, f.k_scale)))
-                << kv_element_name(f.element) << " k " << x;
+                << fp8lm::name(f.element) << " k " << x;
           }
           cache.load_v(layer, b, s, h, got.data());
           for (int64_t d = 0; d < shape.head_dim; ++d) {
             const float x = vs[idx][size_t(h * shape.head_dim + d)];
             ASSERT_EQ(test::bits(got[size_t(d)]), test::bits(expected_roundtrip(x, f.element, f.v_scale)))
-                << kv_element_name(f.element) << " v " << x;
+                << fp8lm::name(f.element) << " v " << x;
           }
         }
       }
@@ -483,9 +483,9 @@ TEST(CpuKvCache, QuantizationDividesByTheScale) {
 
 TEST(CpuKvCache, Sizes) {
   const KvCacheShape shape{4, 3, 40, 16, 10};
-  EXPECT_EQ(PagedKvCache::bytes_per_token(shape, kFormats), uint64_t(2 * 3 * 40 * (4 + 2 + 1 + 1)));
+  EXPECT_EQ(backend::kv_bytes_per_token(shape, kFormats), uint64_t(2 * 3 * 40 * (4 + 2 + 1 + 1)));
   const PagedKvCache cache(shape, kFormats);
-  const uint64_t data = 10 * 16 * PagedKvCache::bytes_per_token(shape, kFormats);
+  const uint64_t data = 10 * 16 * backend::kv_bytes_per_token(shape, kFormats);
   EXPECT_GE(cache.bytes(), data);
   EXPECT_LE(cache.bytes(), data + 2 * 4 * 64);  // alignment padding only
   EXPECT_EQ(cache.layer_format(2).element, KvElement::kE4M3);
@@ -517,6 +517,12 @@ TEST(CpuKvCache, ErrorsNamed) {
   expect_error([&] { PagedKvCache({1, 1, 8, 16, 4}, {{KvElement::kE5M2, 1.0f, -2.0f}}); }, "v_scale");
   expect_error([&] { PagedKvCache({1, 1, 8, 16, 4}, {{KvElement::kE4M3, std::nanf(""), 1.0f}}); }, "k_scale");
   expect_error([&] { PagedKvCache({1, 1, 8, 16, int64_t{1} << 62}, {bf16}); }, "overflow");
+  // F16 is an ElementType but no cache format: refused by name, by the cache and by the sizing.
+  expect_error([&] { PagedKvCache({1, 1, 8, 16, 4}, {{KvElement::kF16, 1.0f, 1.0f}}); },
+               "layer 0 has element type f16, which a kv cache does not store");
+  expect_error([&] { backend::kv_bytes_per_token({1, 1, 8, 16, 4}, {{KvElement::kF16, 1.0f, 1.0f}}); }, "f16");
+  expect_error([&] { backend::kv_bytes_per_token({1, 1, 8, 16, 4}, {{KvElement(9), 1.0f, 1.0f}}); },
+               "layer 0 has an unknown element type");
   // A BF16 layer ignores its scales.
   EXPECT_NO_THROW(PagedKvCache({1, 1, 8, 16, 4}, {{KvElement::kBF16, 0.0f, 0.0f}}));
 

@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/linear.h"
 #include "common/error.h"
 #include "weights/linear_weight.h"
@@ -70,6 +71,10 @@ std::vector<float> run_linear(const std::vector<float>& x, int64_t m, const weig
   std::vector<float> y(size_t(m * w.n), -1.0f);
   ThreadPool pool(threads);
   linear(x, m, w, y, &pool, kernels);
+  // The plan-taking overload (what CpuOps runs) gives the same bytes.
+  std::vector<float> y_plan(y.size(), -2.0f);
+  linear(x, m, w, plan_linear(w), y_plan, &pool, kernels);
+  EXPECT_EQ(y_plan, y);
   return y;
 }
 
@@ -280,6 +285,79 @@ TEST(CpuLinear, BadInputsAreNamedErrors) {
   hp_w8a8.activation = ActivationQuant::kDynamicTensor;
   expect_error([&] { linear(p.x, p.m, hp_w8a8, y); }, "needs FP8 weights");
   expect_error([&] { ThreadPool bad(0); }, "threads must be >= 1");
+}
+
+// The plan of every scheme the PyTorch fixtures cover (one shape each; the
+// static scale and the cap are the fixture's own), plus the element types and
+// scale layouts they do not: each line is what linear() will compute, decided
+// once at upload. A change here is a change of the CPU backend's computation.
+TEST(CpuLinearPlan, Table) {
+  std::vector<std::string> lines;
+  const nlohmann::json manifest = test::read_manifest(kDir);
+  for (const nlohmann::json& c : manifest["cases"]) {
+    const std::string name = c["name"];
+    if (!name.ends_with("_m1_n160_k320")) continue;
+    const int64_t n = c["n"], k = c["k"];
+    const LinearQuantScheme scheme = scheme_of(c);
+    const std::vector<uint16_t> wbf = read_array<uint16_t>(kDir, c["w_bf16"]);
+    weights::LinearWeight w = weights::high_precision(ElementType::kBF16, wbf.data(), n, k);
+    if (scheme.quantized) {
+      w = weights::fp8(std::vector<uint8_t>(size_t(n * k)).data(), n, k, scheme,
+                       read_array<float>(kDir, c["w_scales"]), c.value("input_scale", 0.0f));
+    }
+    lines.push_back(name + ": " + plan_linear(w).describe());
+  }
+  const Problem p = random_problem(1, 256, 384, 9);
+  const std::vector<uint8_t> codes(size_t(p.n * p.k), 0x38);
+  lines.push_back("f16: " + plan_linear(weights::high_precision(ElementType::kF16, p.w.data(), p.n, p.k)).describe());
+  lines.push_back("f32: " + plan_linear(weights::high_precision(ElementType::kF32, p.x.data(), 1, p.k)).describe());
+  LinearQuantScheme e5m2 = fp8_scheme(ScaleLayout::channel(), ActivationQuant::kNone);
+  e5m2.weight_format = Fp8Format::kE5M2;
+  lines.push_back("e5m2 channel: " +
+                  plan_linear(weights::fp8(codes.data(), p.n, p.k, e5m2, std::vector<float>(256, 1.0f))).describe());
+  lines.push_back("group128 weights, token activations: " +
+                  plan_linear(weights::fp8(codes.data(), p.n, p.k,
+                                           fp8_scheme(ScaleLayout::group(128), ActivationQuant::kDynamicToken),
+                                           std::vector<float>(256 * 3, 1.0f)))
+                      .describe());
+  lines.push_back("tensor weights, group64 activations: " +
+                  [&] {
+                    LinearQuantScheme s = fp8_scheme(ScaleLayout::tensor(), ActivationQuant::kDynamicGroup);
+                    s.activation_group = 64;
+                    return plan_linear(weights::fp8(codes.data(), p.n, p.k, s, {1.0f})).describe();
+                  }());
+  const std::vector<std::string> expected{
+      "bf16_m1_n160_k320: bf16 (not quantized)",
+      "w8a16_tensor_m1_n160_k320: w8a16 e4m3 w:tensor",
+      "w8a16_channel_m1_n160_k320: w8a16 e4m3 w:channel",
+      "w8a16_block_m1_n160_k320: w8a16 e4m3 w:block128x128",
+      "w8a8_tensor_tensor_m1_n160_k320: w8a8 e4m3 w:tensor a:dynamic-tensor segment=k",
+      "w8a8_channel_token_m1_n160_k320: w8a8 e4m3 w:channel a:dynamic-token segment=k",
+      "w8a8_channel_token_ub_m1_n160_k320: w8a8 e4m3 w:channel a:dynamic-token cap=0.0978506655 segment=k",
+      "w8a8_block_group_m1_n160_k320: w8a8 e4m3 w:block128x128 a:dynamic-group128 segment=128",
+      "w8a8_tensor_static_m1_n160_k320: w8a8 e4m3 w:tensor a:static-tensor scale=0.0489253327 segment=k",
+      "f16: f16 (not quantized)",
+      "f32: f32 (not quantized)",
+      "e5m2 channel: w8a16 e5m2 w:channel",
+      "group128 weights, token activations: w8a8 e4m3 w:group128 a:dynamic-token segment=128",
+      "tensor weights, group64 activations: w8a8 e4m3 w:tensor a:dynamic-group64 segment=64",
+  };
+  EXPECT_EQ(lines, expected);
+}
+
+// CpuOps plans at upload and prints that plan; a norm vector has none.
+TEST(CpuLinearPlan, CpuOpsDescribesUploadedWeights) {
+  const Problem p = random_problem(1, 128, 256, 10);
+  const std::vector<uint8_t> codes(size_t(p.n * p.k), 0x38);
+  const weights::LinearWeight w = weights::fp8(
+      codes.data(), p.n, p.k, fp8_scheme(ScaleLayout::block(128, 128), ActivationQuant::kDynamicGroup), {1.0f, 1.0f});
+  CpuOps ops(1);
+  EXPECT_EQ(ops.describe(*ops.upload_linear(w)), "w8a8 e4m3 w:block128x128 a:dynamic-group128 segment=128");
+  EXPECT_EQ(ops.describe(*ops.upload_vector(std::vector<float>(4, 1.0f))), "");
+  // Validation happens once, at upload, with weights::validate's texts.
+  weights::LinearWeight bad = w;
+  bad.scales.clear();
+  expect_error([&] { ops.upload_linear(bad); }, "needs 2 weight scales, got 0");
 }
 
 TEST(CpuThreadPool, RunsEveryTaskOnceAndRethrows) {

@@ -43,7 +43,7 @@ class TempOut {
 std::vector<uint8_t> file_bytes(const fs::path& p) { return read_bytes(p.string()); }
 
 quantize::QuantizeSummary write(const std::string& model, quantize::Preset preset, const fs::path& out,
-                                const quantize::CalibrationStats* calib = nullptr, bool kv = false) {
+                                const calibration::CalibrationStats* calib = nullptr, bool kv = false) {
   const io::ModelSpec spec = io::read_model_spec(model_fixture_dir(model));
   quantize::QuantizeOptions o;
   o.preset = preset;
@@ -129,7 +129,7 @@ TEST(QuantizeStatic, WeightsExactAndInputScalesWithinTheForwardDifference) {
   for (const auto& s : ids["input_ids"]) samples.push_back(s.get<std::vector<int32_t>>());
   ASSERT_EQ(samples.size(), 4u);
   LoadedModel lm(model_fixture_dir("llama"), {}, 2);
-  const quantize::CalibrationStats stats = quantize::calibrate(*lm.model, *lm.ops, samples);
+  const calibration::CalibrationStats stats = calibration::calibrate(*lm.model, *lm.ops, samples);
   EXPECT_EQ(stats.tokens, 4 * 32);
 
   TempOut tmp("static");
@@ -164,7 +164,7 @@ TEST(QuantizeStatic, WeightsExactAndInputScalesWithinTheForwardDifference) {
   // The calibrated checkpoint loads and runs with its FP8 KV cache.
   LoadedModel q(tmp.out(), {}, 1);
   EXPECT_EQ(q.cache->layer_format(0).element, backend::KvElement::kE4M3);
-  EXPECT_EQ(q.cache->layer_format(0).k_scale, round_to_bf16(quantize::kv_scale(stats.k_amax[0])));
+  EXPECT_EQ(q.cache->layer_format(0).k_scale, round_to_bf16(calibration::kv_scale(stats.k_amax[0])));
   EXPECT_FALSE(q.prompt_logits(samples[0]).empty());
 }
 

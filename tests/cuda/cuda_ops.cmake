@@ -2,3 +2,8 @@
 add_executable(test_cuda_model cuda/test_cuda_model.cpp)
 target_link_libraries(test_cuda_model PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_test_support)
 gtest_discover_tests(test_cuda_model DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
+# The CUDA backend's plan per linear layer (src/backend/cuda/linear_plan.h): host
+# code, so it runs without a GPU, but it builds only with the CUDA backend.
+add_executable(test_cuda_linear_plan cuda/test_cuda_linear_plan.cpp)
+target_link_libraries(test_cuda_linear_plan PRIVATE fp8lm_cuda fp8lm_test_support)
+gtest_discover_tests(test_cuda_linear_plan DISCOVERY_TIMEOUT 60)

@@ -70,10 +70,10 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/kv_cache.h"
-#include "backend/cpu/thread_pool.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/paged_attention.h"
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
 #include "numerics/fp8_format.h"
 
@@ -141,8 +141,6 @@ std::string seed_note() {
   return " (seed " + std::to_string(test_seed()) + ", FP8LM_TEST_SEED=" + std::to_string(test_seed()) + " repeats it)";
 }
 
-size_t element_bytes(KvElement e) { return cpu::kv_element_bytes(e); }
-
 // ---- Problems ------------------------------------------------------------------------------
 
 struct SeqSpec {
@@ -163,7 +161,7 @@ struct Config {
 
 std::string describe(const Config& c) {
   return c.name + " [heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + ", head_dim " +
-         std::to_string(c.head_dim) + ", " + cpu::kv_element_name(c.fmt.element) + " k_scale " +
+         std::to_string(c.head_dim) + ", " + std::string(fp8lm::name(c.fmt.element)) + " k_scale " +
          std::to_string(c.fmt.k_scale) + " v_scale " + std::to_string(c.fmt.v_scale) + ", block " +
          std::to_string(c.block_size) + (c.window ? ", window " + std::to_string(*c.window) : "") + "]" + seed_note();
 }
@@ -260,7 +258,7 @@ struct CpuResult {
   std::vector<float> out;
 };
 
-CpuResult run_cpu(const Problem& p, cpu::ThreadPool& pool) {
+CpuResult run_cpu(const Problem& p, ThreadPool& pool) {
   CpuResult r;
   const KvCacheShape shape{1, p.params.num_kv_heads, p.params.head_dim, p.cfg.block_size, p.num_blocks};
   r.cache = std::make_unique<cpu::PagedKvCache>(shape, std::vector<KvLayerFormat>{p.cfg.fmt});
@@ -481,6 +479,9 @@ int64_t check_cache(const Problem& p, const cpu::PagedKvCache& ref, const Device
             }
             case KvElement::kE4M3: got = fp8_to_float(raw[at], Fp8Format::kE4M3) * scale; break;
             case KvElement::kE5M2: got = fp8_to_float(raw[at], Fp8Format::kE5M2) * scale; break;
+            default:
+              ADD_FAILURE() << describe(p.cfg) << ": no kv cache format " << fp8lm::name(f.element);
+              return bad + 1;
           }
           if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want[i]) && ++bad <= 3) {
             ADD_FAILURE() << describe(p.cfg) << ": " << (which ? "v" : "k") << " cache block " << b << " head " << h
@@ -505,7 +506,7 @@ double g_worst = 0.0;  // largest |gpu − cpu| / bound seen
 
 // Number of outputs outside the bound (the first few reported).
 int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std::vector<float>& cpu_out,
-                     const std::vector<uint16_t>& gpu_out, cpu::ThreadPool& pool) {
+                     const std::vector<uint16_t>& gpu_out, ThreadPool& pool) {
   const int heads = p.params.num_heads, kvh = p.params.num_kv_heads, group = heads / kvh;
   const int64_t hd = p.params.head_dim, bs = p.cfg.block_size;
   const double scale = p.params.scale;
@@ -621,15 +622,15 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
   return bad;
 }
 
-cpu::ThreadPool& host_pool() {
-  static cpu::ThreadPool pool(int(std::max(1u, std::min(32u, std::thread::hardware_concurrency()))));
+ThreadPool& host_pool() {
+  static ThreadPool pool(int(std::max(1u, std::min(32u, std::thread::hardware_concurrency()))));
   return pool;
 }
 
 // Runs one problem end to end and checks the cache, the output and determinism.
 void run_and_check(const Problem& p) {
   SCOPED_TRACE(describe(p.cfg));
-  cpu::ThreadPool& pool = host_pool();
+  ThreadPool& pool = host_pool();
   const CpuResult ref = run_cpu(p, pool);
   DeviceProblem d(p);
   d.store_previous(p);
@@ -777,7 +778,7 @@ TEST(CudaPagedAttention, GraphReplayReadsMetadata) {
   g_worst = 0.0;
   std::mt19937_64 rng(test_seed() + 3);
   for (const KvLayerFormat& fmt : {kBf16, kE4M3}) {
-    Config cfg{std::string("graph ") + cpu::kv_element_name(fmt.element) + " hd128 gqa4", 8, 2, 128, fmt,
+    Config cfg{std::string("graph ") + std::string(fp8lm::name(fmt.element)) + " hd128 gqa4", 8, 2, 128, fmt,
                std::nullopt, 16};
     // Three steps of 3 sequences, 48 rows; bounds: 40 new tokens, 1600 positions.
     const std::vector<std::vector<SeqSpec>> steps = {

@@ -52,10 +52,10 @@
 #include <vector>
 
 #include "backend/cpu/linear.h"
-#include "backend/cpu/thread_pool.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/device_info.h"
+#include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/stream.h"
@@ -84,8 +84,8 @@ uint64_t run_seed() {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-cpu::ThreadPool& host_pool() {
-  static cpu::ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
+ThreadPool& host_pool() {
+  static ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
   return pool;
 }
 
@@ -297,7 +297,7 @@ Fp8Problem make_fp8_problem(const Shape& s, GemmScaleMode mode, uint64_t seed) {
   for (size_t i = 0; i < wd.size(); ++i) wd[i] = fp8_to_float(p.wq.codes[i], Fp8Format::kE4M3);
   p.ref.assign(size_t(s.m * s.n), 0.0);
   p.mag.assign(p.ref.size(), 0.0);
-  cpu::ThreadPool& pool = host_pool();
+  ThreadPool& pool = host_pool();
   pool.parallel_for(s.m, [&](int64_t i, int) {
     for (int64_t j = 0; j < s.n; ++j) {
       double acc = 0.0, a = 0.0;

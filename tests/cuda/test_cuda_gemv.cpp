@@ -38,9 +38,9 @@
 #include <vector>
 
 #include "backend/cpu/linear.h"
-#include "backend/cpu/thread_pool.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_info.h"
+#include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
 #include "backend/cuda/fp8_gemv.h"
 #include "common/error.h"
@@ -144,7 +144,7 @@ float random_bf16(std::mt19937_64& rng) {
   return round_to_bf16(v);
 }
 
-Case make_case(const Problem& p, std::mt19937_64& rng, cpu::ThreadPool& pool) {
+Case make_case(const Problem& p, std::mt19937_64& rng, ThreadPool& pool) {
   Case c;
   c.p = p;
   const int64_t m = p.m, n = p.n, k = p.k;
@@ -318,7 +318,7 @@ void run_sweep(Act act) {
   g_worst = 0.0;
   std::cout << "seed " << test_seed() << " (FP8LM_TEST_SEED=" << test_seed() << " repeats it)\n";
   std::mt19937_64 rng(test_seed() ^ (uint64_t(act) * 0x9E3779B97F4A7C15ull));
-  cpu::ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
+  ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
   Workspace ws;
   int64_t failures = 0;
   int index = 0;
@@ -371,7 +371,7 @@ TEST(CudaGemv, Group128ActivationsMatchCpu) {
 TEST(CudaGemv, EdgeCodes) {
   REQUIRE_HOPPER();
   std::mt19937_64 rng(test_seed() + 17);
-  cpu::ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
+  ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
   Workspace ws;
   for (Codes codes : {Codes::kSubnormal, Codes::kMax})
     for (Act act : {Act::kBf16, Act::kTensor, Act::kToken, Act::kGroup})
@@ -395,7 +395,7 @@ void expect_error(const std::function<void()>& fn, const std::string& needle) {
 TEST(CudaGemv, BadArgumentsAreNamedErrors) {
   REQUIRE_HOPPER();
   std::mt19937_64 rng(test_seed());
-  cpu::ThreadPool pool(1);
+  ThreadPool pool(1);
   const Case c = make_case({4, 256, 4096, cuda::WeightScaleLayout::kChannel, Act::kToken, false, Codes::kAll}, rng, pool);
   DeviceCase d(c);
   auto with = [&](const std::function<void(cuda::Fp8GemvArgs&)>& edit) {

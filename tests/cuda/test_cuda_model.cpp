@@ -44,7 +44,7 @@ namespace {
 
 std::filesystem::path shipped_dir() { return std::filesystem::path(FP8LM_SOURCE_DIR) / "models/fp8lm-gutenberg-22m"; }
 
-std::unique_ptr<engine::Runtime> load(engine::Device device, const std::string& quant, const std::string& kv) {
+std::unique_ptr<engine::Runtime> load(backend::Device device, const std::string& quant, const std::string& kv) {
   io::LoadOverrides o;
   if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
   o.kv_cache_dtype = io::parse_kv_cache_dtype(kv);
@@ -121,21 +121,21 @@ struct Reference {
 const Reference& reference() {
   static const Reference ref = [] {
     Reference r;
-    auto cpu = load(engine::Device::kCpu, "", "bf16");
+    auto cpu = load(backend::Device::kCpu, "", "bf16");
     r.prompt = prompt_tokens(*cpu);
     // 12 decode steps fed with the CPU's greedy tokens.
     std::vector<int32_t> none;
     Trace t = run(*cpu, r.prompt, none);
     std::vector<int32_t> fed{argmax(t.rows.back())};
-    auto cpu2 = load(engine::Device::kCpu, "", "bf16");
+    auto cpu2 = load(backend::Device::kCpu, "", "bf16");
     for (int i = 0; i < 11; ++i) {
       Trace step = run(*cpu2, r.prompt, fed);
       fed.push_back(argmax(step.rows.back()));
-      cpu2 = load(engine::Device::kCpu, "", "bf16");
+      cpu2 = load(backend::Device::kCpu, "", "bf16");
     }
     r.fed = fed;
     r.bf16 = run(*cpu2, r.prompt, r.fed);
-    auto cpu_fp8 = load(engine::Device::kCpu, "fp8", "bf16");
+    auto cpu_fp8 = load(backend::Device::kCpu, "fp8", "bf16");
     r.fp8 = run(*cpu_fp8, r.prompt, r.fed);
     r.quant_effect = mean_abs_diff(r.bf16, r.fp8);
     return r;
@@ -154,7 +154,7 @@ struct Case {
 double gpu_bf16_drift() {
   static const double d = [] {
     const Reference& ref = reference();
-    auto gpu = load(engine::Device::kCuda, "", "bf16");
+    auto gpu = load(backend::Device::kCuda, "", "bf16");
     return mean_abs_diff(ref.bf16, run(*gpu, ref.prompt, ref.fed));
   }();
   return d;
@@ -167,8 +167,8 @@ TEST_P(CudaModel, LogitsMatchTheCpuBackend) {
   const Case c = GetParam();
   const Reference& ref = reference();
   ASSERT_GT(ref.quant_effect, 0.0);
-  auto cpu = load(engine::Device::kCpu, c.quant, c.kv);
-  auto gpu = load(engine::Device::kCuda, c.quant, c.kv);
+  auto cpu = load(backend::Device::kCpu, c.quant, c.kv);
+  auto gpu = load(backend::Device::kCuda, c.quant, c.kv);
   const Trace want = run(*cpu, ref.prompt, ref.fed);
   const Trace got = run(*gpu, ref.prompt, ref.fed);
   ASSERT_EQ(want.rows.size(), got.rows.size());
@@ -209,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(Schemes, CudaModel,
 TEST(CudaModelBatch, BatchedEqualsAloneWithinTolerance) {
   REQUIRE_HOPPER();
   const Reference& ref = reference();
-  auto gpu = load(engine::Device::kCuda, "fp8", "bf16");
+  auto gpu = load(backend::Device::kCuda, "fp8", "bf16");
   const int64_t vocab = gpu->config().vocab_size;
   const int bs = gpu->block_size();
   // Alone.
@@ -237,8 +237,8 @@ TEST(CudaModelBatch, BatchedEqualsAloneWithinTolerance) {
 TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
   REQUIRE_HOPPER();
   for (const char* kv : {"bf16", "fp8"}) {
-    auto cpu = load(engine::Device::kCpu, "", kv);
-    auto gpu = load(engine::Device::kCuda, "", kv);
+    auto cpu = load(backend::Device::kCpu, "", kv);
+    auto gpu = load(backend::Device::kCuda, "", kv);
     const std::vector<int32_t> prompt = prompt_tokens(*cpu);
     engine::SamplingParams p;
     p.temperature = 0.0f;
@@ -255,7 +255,7 @@ TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
       // Trace the divergence: the CPU's top-2 margin at that step.
       std::vector<int32_t> ctx = prompt;
       ctx.insert(ctx.end(), want.tokens.begin(), want.tokens.begin() + int64_t(same));
-      auto fresh = load(engine::Device::kCpu, "", kv);
+      auto fresh = load(backend::Device::kCpu, "", kv);
       const Trace t = run(*fresh, ctx, {});
       const double margin = top2_margin(t.rows.back());
       std::printf("[ greedy kv %s ] first difference at token %zu: CPU top-2 margin %.4f\n", kv, same, margin);
@@ -266,7 +266,7 @@ TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
 
 TEST(CudaModelErrors, UnknownDeviceAndBadIds) {
   REQUIRE_HOPPER();
-  auto gpu = load(engine::Device::kCuda, "", "bf16");
+  auto gpu = load(backend::Device::kCuda, "", "bf16");
   std::vector<int32_t> bad{1, 2, int32_t(gpu->config().vocab_size)};
   std::vector<int64_t> table{0};
   model::SequenceInput in{bad, 0, table, false};

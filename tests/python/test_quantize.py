@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "models"
 REF = REPO / "tests" / "fixtures" / "quantize"
 SHIPPED = REPO / "models" / "fp8lm-gutenberg-22m"
-CALIB_TEXT = REPO / "src" / "quantize" / "calibration_text.txt"
+CALIB_TEXT = REPO / "src" / "calibration" / "calibration_text.txt"
 
 
 def assert_error(r, *needles):

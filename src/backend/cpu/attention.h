@@ -27,7 +27,7 @@
 #include <span>
 
 #include "backend/cpu/kv_cache.h"
-#include "backend/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace fp8lm::cpu {
 

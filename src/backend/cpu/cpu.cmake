@@ -2,8 +2,9 @@
 # Included from src/CMakeLists.txt; paths are relative to this file.
 add_library(fp8lm_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/linear.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/linear_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/linear_kernels_scalar.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/thread_pool.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../../common/thread_pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_ops.cpp)

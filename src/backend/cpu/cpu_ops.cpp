@@ -13,10 +13,11 @@ namespace fp8lm::cpu {
 namespace {
 
 // A linear weight or embedding table: the host description itself (the CPU
-// computes where the loader put the data).
+// computes where the loader put the data) and the plan decided at upload.
 struct HostLinear final : backend::Weight {
-  explicit HostLinear(weights::LinearWeight weight) : w(std::move(weight)) {}
+  HostLinear(weights::LinearWeight weight, LinearPlan p) : w(std::move(weight)), plan(std::move(p)) {}
   weights::LinearWeight w;
+  LinearPlan plan;
 };
 
 struct VectorWeight final : backend::Weight {
@@ -62,8 +63,8 @@ CpuOps::CpuOps(int threads, KernelChoice kernels) : pool_(threads), kernels_(ker
 std::string CpuOps::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
 
 std::unique_ptr<backend::Weight> CpuOps::upload_linear(const weights::LinearWeight& w) {
-  weights::validate(w);
-  return std::make_unique<HostLinear>(w);
+  LinearPlan plan = plan_linear(w);  // validates
+  return std::make_unique<HostLinear>(w, std::move(plan));
 }
 
 std::unique_ptr<backend::Weight> CpuOps::upload_vector(std::vector<float> values) {
@@ -71,10 +72,15 @@ std::unique_ptr<backend::Weight> CpuOps::upload_vector(std::vector<float> values
 }
 
 std::unique_ptr<backend::Weight> CpuOps::upload_embedding(const weights::LinearWeight& table) {
-  weights::validate(table);
+  LinearPlan plan = plan_linear(table);  // validates
   if (table.is_fp8() && table.scale_layout.granularity != Granularity::kChannel)
     throw Error("cpu ops: an FP8 embedding table needs one scale per row");
-  return std::make_unique<HostLinear>(table);
+  return std::make_unique<HostLinear>(table, std::move(plan));
+}
+
+std::string CpuOps::describe(const backend::Weight& w) const {
+  const auto* linear = dynamic_cast<const HostLinear*>(&w);
+  return linear != nullptr ? linear->plan.describe() : std::string();
 }
 
 std::unique_ptr<backend::KvCache> CpuOps::make_kv_cache(const backend::KvCacheShape& shape,
@@ -141,9 +147,10 @@ void CpuOps::add(backend::Tensor acc, backend::Tensor x) {
 }
 
 void CpuOps::linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) {
-  const weights::LinearWeight& lw = as<HostLinear>(w, "linear weight").w;
-  require_shape(y, x.rows, lw.n, "linear output");
-  cpu::linear({f32(x), size_t(x.rows * x.cols)}, x.rows, lw, {f32(y), size_t(y.rows * y.cols)}, &pool_, kernels_);
+  const HostLinear& hl = as<HostLinear>(w, "linear weight");
+  require_shape(y, x.rows, hl.w.n, "linear output");
+  cpu::linear({f32(x), size_t(x.rows * x.cols)}, x.rows, hl.w, hl.plan, {f32(y), size_t(y.rows * y.cols)}, &pool_,
+              kernels_);
 }
 
 void CpuOps::rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions,

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
 #include "backend/ops.h"
+#include "common/thread_pool.h"
 
 namespace fp8lm::cpu {
 
@@ -23,6 +23,8 @@ class CpuOps final : public backend::Ops {
   std::unique_ptr<backend::Weight> upload_linear(const weights::LinearWeight& w) override;
   std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
   std::unique_ptr<backend::Weight> upload_embedding(const weights::LinearWeight& table) override;
+  // The plan of a linear weight or embedding table (LinearPlan::describe); empty for a vector.
+  std::string describe(const backend::Weight& w) const override;
   std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
                                                   std::vector<backend::KvLayerFormat> layers) override;
 

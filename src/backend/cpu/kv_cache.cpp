@@ -13,10 +13,6 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
-bool is_fp8(KvElement e) { return e == KvElement::kE4M3 || e == KvElement::kE5M2; }
-
-Fp8Format fp8_format(KvElement e) { return e == KvElement::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2; }
-
 // a × b, or an Error when it does not fit in size_t.
 size_t checked_mul(size_t a, size_t b) {
   if (b != 0 && a > std::numeric_limits<size_t>::max() / b) throw Error("kv cache: size overflows memory addressing");
@@ -26,37 +22,6 @@ size_t checked_mul(size_t a, size_t b) {
 size_t round_up(size_t x) {
   if (x > std::numeric_limits<size_t>::max() - kAlign) throw Error("kv cache: size overflows memory addressing");
   return (x + kAlign - 1) / kAlign * kAlign;
-}
-
-void check_shape(const KvCacheShape& s) {
-  auto positive = [](const char* name, int64_t value) {
-    if (value <= 0) throw Error(std::string("kv cache: ") + name + " must be > 0, got " + std::to_string(value));
-  };
-  positive("num_layers", s.num_layers);
-  positive("num_kv_heads", s.num_kv_heads);
-  positive("head_dim", s.head_dim);
-  positive("block_size", s.block_size);
-  positive("num_blocks", s.num_blocks);
-}
-
-void check_formats(const KvCacheShape& s, const std::vector<KvLayerFormat>& layers) {
-  if (layers.size() != size_t(s.num_layers)) {
-    throw Error("kv cache: " + std::to_string(layers.size()) + " layer formats for num_layers = " +
-                std::to_string(s.num_layers));
-  }
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const KvLayerFormat& f = layers[i];
-    if (f.element != KvElement::kF32 && f.element != KvElement::kBF16 && !is_fp8(f.element)) {
-      throw Error("kv cache: layer " + std::to_string(i) + " has an unknown element type");
-    }
-    if (!is_fp8(f.element)) continue;
-    for (const auto& [name, scale] : {std::pair{"k_scale", f.k_scale}, std::pair{"v_scale", f.v_scale}}) {
-      if (!std::isfinite(scale) || !(scale > 0.0f)) {
-        throw Error("kv cache: layer " + std::to_string(i) + " " + name + " must be finite and > 0, got " +
-                    std::to_string(scale));
-      }
-    }
-  }
 }
 
 // Elements of one K (or V) array of a layer.
@@ -83,41 +48,22 @@ void encode(const float* x, int64_t n, const KvLayerFormat& f, float scale, std:
       for (int64_t i = 0; i < n; ++i) codes[i] = float_to_fp8(x[i] / scale, fmt, Saturation::kSatFinite);
       return;
     }
+    default:  // validate_kv refused every other type when the cache was made
+      throw Error(std::string("kv cache store: element type ") + std::string(name(f.element)) + " is not stored");
   }
 }
 
 }  // namespace
 
-size_t kv_element_bytes(KvElement e) {
-  switch (e) {
-    case KvElement::kF32: return 4;
-    case KvElement::kBF16: return 2;
-    case KvElement::kE4M3:
-    case KvElement::kE5M2: return 1;
-  }
-  return 1;
-}
-
-const char* kv_element_name(KvElement e) {
-  switch (e) {
-    case KvElement::kF32: return "f32";
-    case KvElement::kBF16: return "bf16";
-    case KvElement::kE4M3: return "e4m3";
-    case KvElement::kE5M2: return "e5m2";
-  }
-  return "?";
-}
-
 PagedKvCache::PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers) : shape_(shape) {
-  check_shape(shape_);
-  check_formats(shape_, layers);
+  backend::validate_kv(shape_, layers);
   const size_t elements = elements_per_array(shape_);
   size_t offset = 0;
   layers_.resize(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     Layer& l = layers_[i];
     l.format = layers[i];
-    l.element_bytes = kv_element_bytes(l.format.element);
+    l.element_bytes = element_bytes(l.format.element);
     const size_t array_bytes = round_up(checked_mul(elements, l.element_bytes));
     l.k_offset = offset;
     l.v_offset = l.k_offset + array_bytes;
@@ -136,16 +82,6 @@ PagedKvCache::PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers
   }
   bytes_ = offset;
   storage_ = std::make_unique<std::byte[]>(offset);  // value-initialized: zeros
-}
-
-uint64_t PagedKvCache::bytes_per_token(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers) {
-  check_shape(shape);
-  check_formats(shape, layers);
-  uint64_t total = 0;
-  for (const KvLayerFormat& f : layers) {
-    total += 2 * uint64_t(shape.num_kv_heads) * uint64_t(shape.head_dim) * kv_element_bytes(f.element);
-  }
-  return total;
 }
 
 const KvLayerFormat& PagedKvCache::layer_format(int layer) const {
@@ -220,6 +156,9 @@ void PagedKvCache::dequantize(const Layer& l, size_t base, const std::array<floa
       for (size_t i = 0; i < n; ++i) out[i] = table[codes[i]];
       return;
     }
+    default:  // validate_kv refused every other type when the cache was made
+      throw Error(std::string("kv cache load: element type ") + std::string(name(l.format.element)) +
+                  " is not stored");
   }
 }
 

@@ -30,11 +30,8 @@
 
 namespace fp8lm::cpu {
 
+// fp8lm::ElementType: element_bytes() and name() give its size and name.
 using backend::KvElement;
-
-// Bytes one element of the format takes in the cache: 4, 2, 1, 1.
-size_t kv_element_bytes(KvElement e);
-const char* kv_element_name(KvElement e);  // "f32", "bf16", "e4m3", "e5m2"
 
 using backend::KvCacheShape;
 // Scales apply to FP8 layers only; F32 and BF16 layers ignore them.
@@ -42,9 +39,9 @@ using backend::KvLayerFormat;
 
 class PagedKvCache {
  public:
-  // One format per layer. Throws fp8lm::Error naming the problem: a size that
-  // is not positive, layers.size() != num_layers, an FP8 layer's scale that is
-  // not finite and > 0, a total size that does not fit in memory addressing.
+  // One format per layer. Throws fp8lm::Error naming the problem: what
+  // backend::validate_kv refuses, a total size that does not fit in memory
+  // addressing.
   PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers);
 
   const KvCacheShape& shape() const { return shape_; }
@@ -52,8 +49,6 @@ class PagedKvCache {
 
   // Bytes of storage held (the one allocation, alignment padding included).
   uint64_t bytes() const { return bytes_; }
-  // K + V bytes of one token position over all layers (no padding).
-  static uint64_t bytes_per_token(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers);
 
   // Stores one token's K and V (num_kv_heads × head_dim floats each, head-major)
   // into `slot` of `block`, rounded as the layer's format says.

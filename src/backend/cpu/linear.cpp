@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "numerics/cpu/select.h"
 
 namespace fp8lm::cpu {
 namespace {
@@ -20,74 +21,52 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Width along K of one weight scale cell (0: the whole row shares it).
-int64_t weight_scale_width(const ScaleLayout& l) {
-  return l.granularity == Granularity::kBlock || l.granularity == Granularity::kGroup ? l.group_cols : 0;
-}
-
-// The scale of weight element (row, col) in the layout's grid.
-float weight_scale(const weights::LinearWeight& w, int64_t scale_cols, int64_t row, int64_t col) {
+// The scale of weight element (row, col) in the layout's grid; width is the K
+// width of one scale cell (LinearPlan::weight_scale_width, 0: the whole row).
+float weight_scale(const weights::LinearWeight& w, int64_t scale_cols, int64_t width, int64_t row, int64_t col) {
   const ScaleLayout& l = w.scale_layout;
   int64_t r = 0;
   if (l.granularity == Granularity::kBlock) r = row / l.group_rows;
   else if (l.granularity != Granularity::kTensor) r = row;
-  const int64_t width = weight_scale_width(l);
   const int64_t c = width > 0 ? col / width : 0;
   return w.scales[size_t(r * scale_cols + c)];
 }
 
 }  // namespace
 
-QuantizedMatrix quantize_activations(const float* x, int64_t m, const weights::LinearWeight& w,
+QuantizedMatrix quantize_activations(const float* x, int64_t m, const LinearPlan& p, int64_t k,
                                      KernelChoice kernels) {
-  const MatrixView xv = MatrixView::f32(x, m, w.k);
-  // Activations are E4M3 whatever the weights are, as in vLLM's kernels.
-  const Fp8Format fmt = Fp8Format::kE4M3;
-  switch (w.activation) {
-    case ActivationQuant::kNone:
-      break;
-    case ActivationQuant::kDynamicTensor:
-      return quantize_dynamic(xv, {fmt, ScaleLayout::tensor(), ScaleRule::runtime(fmt)}, kernels);
-    case ActivationQuant::kDynamicToken: {
-      const QuantSpec spec{fmt, ScaleLayout::token(), ScaleRule::runtime(fmt)};
-      if (w.activation_scale_upper_bound <= 0.0f) return quantize_dynamic(xv, spec, kernels);
+  if (!p.x_quant) throw Error("linear: quantize_activations() called for a weight-only (W8A16) layer");
+  const MatrixView xv = MatrixView::f32(x, m, k);
+  const QuantSpec& spec = *p.x_quant;
+  switch (p.x_scale) {
+    case LinearPlan::XScale::kDynamic:
+      return quantize_dynamic(xv, spec, kernels);
+    case LinearPlan::XScale::kDynamicCapped: {
       // FBGEMM clamps each token's amax to the bound before dividing by max:
       // min(amax, ub) / max = min(amax / max, ub / max) since a correctly
       // rounded division is monotonic, and the floor applied after equals the
       // floor applied before (the floor is far below any sensible bound).
       std::vector<float> scales = compute_scales(xv, spec, kernels);
-      const float cap = w.activation_scale_upper_bound / traits(fmt).max_finite;
-      for (float& s : scales) s = std::max(std::min(s, cap), spec.rule.scale_floor);
+      for (float& s : scales) s = std::max(std::min(s, p.x_scale_cap), spec.rule.scale_floor);
       return quantize_static(xv, spec, scales, kernels);
     }
-    case ActivationQuant::kDynamicGroup:
-      return quantize_dynamic(xv, {fmt, ScaleLayout::group(w.activation_group), ScaleRule::vllm_group()},
-                              kernels);
-    case ActivationQuant::kStaticTensor: {
-      const float s = w.input_scale;
-      return quantize_static(xv, {fmt, ScaleLayout::tensor(), ScaleRule::runtime(fmt)},
-                             std::span<const float>(&s, 1), kernels);
-    }
+    case LinearPlan::XScale::kStatic:
+      return quantize_static(xv, spec, std::span<const float>(&p.x_static_scale, 1), kernels);
   }
-  throw Error("linear: quantize_activations() called for a weight-only (W8A16) layer");
+  throw Error("linear: unknown activation scale kind");
+}
+
+QuantizedMatrix quantize_activations(const float* x, int64_t m, const weights::LinearWeight& w,
+                                     KernelChoice kernels) {
+  if (w.activation == ActivationQuant::kNone)
+    throw Error("linear: quantize_activations() called for a weight-only (W8A16) layer");
+  return quantize_activations(x, m, plan_linear(w), w.k, kernels);
 }
 
 const LinearKernels& select_linear_kernels(KernelChoice choice) {
-  switch (choice) {
-    case KernelChoice::kScalar:
-      return linear_kernels_scalar();
-    case KernelChoice::kAvx2:
-      if (const LinearKernels* k = linear_kernels_avx2()) return *k;
-      throw Error("linear kernels 'avx2' requested, but this CPU or build lacks AVX2/FMA/F16C");
-    case KernelChoice::kAvx512:
-      if (const LinearKernels* k = linear_kernels_avx512()) return *k;
-      throw Error("linear kernels 'avx512' requested, but this CPU or build lacks AVX-512F");
-    case KernelChoice::kAuto:
-      break;
-  }
-  if (const LinearKernels* k = linear_kernels_avx512()) return *k;
-  if (const LinearKernels* k = linear_kernels_avx2()) return *k;
-  return linear_kernels_scalar();
+  return select_table(choice, linear_kernels_scalar(), linear_kernels_avx2(), linear_kernels_avx512(),
+                      "linear kernels", "AVX2/FMA/F16C", "AVX-512F");
 }
 
 #if !defined(FP8LM_LINEAR_HAVE_AVX2)
@@ -98,8 +77,12 @@ const LinearKernels* linear_kernels_avx512() { return nullptr; }
 #endif
 
 void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w, std::span<float> y,
-            ThreadPool* pool, KernelChoice kernel_choice) {
-  weights::validate(w);
+            ThreadPool* pool, KernelChoice kernels) {
+  linear(x, m, w, plan_linear(w), y, pool, kernels);
+}
+
+void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w, const LinearPlan& p,
+            std::span<float> y, ThreadPool* pool, KernelChoice kernel_choice) {
   const int64_t n = w.n, k = w.k;
   if (m < 0) throw Error("linear: negative row count " + std::to_string(m));
   if (int64_t(x.size()) != m * k) {
@@ -112,7 +95,8 @@ void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w,
   }
   if (m == 0) return;
   const LinearKernels& kern = select_linear_kernels(kernel_choice);
-  const bool w8a8 = w.is_fp8() && w.activation != ActivationQuant::kNone;
+  const bool w8a8 = p.path == LinearPlan::Path::kW8A8;
+  const bool high_precision = p.path == LinearPlan::Path::kHighPrecision;
 
   // W8A8: the input's codes, decoded unscaled (exact), and their scale grid.
   QuantizedMatrix xq;
@@ -120,31 +104,32 @@ void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w,
   const float* xin = x.data();
   int64_t segment = k;
   if (w8a8) {
-    xq = quantize_activations(x.data(), m, w);
+    xq = quantize_activations(x.data(), m, p, k);
     x_codes.resize(size_t(m * k));
     kern.fp8_to_float(xq.codes.data(), m * k, xq.format, 1.0f, x_codes.data());
     xin = x_codes.data();
-    if (const int64_t s = weights::k_segment(w); s > 0) segment = s;
+    if (p.segment > 0) segment = p.segment;
   }
   const bool x_per_row = w8a8 && xq.layout.granularity != Granularity::kTensor;
   const int64_t x_group = w8a8 && xq.layout.granularity == Granularity::kGroup ? xq.layout.group_cols : 0;
-  const int64_t w_scale_cols = w.is_fp8() ? w.scale_layout.scale_cols(k) : 0;
-  const int64_t w_width = weight_scale_width(w.scale_layout);
+  const int64_t w_scale_cols = high_precision ? 0 : p.weight_scales.scale_cols(k);
+  const int64_t w_width = p.weight_scale_width;
   const auto* bytes = static_cast<const uint8_t*>(w.data);
-  const size_t esize = element_bytes(w.element);
+  const size_t esize = element_bytes(p.weight);
+  const Fp8Format w_format = high_precision ? Fp8Format::kE4M3 : fp8_format(p.weight);
 
   // One weight row into float32 scratch: converted (high precision), dequantized
   // per scale cell (W8A16), or decoded without scales (W8A8, scaled later).
   auto load_row = [&](int64_t row, float* out) {
     const uint8_t* src = bytes + size_t(row * k) * esize;
-    if (!w.is_fp8()) {
-      kern.to_float(src, w.element, k, out);
+    if (high_precision) {
+      kern.to_float(src, p.weight, k, out);
     } else if (w8a8) {
-      kern.fp8_to_float(src, k, w.format(), 1.0f, out);
+      kern.fp8_to_float(src, k, w_format, 1.0f, out);
     } else {
       const int64_t step = w_width > 0 ? w_width : k;
       for (int64_t c = 0; c < k; c += step) {
-        kern.fp8_to_float(src + c, std::min(step, k - c), w.format(), weight_scale(w, w_scale_cols, row, c),
+        kern.fp8_to_float(src + c, std::min(step, k - c), w_format, weight_scale(w, w_scale_cols, w_width, row, c),
                           out + c);
       }
     }
@@ -180,7 +165,7 @@ void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w,
               const int64_t xr = x_per_row ? i + a : 0;
               const float sx = xq.scales[size_t(xr * xq.scale_cols + (x_group > 0 ? c / x_group : 0))];
               for (int64_t b = 0; b < nr; ++b) {
-                sum[a * nr + b] += acc[a * nr + b] * sx * weight_scale(w, w_scale_cols, j + b, c);
+                sum[a * nr + b] += acc[a * nr + b] * sx * weight_scale(w, w_scale_cols, w_width, j + b, c);
               }
             }
           }

@@ -19,7 +19,8 @@
 #include <span>
 
 #include "backend/cpu/linear_kernels.h"
-#include "backend/cpu/thread_pool.h"
+#include "backend/cpu/linear_plan.h"
+#include "common/thread_pool.h"
 #include "numerics/quantize.h"
 #include "spec/quant_scheme.h"
 #include "weights/linear_weight.h"
@@ -27,7 +28,11 @@
 namespace fp8lm::cpu {
 
 // The input quantized as the W8A8 path does it (exposed for tests and for
-// the GPU backend's comparisons). w.activation must not be kNone.
+// the GPU backend's comparisons): x[m, k] with the plan's activation quantizer.
+// Throws for a plan without one (not W8A8).
+QuantizedMatrix quantize_activations(const float* x, int64_t m, const LinearPlan& p, int64_t k,
+                                     KernelChoice kernels = KernelChoice::kAuto);
+// The same with the quantizer taken from w.activation (must not be kNone).
 QuantizedMatrix quantize_activations(const float* x, int64_t m, const weights::LinearWeight& w,
                                      KernelChoice kernels = KernelChoice::kAuto);
 
@@ -35,9 +40,13 @@ QuantizedMatrix quantize_activations(const float* x, int64_t m, const weights::L
 // widest this CPU runs.
 const LinearKernels& select_linear_kernels(KernelChoice choice);
 
-// y[m, n] = x[m, k] · Wᵀ + bias. x has m·K floats, y has m·N floats (overwritten).
-// pool may be null (single thread). Throws fp8lm::Error on bad sizes or weights
-// (weights::validate).
+// y[m, n] = x[m, k] · Wᵀ + bias, computed as p says; p must be plan_linear(w)
+// (w is not validated again). x has m·K floats, y has m·N floats (overwritten).
+// pool may be null (single thread). Throws fp8lm::Error on bad sizes.
+void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w, const LinearPlan& p,
+            std::span<float> y, ThreadPool* pool = nullptr, KernelChoice kernels = KernelChoice::kAuto);
+// Convenience for tests and benchmarks: plan_linear(w) (which validates w, with
+// weights::validate's errors), then the above.
 void linear(std::span<const float> x, int64_t m, const weights::LinearWeight& w, std::span<float> y,
             ThreadPool* pool = nullptr, KernelChoice kernels = KernelChoice::kAuto);
 

@@ -14,12 +14,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/cpu/kv_cache.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_ops_kernels.h"
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/linear_plan.h"
 #include "backend/cuda/model_kernels.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/quant_kernels.h"
@@ -79,24 +79,17 @@ struct EmbeddingWeight final : backend::Weight {
   int64_t vocab = 0, dim = 0;
 };
 
-// One linear layer on the device and how each size of input is computed.
+// One linear layer on the device and how each size of input is computed (its plan).
 struct LinearWeight final : backend::Weight {
   int64_t n = 0, k = 0;
-  bool fp8 = false;
+  LinearPlan plan;
   DeviceBuffer w;        // BF16 [n, k] or E4M3 codes [n, k]
   DeviceBuffer bias;     // BF16 [n] or empty
   // FP8: scales in fp8lm's grid (the GEMV's layouts) …
   DeviceBuffer w_scale;
-  WeightScaleLayout gemv_layout = WeightScaleLayout::kTensor;
   // … and as cuBLASLt's mode wants them (kOuterVector: [n]; kBlock: cuBLASLt's block layout; kTensor: w_scale).
   DeviceBuffer w_scale_gemm;
-  GemmScaleMode gemm_mode = GemmScaleMode::kNone;
-  bool gemm_possible = false;  // cuBLASLt has this mode for the scheme and the shape fits its constraints
-  // Activations (FP8 only): kNone = W8A16.
-  ActivationQuant activation = ActivationQuant::kNone;
-  Fp8ActQuant act_quant;
-  ActivationScaleLayout gemv_x_layout = ActivationScaleLayout::kNone;
-  DeviceBuffer static_scale;  // float [1]
+  DeviceBuffer static_scale;  // float [1]: plan.act_quant.static_scale points here
 };
 
 struct CudaKvCache final : backend::KvCache {
@@ -110,17 +103,10 @@ struct CudaKvCache final : backend::KvCache {
   uint64_t bytes() const override { return bytes_; }
 };
 
-// Bytes per cache element: the CPU cache's sizes, so both backends size a cache alike.
-size_t kv_bytes(backend::KvElement e) { return cpu::kv_element_bytes(e); }
+// Bytes per cache element: the element type's width, as every backend sizes a cache.
+size_t kv_bytes(backend::KvElement e) { return element_bytes(e); }
 
 constexpr size_t kAlign = 256;
-
-// W8A8 rows up to which the GEMV beats cuBLASLt (docs/benchmarks.md, "FP8
-// weight-streaming GEMV"): at m ≤ 8 it is 1.1–1.6× cuBLASLt's BF16 on every
-// Llama-3.1-8B shape, at m = 16 0.64–0.98×, where cuBLASLt's own FP8 GEMM is
-// faster on every shape. W8A16 keeps the GEMV to 16 rows (its alternative is a
-// dequantized copy and the BF16 GEMM).
-constexpr int64_t kGemvRowsW8A8 = 8;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
@@ -220,6 +206,7 @@ struct CudaOps::Impl {
   // when the backend is destroyed. The events add ~2 µs of gap per op.
   bool profile = false;
   std::map<std::string, std::pair<double, int64_t>> op_seconds;
+  std::map<std::string, int64_t> linear_plans;  // "n x k  plan" → linear layers uploaded with it
   struct Pending {
     std::string op;
     cudaEvent_t start, end;
@@ -265,6 +252,11 @@ struct CudaOps::Impl {
       for (const auto& [op, t] : op_seconds)
         std::fprintf(stderr, "  %-34s %10.3f ms %8lld calls %9.2f us/call %5.1f%%\n", op.c_str(), t.first * 1e3,
                      static_cast<long long>(t.second), t.first * 1e6 / double(t.second), 100.0 * t.first / total);
+    }
+    if (profile && !linear_plans.empty()) {
+      std::fprintf(stderr, "fp8lm: CUDA linear plans (shape n x k, plan: layers):\n");
+      for (const auto& [plan, count] : linear_plans)
+        std::fprintf(stderr, "  %s: %lld\n", plan.c_str(), static_cast<long long>(count));
     }
     drop_graphs();
     if (meta_host != nullptr) (void)cudaFreeHost(meta_host);
@@ -405,83 +397,36 @@ std::unique_ptr<backend::Weight> CudaOps::upload_embedding(const weights::Linear
 }
 
 std::unique_ptr<backend::Weight> CudaOps::upload_linear(const weights::LinearWeight& w) {
-  weights::validate(w);
   auto l = std::make_unique<LinearWeight>();
+  l->plan = plan_linear(w);
   l->n = w.n;
   l->k = w.k;
+  const LinearPlan& p = l->plan;
   cudaStream_t s = impl_->stream;
   DeviceAllocator& a = impl_->allocator;
+  if (impl_->profile) ++impl_->linear_plans[std::to_string(w.n) + "x" + std::to_string(w.k) + "  " + p.describe()];
   if (!w.bias.empty()) {
     std::vector<uint16_t> b(w.bias.size());
     for (size_t i = 0; i < b.size(); ++i) b[i] = float_to_bf16(w.bias[i]);
     l->bias = upload(a, b.data(), b.size(), s);
   }
-  if (!w.is_fp8()) {
+  if (!p.fp8) {
     const std::vector<uint16_t> host = to_bf16_host(w);
     l->w = upload(a, host.data(), host.size(), s);
-    l->gemm_mode = GemmScaleMode::kNone;
-    l->gemm_possible = true;
     return l;
   }
-  if (w.element != ElementType::kE4M3) throw Error("cuda ops: FP8 weights must be E4M3 (the tensor cores' format)");
-  l->fp8 = true;
   l->w = upload(a, static_cast<const uint8_t*>(w.data), size_t(w.n * w.k), s);
   l->w_scale = upload(a, w.scales.data(), w.scales.size(), s);
-  const Granularity wg = w.scale_layout.granularity;
-  switch (wg) {
-    case Granularity::kTensor: l->gemv_layout = WeightScaleLayout::kTensor; break;
-    case Granularity::kChannel: l->gemv_layout = WeightScaleLayout::kChannel; break;
-    case Granularity::kBlock:
-      if (w.scale_layout.group_rows != 128 || w.scale_layout.group_cols != 128)
-        throw Error("cuda ops: FP8 weight blocks of " + std::to_string(w.scale_layout.group_rows) + "x" +
-                    std::to_string(w.scale_layout.group_cols) + " are not supported (the CUDA backend runs 128x128)");
-      l->gemv_layout = WeightScaleLayout::kBlock128;
-      break;
-    default:
-      throw Error("cuda ops: FP8 weights with " + std::string(fp8lm::name(wg)) + " scales are not supported on CUDA");
+  if (p.activation == ActivationQuant::kStaticTensor) {
+    l->static_scale = upload(a, &w.input_scale, 1, s);
+    l->plan.act_quant.static_scale = l->static_scale.as<float>();
   }
-  l->activation = w.activation;
-  switch (w.activation) {
-    case ActivationQuant::kNone:
-      // W8A16: the GEMV for decode; larger batches dequantize to BF16 (no FP8×BF16 tensor-core GEMM).
-      return l;
-    case ActivationQuant::kDynamicTensor:
-      l->act_quant = Fp8ActQuant::tensor();
-      l->gemv_x_layout = ActivationScaleLayout::kTensor;
-      break;
-    case ActivationQuant::kStaticTensor:
-      l->static_scale = upload(a, &w.input_scale, 1, s);
-      l->act_quant = Fp8ActQuant::static_tensor(l->static_scale.as<float>());
-      l->gemv_x_layout = ActivationScaleLayout::kTensor;
-      break;
-    case ActivationQuant::kDynamicToken:
-      l->act_quant = Fp8ActQuant::token(w.activation_scale_upper_bound);
-      l->gemv_x_layout = ActivationScaleLayout::kToken;
-      break;
-    case ActivationQuant::kDynamicGroup:
-      if (w.activation_group != 128)
-        throw Error("cuda ops: activation groups of " + std::to_string(w.activation_group) +
-                    " are not supported (the CUDA backend runs 1x128)");
-      l->act_quant = Fp8ActQuant::group(128);
-      l->gemv_x_layout = ActivationScaleLayout::kGroup128;
-      break;
-  }
-  // cuBLASLt's mode for this pairing of weight and activation scales.
-  const bool x_tensor = l->gemv_x_layout == ActivationScaleLayout::kTensor;
-  const bool x_token = l->gemv_x_layout == ActivationScaleLayout::kToken;
-  const bool aligned = w.k % 16 == 0 && w.n % 8 == 0;
-  if (wg == Granularity::kTensor && x_tensor) {
-    l->gemm_mode = GemmScaleMode::kTensor;
-    l->gemm_possible = aligned;
-  } else if ((wg == Granularity::kTensor || wg == Granularity::kChannel) && (x_tensor || x_token)) {
-    l->gemm_mode = GemmScaleMode::kOuterVector;
-    l->gemm_possible = aligned;
+  // The scale grids cuBLASLt's mode wants besides the GEMV's.
+  if (p.gemm_channel_scales) {
     std::vector<float> channel(size_t(w.n), w.scales[0]);
-    if (wg == Granularity::kChannel) channel = w.scales;
+    if (w.scale_layout.granularity == Granularity::kChannel) channel = w.scales;
     l->w_scale_gemm = upload(a, channel.data(), channel.size(), s);
-  } else if (wg == Granularity::kBlock && l->gemv_x_layout == ActivationScaleLayout::kGroup128) {
-    l->gemm_mode = GemmScaleMode::kBlock;
-    l->gemm_possible = aligned && w.n % 4 == 0;
+  } else if (p.gemm_cublas_block_scales) {
     l->w_scale_gemm = DeviceBuffer(a, size_t(cublas_block_scale_count(w.n, w.k)) * 4, s);
     block_scales_to_cublas(l->w_scale.as<float>(), w.n, w.k, l->w_scale_gemm.as<float>(), s);
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -490,27 +435,14 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear(const weights::LinearWei
 }
 
 std::unique_ptr<backend::Weight> CudaOps::upload_fused_linear(std::span<const weights::LinearWeight> parts) {
-  if (parts.size() < 2) return nullptr;
-  const weights::LinearWeight& first = parts[0];
-  for (const weights::LinearWeight& p : parts) {
-    weights::validate(p);
-    const bool same = p.k == first.k && p.element == first.element &&
-                      (!p.is_fp8() || (p.activation == first.activation &&
-                                       p.activation_group == first.activation_group &&
-                                       p.activation_scale_upper_bound == first.activation_scale_upper_bound &&
-                                       p.input_scale == first.input_scale &&
-                                       (p.scale_layout.granularity == Granularity::kBlock) ==
-                                           (first.scale_layout.granularity == Granularity::kBlock)));
-    if (!same) return nullptr;
-    if (p.is_fp8() && p.scale_layout.granularity == Granularity::kBlock &&
-        (p.n % 128 != 0 || !(p.scale_layout == ScaleLayout::block(128, 128))))
-      return nullptr;
-    if (p.is_fp8() && p.scale_layout.granularity != Granularity::kBlock &&
-        p.scale_layout.granularity != Granularity::kTensor && p.scale_layout.granularity != Granularity::kChannel)
-      return nullptr;
-  }
+  if (!can_fuse(parts)) return nullptr;
   // The concatenation on the host, then one ordinary upload.
   return upload_linear(weights::concat_rows(parts));
+}
+
+std::string CudaOps::describe(const backend::Weight& weight) const {
+  const auto* l = dynamic_cast<const LinearWeight*>(&weight);
+  return l == nullptr ? std::string() : l->plan.describe();
 }
 
 std::unique_ptr<backend::KvCache> CudaOps::make_kv_cache(const backend::KvCacheShape& shape,
@@ -528,6 +460,8 @@ std::unique_ptr<backend::KvCache> CudaOps::make_kv_cache(const backend::KvCacheS
   std::vector<size_t> offsets;
   size_t total = 0;
   for (const backend::KvLayerFormat& f : layers) {
+    // F16 is an element type of weights; no KV-cache kernel reads or writes it.
+    if (f.element == backend::KvElement::kF16) throw Error("cuda ops: a KV layer of element type f16 is not supported");
     if (kv_bytes(f.element) == 1 && !(f.k_scale > 0.0f && f.v_scale > 0.0f && std::isfinite(f.k_scale) &&
                                       std::isfinite(f.v_scale)))
       throw Error("cuda ops: an FP8 KV layer's scales must be finite and positive");
@@ -810,6 +744,7 @@ void CudaOps::argmax_rows(Tensor x, std::span<int32_t> out) {
 
 void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const LinearWeight& w = as<LinearWeight>(weight, "linear weight");
+  const LinearPlan& p = w.plan;
   require_shape(x, x.rows, w.k, "linear input");
   require_shape(y, x.rows, w.n, "linear output");
   Impl& im = *impl_;
@@ -821,13 +756,13 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   // The label (a few string operations) only when profiling: linear is the hot path.
   OpTimer timer(im,
                 !im.profile ? std::string()
-                            : std::string(!w.fp8                                   ? "linear bf16 "
-                                          : w.activation == ActivationQuant::kNone ? "linear w8a16 "
+                            : std::string(!p.fp8                                   ? "linear bf16 "
+                                          : p.activation == ActivationQuant::kNone ? "linear w8a16 "
                                                                                    : "linear w8a8 ") +
                                   std::to_string(w.n) + "x" + std::to_string(w.k),
                 m);
 
-  if (!w.fp8) {
+  if (p.large_rows == LargeRows::kCublasBf16) {
     GemmArgs g;
     g.m = m, g.n = w.n, g.k = w.k;
     g.a = x.data, g.b = w.w.get(), g.d = y.data, g.bias = bias;
@@ -842,16 +777,16 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     a.m = rows, a.n = w.n, a.k = w.k;
     a.w = w.w.as<uint8_t>();
     a.w_scale = w.w_scale.as<float>();
-    a.w_layout = w.gemv_layout;
+    a.w_layout = p.w_layout;
     if (codes == nullptr) {
       a.x = B(x) + r0 * w.k;
     } else {
       a.x_codes = codes + r0 * w.k;
-      a.x_layout = w.gemv_x_layout;
+      a.x_layout = p.x_layout;
       const int64_t groups = (w.k + 127) / 128;
-      a.x_scale = w.gemv_x_layout == ActivationScaleLayout::kTensor  ? scales
-                  : w.gemv_x_layout == ActivationScaleLayout::kToken ? scales + r0
-                                                                     : scales + r0 * groups;
+      a.x_scale = p.x_layout == ActivationScaleLayout::kTensor  ? scales
+                  : p.x_layout == ActivationScaleLayout::kToken ? scales + r0
+                                                                : scales + r0 * groups;
     }
     a.bias = bias;
     a.y = B(y) + r0 * w.n;
@@ -870,75 +805,83 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     for (int64_t r0 = 0; r0 < m; r0 += kMaxGemvRows) gemv(r0, std::min(kMaxGemvRows, m - r0), codes, scales);
   };
 
-  if (w.activation == ActivationQuant::kNone) {  // W8A16
-    if (m <= kMaxGemvRows) return gemv_all(nullptr, nullptr);
-    auto* deq = static_cast<bf16*>(im.take(size_t(w.n * w.k) * sizeof(bf16)));
-    dequantize_weight_bf16(w.w.as<uint8_t>(), w.w_scale.as<float>(), w.gemv_layout, w.n, w.k, deq, s);
-    GemmArgs g;
-    g.m = m, g.n = w.n, g.k = w.k;
-    g.a = x.data, g.b = deq, g.d = y.data, g.bias = bias;
-    im.gemm->run(g, s);
-    return;
-  }
-
-  // W8A8: quantize the activations as the scheme says, then GEMV or GEMM.
-  auto* codes = static_cast<uint8_t*>(im.take(size_t(m * w.k)));
-  const int64_t nscales = std::max<int64_t>(w.act_quant.scale_count(m, w.k), 1);
-  auto* scales = static_cast<float*>(im.take(size_t(nscales) * sizeof(float)));
-  const float* x_scales = scales;
-  {
-  OpTimer quant_timer(im, "  of which: quantize activations", m);
-  if (w.act_quant.static_scale != nullptr) {
-    quantize_fp8_static(B(x), m, w.k, w.act_quant.static_scale, codes, s);
-    x_scales = w.act_quant.static_scale;
-  } else {
-    quantize_fp8_dynamic(B(x), m, w.k, w.act_quant, codes, scales, s);
-  }
-  }
-  if (m <= kGemvRowsW8A8 || !w.gemm_possible) return gemv_all(codes, x_scales);
-
-  GemmArgs g;
-  g.n = w.n, g.k = w.k;
-  g.a = codes, g.b = w.w.get(), g.d = y.data, g.bias = bias;
-  g.mode = w.gemm_mode;
-  switch (w.gemm_mode) {
-    case GemmScaleMode::kTensor:
-      g.m = m;
-      g.a_scale = x_scales;
-      g.b_scale = w.w_scale.as<float>();
-      break;
-    case GemmScaleMode::kOuterVector: {
-      g.m = m;
-      g.b_scale = w.w_scale_gemm.as<float>();
-      if (w.gemv_x_layout == ActivationScaleLayout::kTensor) {
-        auto* per_row = static_cast<float*>(im.take(size_t(m) * sizeof(float)));
-        broadcast_scale(x_scales, m, per_row, s);
-        g.a_scale = per_row;
-      } else {
-        g.a_scale = x_scales;
-      }
-      break;
+  // W8A8: quantize the activations as the scheme says, then GEMV or GEMM; W8A16 reads x as is.
+  const uint8_t* codes = nullptr;
+  const float* x_scales = nullptr;
+  if (p.activation != ActivationQuant::kNone) {
+    auto* out_codes = static_cast<uint8_t*>(im.take(size_t(m * w.k)));
+    const int64_t nscales = std::max<int64_t>(p.act_quant.scale_count(m, w.k), 1);
+    auto* scales = static_cast<float*>(im.take(size_t(nscales) * sizeof(float)));
+    OpTimer quant_timer(im, "  of which: quantize activations", m);
+    if (p.act_quant.static_scale != nullptr) {
+      quantize_fp8_static(B(x), m, w.k, p.act_quant.static_scale, out_codes, s);
+      x_scales = p.act_quant.static_scale;
+    } else {
+      quantize_fp8_dynamic(B(x), m, w.k, p.act_quant, out_codes, scales, s);
+      x_scales = scales;
     }
-    case GemmScaleMode::kBlock: {
-      // cuBLASLt's block scaling wants m % 4 == 0: it takes the first m − m % 4 rows, the GEMV the rest.
-      const int64_t m4 = m - m % 4;
-      const int64_t groups = (w.k + 127) / 128;
-      auto* a_scale = static_cast<float*>(im.take(size_t(m4 * groups) * sizeof(float)));
-      group_scales_to_cublas(x_scales, m4, w.k, a_scale, s);
-      g.m = m4;
-      g.a_scale = a_scale;
-      g.b_scale = w.w_scale_gemm.as<float>();
-      g.cublas_scale_layout = true;
-      if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
+    codes = out_codes;
+  }
+  if (m <= p.gemv_max_rows) return gemv_all(codes, x_scales);
+
+  switch (p.large_rows) {
+    case LargeRows::kCublasBf16: break;  // handled above
+    case LargeRows::kGemvChunks: return gemv_all(codes, x_scales);
+    case LargeRows::kDequantizeBf16: {
+      auto* deq = static_cast<bf16*>(im.take(size_t(w.n * w.k) * sizeof(bf16)));
+      dequantize_weight_bf16(w.w.as<uint8_t>(), w.w_scale.as<float>(), p.w_layout, w.n, w.k, deq, s);
+      GemmArgs g;
+      g.m = m, g.n = w.n, g.k = w.k;
+      g.a = x.data, g.b = deq, g.d = y.data, g.bias = bias;
       im.gemm->run(g, s);
-      if (m4 < m) gemv(m4, m - m4, codes, x_scales);
       return;
     }
-    case GemmScaleMode::kNone: throw Error("cuda ops: internal: an FP8 layer without a GEMM mode");
+    case LargeRows::kCublasFp8: {
+      GemmArgs g;
+      g.n = w.n, g.k = w.k;
+      g.a = codes, g.b = w.w.get(), g.d = y.data, g.bias = bias;
+      g.mode = p.gemm_mode;
+      switch (p.gemm_mode) {
+        case GemmScaleMode::kTensor:
+          g.m = m;
+          g.a_scale = x_scales;
+          g.b_scale = w.w_scale.as<float>();
+          break;
+        case GemmScaleMode::kOuterVector: {
+          g.m = m;
+          g.b_scale = w.w_scale_gemm.as<float>();
+          if (p.x_layout == ActivationScaleLayout::kTensor) {
+            auto* per_row = static_cast<float*>(im.take(size_t(m) * sizeof(float)));
+            broadcast_scale(x_scales, m, per_row, s);
+            g.a_scale = per_row;
+          } else {
+            g.a_scale = x_scales;
+          }
+          break;
+        }
+        case GemmScaleMode::kBlock: {
+          // cuBLASLt's block scaling wants m % 4 == 0: it takes the first m − m % 4 rows, the GEMV the rest.
+          const int64_t m4 = m - m % 4;
+          const int64_t groups = (w.k + 127) / 128;
+          auto* a_scale = static_cast<float*>(im.take(size_t(m4 * groups) * sizeof(float)));
+          group_scales_to_cublas(x_scales, m4, w.k, a_scale, s);
+          g.m = m4;
+          g.a_scale = a_scale;
+          g.b_scale = w.w_scale_gemm.as<float>();
+          g.cublas_scale_layout = true;
+          if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
+          im.gemm->run(g, s);
+          if (m4 < m) gemv(m4, m - m4, codes, x_scales);
+          return;
+        }
+        case GemmScaleMode::kNone: throw Error("cuda ops: internal: an FP8 layer without a GEMM mode");
+      }
+      // Where cuBLASLt has no algorithm for the shape (it answers once per shape, cached), the GEMV serves.
+      if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
+      im.gemm->run(g, s);
+      return;
+    }
   }
-  // Where cuBLASLt has no algorithm for the shape (it answers once per shape, cached), the GEMV serves.
-  if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
-  im.gemm->run(g, s);
 }
 
 // ---- introspection ------------------------------------------------------------------------------

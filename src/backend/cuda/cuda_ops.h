@@ -3,7 +3,8 @@
 // codes stay one byte, scales float32), a paged KV cache in BF16, F32 or FP8,
 // every op a kernel on one stream.
 //
-// Linear layers dispatch by the number of rows m (docs/benchmarks.md, "CUDA
+// Linear layers dispatch by the number of rows m, as each layer's plan says
+// (linear_plan.h, made at upload; docs/benchmarks.md, "CUDA
 // GEMMs" and "FP8 weight-streaming GEMV"): W8A8 m ≤ 8 (W8A16 m ≤ 16) → fp8lm's
 // weight-streaming GEMV (fp8_gemv.h), which reads FP8 weights faster than
 // cuBLASLt's FP8 kernels there and has every scale layout (cuBLASLt has no
@@ -57,11 +58,13 @@ class CudaOps final : public backend::Ops {
   std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
   std::unique_ptr<backend::Weight> upload_embedding(const weights::LinearWeight& table) override;
   // Fuses parts of one scheme (BF16, or FP8 with the same activation
-  // quantization and format): weights concatenated along the output rows;
+  // quantization and format; can_fuse in linear_plan.h): weights concatenated along the output rows;
   // per-tensor weight scales become per-channel rows (the same multipliers);
   // block scales need every part's rows to be a multiple of 128; static input
   // scales must be equal. Otherwise nullptr (the model uploads them one by one).
   std::unique_ptr<backend::Weight> upload_fused_linear(std::span<const weights::LinearWeight> parts) override;
+  // A linear weight's plan (LinearPlan::describe); empty for other weights.
+  std::string describe(const backend::Weight& w) const override;
   std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
                                                   std::vector<backend::KvLayerFormat> layers) override;
 

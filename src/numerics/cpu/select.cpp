@@ -1,7 +1,6 @@
 // Run-time choice between the kernel tables compiled into this binary.
-#include <string>
+#include "numerics/cpu/select.h"
 
-#include "common/error.h"
 #include "numerics/cpu/kernels.h"
 
 namespace fp8lm::cpu {
@@ -14,21 +13,8 @@ const KernelTable* avx512_kernels() { return nullptr; }
 #endif
 
 const KernelTable& select_kernels(KernelChoice choice) {
-  switch (choice) {
-    case KernelChoice::kScalar:
-      return scalar_kernels();
-    case KernelChoice::kAvx2:
-      if (const KernelTable* t = avx2_kernels()) return *t;
-      throw Error("CPU kernels 'avx2' requested, but this CPU or build lacks AVX2");
-    case KernelChoice::kAvx512:
-      if (const KernelTable* t = avx512_kernels()) return *t;
-      throw Error("CPU kernels 'avx512' requested, but this CPU or build lacks AVX-512F/BW");
-    case KernelChoice::kAuto:
-      break;
-  }
-  if (const KernelTable* t = avx512_kernels()) return *t;
-  if (const KernelTable* t = avx2_kernels()) return *t;
-  return scalar_kernels();
+  return select_table(choice, scalar_kernels(), avx2_kernels(), avx512_kernels(), "CPU kernels", "AVX2",
+                      "AVX-512F/BW");
 }
 
 std::vector<std::string_view> available_kernels() {

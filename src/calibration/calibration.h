@@ -17,7 +17,7 @@
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 
-namespace fp8lm::quantize {
+namespace fp8lm::calibration {
 
 struct CalibrationStats {
   // Module name ("model.layers.0.self_attn.q_proj") → max |input| over every calibration token.
@@ -47,8 +47,8 @@ std::vector<std::vector<int32_t>> calibration_samples(const tokenizer::Tokenizer
                                                       int64_t count, int64_t length);
 
 // The text that ships inside fp8lm for calibrating KV-cache scales at load
-// (src/quantize/calibration_text.txt: original prose, dialogue, lists, code
+// (src/calibration/calibration_text.txt: original prose, dialogue, lists, code
 // and numbers, so K/V see a spread of token kinds).
 std::string_view builtin_calibration_text();
 
-}  // namespace fp8lm::quantize
+}  // namespace fp8lm::calibration

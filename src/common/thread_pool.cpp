@@ -1,10 +1,10 @@
-#include "backend/cpu/thread_pool.h"
+#include "common/thread_pool.h"
 
 #include <string>
 
 #include "common/error.h"
 
-namespace fp8lm::cpu {
+namespace fp8lm {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) throw Error("thread pool: threads must be >= 1, got " + std::to_string(threads));
@@ -80,4 +80,4 @@ void ThreadPool::parallel_for(int64_t tasks, const std::function<void(int64_t, i
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace fp8lm::cpu
+}  // namespace fp8lm

@@ -1,4 +1,4 @@
-// A small fixed pool of worker threads for the CPU backend's ops. The calling
+// A small fixed pool of worker threads (the CPU backend's ops, perplexity). The calling
 // thread works too: a pool of `threads` runs tasks on `threads` threads in all.
 // Tasks are handed out by an atomic counter, so which thread runs a task
 // varies; ops keep results deterministic by making each task own its outputs.
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace fp8lm::cpu {
+namespace fp8lm {
 
 class ThreadPool {
  public:
@@ -49,4 +49,4 @@ class ThreadPool {
   std::atomic<int64_t> next_{0};
 };
 
-}  // namespace fp8lm::cpu
+}  // namespace fp8lm

@@ -1,11 +1,11 @@
-#include "quantize/calibration.h"
+#include "calibration/calibration.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
 
-namespace fp8lm::quantize {
+namespace fp8lm::calibration {
 namespace {
 
 float amax_of(std::span<const float> x) {
@@ -111,4 +111,4 @@ std::vector<std::vector<int32_t>> calibration_samples(const tokenizer::Tokenizer
   return out;
 }
 
-}  // namespace fp8lm::quantize
+}  // namespace fp8lm::calibration

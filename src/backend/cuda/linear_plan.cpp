@@ -1,0 +1,165 @@
+#include "backend/cuda/linear_plan.h"
+
+#include <cstdio>
+#include <string>
+
+#include "common/error.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+const char* layout_name(WeightScaleLayout l) {
+  switch (l) {
+    case WeightScaleLayout::kTensor: return "tensor";
+    case WeightScaleLayout::kChannel: return "channel";
+    case WeightScaleLayout::kBlock128: return "block128x128";
+  }
+  return "?";
+}
+
+const char* gemm_name(GemmScaleMode mode) {
+  switch (mode) {
+    case GemmScaleMode::kNone: return "bf16";
+    case GemmScaleMode::kTensor: return "tensor";
+    case GemmScaleMode::kOuterVector: return "outer-vector";
+    case GemmScaleMode::kBlock: return "block";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string LinearPlan::describe() const {
+  if (!fp8) return "bf16 | cublaslt bf16";
+  std::string s = activation == ActivationQuant::kNone ? "w8a16" : "w8a8";
+  s += " e4m3 w:";
+  s += layout_name(w_layout);
+  if (activation != ActivationQuant::kNone) {
+    s += " a:";
+    s += name(activation);
+    if (activation == ActivationQuant::kDynamicGroup) s += std::to_string(act_quant.group_size);
+    if (act_quant.token_scale_upper_bound > 0.0f) {
+      char ub[32];
+      std::snprintf(ub, sizeof ub, " ub=%g", double(act_quant.token_scale_upper_bound));
+      s += ub;
+    }
+  }
+  const std::string rows = std::to_string(gemv_max_rows);
+  s += " | m<=" + rows + " gemv | m>" + rows + " ";
+  switch (large_rows) {
+    case LargeRows::kCublasBf16: s += "cublaslt bf16"; break;
+    case LargeRows::kDequantizeBf16: s += "dequantize + cublaslt bf16"; break;
+    case LargeRows::kCublasFp8:
+      s += "cublaslt ";
+      s += gemm_name(gemm_mode);
+      if (block_rows_mod4_by_gemv) s += " (m%4 rows gemv)";
+      break;
+    case LargeRows::kGemvChunks:
+      s += "gemv x" + std::to_string(kMaxGemvRows);
+      if (gemm_mode != GemmScaleMode::kNone) s += std::string(" (cublaslt ") + gemm_name(gemm_mode) + ": shape unaligned)";
+      break;
+  }
+  return s;
+}
+
+// The decisions, in the order and with the errors CudaOps::upload_linear had
+// them before the plan existed (issue 17).
+LinearPlan plan_linear(const weights::LinearWeight& w) {
+  weights::validate(w);
+  LinearPlan p;
+  if (!w.is_fp8()) {
+    p.gemm_mode = GemmScaleMode::kNone;
+    p.large_rows = LargeRows::kCublasBf16;
+    return p;
+  }
+  if (w.element != ElementType::kE4M3) throw Error("cuda ops: FP8 weights must be E4M3 (the tensor cores' format)");
+  p.fp8 = true;
+  const Granularity wg = w.scale_layout.granularity;
+  switch (wg) {
+    case Granularity::kTensor: p.w_layout = WeightScaleLayout::kTensor; break;
+    case Granularity::kChannel: p.w_layout = WeightScaleLayout::kChannel; break;
+    case Granularity::kBlock:
+      if (w.scale_layout.group_rows != 128 || w.scale_layout.group_cols != 128)
+        throw Error("cuda ops: FP8 weight blocks of " + std::to_string(w.scale_layout.group_rows) + "x" +
+                    std::to_string(w.scale_layout.group_cols) + " are not supported (the CUDA backend runs 128x128)");
+      p.w_layout = WeightScaleLayout::kBlock128;
+      break;
+    default:
+      throw Error("cuda ops: FP8 weights with " + std::string(fp8lm::name(wg)) + " scales are not supported on CUDA");
+  }
+  p.activation = w.activation;
+  switch (w.activation) {
+    case ActivationQuant::kNone:
+      // W8A16: the GEMV for decode; larger batches dequantize to BF16 (no FP8×BF16 tensor-core GEMM).
+      p.gemv_max_rows = kMaxGemvRows;
+      p.large_rows = LargeRows::kDequantizeBf16;
+      return p;
+    case ActivationQuant::kDynamicTensor:
+      p.act_quant = Fp8ActQuant::tensor();
+      p.x_layout = ActivationScaleLayout::kTensor;
+      break;
+    case ActivationQuant::kStaticTensor:
+      // The device scale is uploaded by CudaOps::upload_linear, which sets act_quant.static_scale.
+      p.act_quant = Fp8ActQuant::static_tensor(nullptr);
+      p.x_layout = ActivationScaleLayout::kTensor;
+      break;
+    case ActivationQuant::kDynamicToken:
+      p.act_quant = Fp8ActQuant::token(w.activation_scale_upper_bound);
+      p.x_layout = ActivationScaleLayout::kToken;
+      break;
+    case ActivationQuant::kDynamicGroup:
+      if (w.activation_group != 128)
+        throw Error("cuda ops: activation groups of " + std::to_string(w.activation_group) +
+                    " are not supported (the CUDA backend runs 1x128)");
+      p.act_quant = Fp8ActQuant::group(128);
+      p.x_layout = ActivationScaleLayout::kGroup128;
+      break;
+  }
+  p.gemv_max_rows = kGemvRowsW8A8;
+  // cuBLASLt's mode for this pairing of weight and activation scales.
+  const bool x_tensor = p.x_layout == ActivationScaleLayout::kTensor;
+  const bool x_token = p.x_layout == ActivationScaleLayout::kToken;
+  const bool aligned = w.k % 16 == 0 && w.n % 8 == 0;
+  bool gemm_possible = false;  // cuBLASLt has this mode for the scheme and the shape fits its constraints
+  if (wg == Granularity::kTensor && x_tensor) {
+    p.gemm_mode = GemmScaleMode::kTensor;
+    gemm_possible = aligned;
+  } else if ((wg == Granularity::kTensor || wg == Granularity::kChannel) && (x_tensor || x_token)) {
+    p.gemm_mode = GemmScaleMode::kOuterVector;
+    gemm_possible = aligned;
+    p.gemm_channel_scales = true;
+  } else if (wg == Granularity::kBlock && p.x_layout == ActivationScaleLayout::kGroup128) {
+    p.gemm_mode = GemmScaleMode::kBlock;
+    gemm_possible = aligned && w.n % 4 == 0;
+    p.gemm_cublas_block_scales = true;
+    p.block_rows_mod4_by_gemv = true;
+  }
+  p.large_rows = gemm_possible ? LargeRows::kCublasFp8 : LargeRows::kGemvChunks;
+  return p;
+}
+
+// The fuse policy CudaOps::upload_fused_linear applied before the plan existed (issue 17).
+bool can_fuse(std::span<const weights::LinearWeight> parts) {
+  if (parts.size() < 2) return false;
+  const weights::LinearWeight& first = parts[0];
+  for (const weights::LinearWeight& p : parts) {
+    weights::validate(p);
+    const bool same = p.k == first.k && p.element == first.element &&
+                      (!p.is_fp8() || (p.activation == first.activation &&
+                                       p.activation_group == first.activation_group &&
+                                       p.activation_scale_upper_bound == first.activation_scale_upper_bound &&
+                                       p.input_scale == first.input_scale &&
+                                       (p.scale_layout.granularity == Granularity::kBlock) ==
+                                           (first.scale_layout.granularity == Granularity::kBlock)));
+    if (!same) return false;
+    if (p.is_fp8() && p.scale_layout.granularity == Granularity::kBlock &&
+        (p.n % 128 != 0 || !(p.scale_layout == ScaleLayout::block(128, 128))))
+      return false;
+    if (p.is_fp8() && p.scale_layout.granularity != Granularity::kBlock &&
+        p.scale_layout.granularity != Granularity::kTensor && p.scale_layout.granularity != Granularity::kChannel)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,69 @@
+// How the CUDA backend computes one linear layer, decided once at upload from
+// the host description (weights::LinearWeight): which kernel serves which
+// number of rows m, and which extra scale grids the upload must prepare.
+// plan_linear is the only place where the backend's scheme → kernel choices
+// live; CudaOps::upload_linear stores the plan, CudaOps::linear executes it.
+// Host-only (no device call), so it is tested without a GPU
+// (tests/cuda/test_cuda_linear_plan.cpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/quant_kernels.h"
+#include "spec/quant_scheme.h"
+#include "weights/linear_weight.h"
+
+namespace fp8lm::cuda {
+
+// W8A8 rows up to which the GEMV beats cuBLASLt (docs/benchmarks.md, "FP8
+// weight-streaming GEMV"): at m ≤ 8 it is 1.1–1.6× cuBLASLt's BF16 on every
+// Llama-3.1-8B shape, at m = 16 0.64–0.98×, where cuBLASLt's own FP8 GEMM is
+// faster on every shape. W8A16 keeps the GEMV to 16 rows (its alternative is a
+// dequantized copy and the BF16 GEMM).
+constexpr int64_t kGemvRowsW8A8 = 8;
+
+// How rows beyond the GEMV's reach (m > LinearPlan::gemv_max_rows) are computed.
+enum class LargeRows : uint8_t {
+  kCublasBf16,      // BF16 weights: cuBLASLt BF16 for every m
+  kDequantizeBf16,  // W8A16: dequantize to BF16 scratch, cuBLASLt BF16
+  kCublasFp8,       // W8A8: cuBLASLt in gemm_mode (the GEMV where cuBLASLt answers "no algorithm")
+  kGemvChunks,      // W8A8 cuBLASLt cannot take (alignment, scale mode): the GEMV 16 rows at a time
+};
+
+struct LinearPlan {
+  bool fp8 = false;                                         // E4M3 codes on the device (else BF16)
+  WeightScaleLayout w_layout = WeightScaleLayout::kTensor;  // the GEMV's weight scale grid
+  ActivationQuant activation = ActivationQuant::kNone;      // kNone: W8A16 (or BF16)
+  Fp8ActQuant act_quant;  // W8A8; static_scale is the device pointer upload_linear fills in
+  ActivationScaleLayout x_layout = ActivationScaleLayout::kNone;
+  int64_t gemv_max_rows = 0;  // 0 BF16, kMaxGemvRows W8A16, kGemvRowsW8A8 W8A8
+  LargeRows large_rows = LargeRows::kCublasBf16;
+  // cuBLASLt's mode for this pairing of weight and activation scales (kNone:
+  // none). Set even when the shape keeps cuBLASLt out (kGemvChunks): the upload
+  // then still prepares its scale grid, as it always has.
+  GemmScaleMode gemm_mode = GemmScaleMode::kNone;
+  bool gemm_channel_scales = false;       // kOuterVector: weight scales as [n] (tensor broadcast) at upload
+  bool gemm_cublas_block_scales = false;  // kBlock: block scales converted to cuBLASLt's layout at upload
+  bool block_rows_mod4_by_gemv = false;   // kBlock: cuBLASLt takes m − m % 4 rows, the GEMV the rest
+
+  // One line, e.g. "w8a8 e4m3 w:channel a:dynamic-token | m<=8 gemv | m>8 cublaslt outer-vector".
+  std::string describe() const;
+};
+
+// Throws fp8lm::Error for what weights::validate refuses and for what the CUDA
+// backend does not run: FP8 other than E4M3, weight blocks other than 128x128,
+// group weight scales, activation groups other than 128.
+LinearPlan plan_linear(const weights::LinearWeight& w);
+
+// Whether `parts` (q/k/v, gate/up) can be uploaded as one weight
+// (weights::concat_rows): at least two, one element type and k, and for FP8
+// the same activation quantization, static scale and kind of weight scales
+// (block scales: 128x128 blocks and every part's n a multiple of 128; tensor
+// and channel mix). Throws what weights::validate throws for a bad part.
+bool can_fuse(std::span<const weights::LinearWeight> parts);
+
+}  // namespace fp8lm::cuda

@@ -1,0 +1,20 @@
+#include "backend/factory/make_ops.h"
+
+#include "backend/cpu/cpu_ops.h"
+#include "common/error.h"
+#ifdef FP8LM_WITH_CUDA  // the CUDA backend exists only in a -DFP8LM_CUDA=ON build
+#include "backend/cuda/cuda_ops.h"
+#endif
+
+namespace fp8lm::backend {
+
+std::unique_ptr<Ops> make_ops(const BackendOptions& options) {
+  if (options.device == Device::kCpu) return std::make_unique<cpu::CpuOps>(options.threads, options.kernels);
+#ifdef FP8LM_WITH_CUDA
+  return std::make_unique<cuda::CudaOps>(cuda::CudaOpsOptions{options.cuda_device, options.cuda_graphs});
+#else
+  throw Error("--device cuda: this fp8lm was built without the CUDA backend (configure with -DFP8LM_CUDA=ON)");
+#endif
+}
+
+}  // namespace fp8lm::backend

@@ -1,0 +1,27 @@
+// The one place that knows which backends this fp8lm was built with: a
+// front-end names a device, the factory makes its Ops. Nothing above this
+// folder includes backend/cpu or backend/cuda.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/ops.h"
+#include "numerics/quantize.h"
+
+namespace fp8lm::backend {
+
+enum class Device : uint8_t { kCpu, kCuda };
+
+struct BackendOptions {
+  Device device = Device::kCpu;
+  int threads = 1;                             // CPU: worker threads
+  KernelChoice kernels = KernelChoice::kAuto;  // CPU: SIMD kernels (kAuto: the widest this CPU runs)
+  int cuda_device = 0;                         // CUDA: device ordinal
+  bool cuda_graphs = true;                     // CUDA: record decode steps as graphs
+};
+
+// Throws fp8lm::Error for --device cuda in a build without the CUDA backend.
+std::unique_ptr<Ops> make_ops(const BackendOptions& options);
+
+}  // namespace fp8lm::backend

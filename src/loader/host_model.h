@@ -1,0 +1,60 @@
+// What the loader hands the model: every weight of a Llama-family model as a
+// host description the backends upload from. Header-only and apart from
+// host_weights.h, so both loaders (the checkpoint one, host_weights.h, and the
+// dummy one, dummy_weights.h) and the model build on it without including each
+// other.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "io/model_spec.h"
+#include "weights/linear_weight.h"
+
+namespace fp8lm::loader {
+
+struct HostLayer {
+  std::vector<float> input_norm, post_attention_norm;
+  std::vector<float> q_norm, k_norm;  // Qwen3 only (head_dim values)
+  weights::LinearWeight q, k, v, o, gate, up, down;
+};
+
+struct HostModelWeights {
+  weights::LinearWeight embedding;  // [vocab, hidden], high precision
+  std::vector<HostLayer> layers;
+  std::vector<float> final_norm;
+  weights::LinearWeight lm_head;    // the embedding table again when tied
+  // Per-layer KV-cache scales from the checkpoint (empty: none stored).
+  std::vector<float> k_scales, v_scales;
+};
+
+// Called after each decoder layer is loaded (layer index, layer count).
+using LoadProgress = std::function<void(int layer, int layers)>;
+
+// The cheap part of the loaders' checks (the architecture), for callers that
+// want to refuse a model before loading anything else.
+inline void check_supported(const io::ModelSpec& spec) {
+  const ModelConfig& c = spec.config;
+  if (c.is_moe())
+    throw Error(spec.directory.string() + ": " + c.architecture +
+                " is a mixture-of-experts model; fp8lm runs the dense Llama family (Llama, Qwen2, Qwen3, Mistral) so far");
+}
+
+// Bytes the weights occupy in memory as loaded (FP8 codes at 1 byte, scales,
+// high-precision tensors at their stored width), for statistics.
+inline uint64_t resident_weight_bytes(const HostModelWeights& w) {
+  uint64_t total = w.embedding.resident_bytes() + 4 * w.final_norm.size();
+  for (const HostLayer& l : w.layers) {
+    total += 4 * (l.input_norm.size() + l.post_attention_norm.size() + l.q_norm.size() + l.k_norm.size());
+    for (const weights::LinearWeight* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      total += x->resident_bytes();
+  }
+  if (w.lm_head.data != w.embedding.data) total += w.lm_head.resident_bytes();
+  return total;
+}
+
+}  // namespace fp8lm::loader
