@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -230,13 +229,8 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
                          fp8_embeddings ? weights::per_row_embedding_scheme() : bf16);
   w.final_norm.assign(size_t(c.hidden_size), 1.0f);
 
-  std::map<std::string, const io::LinearLayerSpec*> by_name;
-  for (const io::LinearLayerSpec& l : spec.linears) by_name[l.module.name] = &l;
-  auto linear = [&](const std::string& name) {
-    const auto it = by_name.find(name);
-    if (it == by_name.end()) throw Error(spec.directory.string() + ": no linear module '" + name + "'");
-    return b.linear(*it->second);
-  };
+  const LinearSpecs linears(spec);
+  auto linear = [&](const std::string& name) { return b.linear(linears.at(name)); };
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const LayerTensorNames n = layer_tensor_names(i);
     HostLayer l;
@@ -246,13 +240,7 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
       l.q_norm.assign(size_t(c.head_dim), 1.0f);
       l.k_norm.assign(size_t(c.head_dim), 1.0f);
     }
-    l.q = linear(n.q_proj);
-    l.k = linear(n.k_proj);
-    l.v = linear(n.v_proj);
-    l.o = linear(n.o_proj);
-    l.gate = linear(n.gate_proj);
-    l.up = linear(n.up_proj);
-    l.down = linear(n.down_proj);
+    set_projections(l, n, linear);
     w.layers.push_back(std::move(l));
   }
   if (c.tie_word_embeddings) w.lm_head = w.embedding;

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "io/model_spec.h"
+#include "spec/model_tensors.h"
 #include "weights/linear_weight.h"
 
 namespace fp8lm::loader {
@@ -42,6 +44,36 @@ inline void check_supported(const io::ModelSpec& spec) {
   if (c.is_moe())
     throw Error(spec.directory.string() + ": " + c.architecture +
                 " is a mixture-of-experts model; fp8lm runs the dense Llama family (Llama, Qwen2, Qwen3, Mistral) so far");
+}
+
+// The spec's linear layers by module name, for both loaders (checkpoint and dummy).
+class LinearSpecs {
+ public:
+  explicit LinearSpecs(const io::ModelSpec& spec) : directory_(spec.directory.string()) {
+    for (const io::LinearLayerSpec& l : spec.linears) by_name_[l.module.name] = &l;
+  }
+  const io::LinearLayerSpec& at(const std::string& module) const {
+    const auto it = by_name_.find(module);
+    if (it == by_name_.end()) throw Error(directory_ + ": no linear module '" + module + "'");
+    return *it->second;
+  }
+
+ private:
+  std::string directory_;
+  std::map<std::string, const io::LinearLayerSpec*> by_name_;
+};
+
+// A dense layer's seven projections, each `linear(module name)` (the loader's
+// way of making one: read from the checkpoint, or random).
+template <typename MakeLinear>
+void set_projections(HostLayer& l, const LayerTensorNames& n, MakeLinear&& linear) {
+  l.q = linear(n.q_proj);
+  l.k = linear(n.k_proj);
+  l.v = linear(n.v_proj);
+  l.o = linear(n.o_proj);
+  l.gate = linear(n.gate_proj);
+  l.up = linear(n.up_proj);
+  l.down = linear(n.down_proj);
 }
 
 // Bytes the weights occupy in memory as loaded (FP8 codes at 1 byte, scales,

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -166,13 +165,8 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
                                : src.matrix(embed, c.vocab_size, c.hidden_size);
   w.final_norm = src.floats(std::string(kFinalNormWeight));
 
-  std::map<std::string, const io::LinearLayerSpec*> by_name;
-  for (const io::LinearLayerSpec& l : spec.linears) by_name[l.module.name] = &l;
-  auto linear = [&](const std::string& name) {
-    const auto it = by_name.find(name);
-    if (it == by_name.end()) throw Error(spec.directory.string() + ": no linear module '" + name + "'");
-    return load_linear(src, *it->second);
-  };
+  const LinearSpecs linears(spec);
+  auto linear = [&](const std::string& name) { return load_linear(src, linears.at(name)); };
 
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const LayerTensorNames n = layer_tensor_names(i);
@@ -183,13 +177,7 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
       l.q_norm = src.floats(n.q_norm);
       l.k_norm = src.floats(n.k_norm);
     }
-    l.q = linear(n.q_proj);
-    l.k = linear(n.k_proj);
-    l.v = linear(n.v_proj);
-    l.o = linear(n.o_proj);
-    l.gate = linear(n.gate_proj);
-    l.up = linear(n.up_proj);
-    l.down = linear(n.down_proj);
+    set_projections(l, n, linear);
     w.layers.push_back(std::move(l));
     if (progress) progress(i + 1, c.num_hidden_layers);
   }
