@@ -57,13 +57,14 @@ static uint64_t profile_step_memory(model::LlamaModel& model, backend::Ops& ops,
   for (size_t i = 0; i < tokens.size(); ++i) batch.push_back({tokens[i], starts[i], table, false});
   std::vector<float> logits;
   model.forward(batch, *cache, logits);
-  // The decode step of every sequence (greedy: the argmax path the engine takes for it).
+  // The decode step of every sequence, on the argmax path the engine takes for
+  // greedy batches (its attention plan differs from the mixed step's); the
+  // sampling path's logits are no larger than the mixed step's, taken above.
   batch.clear();
   const std::vector<int32_t> one(1, 0);
   for (int64_t i = 0; i < seqs; ++i) batch.push_back({one, decode_context - 1, table, false});
   std::vector<int32_t> argmax;
   model.forward_greedy(batch, *cache, argmax);
-  model.forward(batch, *cache, logits);
   cache.reset();
   return ops.keep_step_scratch();
 }
