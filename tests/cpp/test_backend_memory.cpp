@@ -12,9 +12,12 @@
 #include "backend/factory/make_ops.h"
 #include "backend/ops.h"
 #include "common/error.h"
+#include "cpp/test_util.h"
 
 namespace fp8lm::backend {
 namespace {
+
+using test::error_of;
 
 constexpr uint64_t kGiB = uint64_t(1) << 30;
 
@@ -50,15 +53,6 @@ class FixedMemoryOps final : public Ops {
   [[noreturn]] static void unused() { throw Error("FixedMemoryOps: only its memory is modelled"); }
   MemoryInfo info_;
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(BackendMemory, DefaultKvTokensFromDeviceMemory) {
   // 80 GiB device, 20 GiB in use: 0.9 · 80 − 20 − 1 (margin) = 51 GiB for the

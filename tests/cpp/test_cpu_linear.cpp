@@ -21,12 +21,15 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/linear.h"
 #include "common/error.h"
-#include "weights/linear_weight.h"
 #include "cpp/fixtures.h"
+#include "cpp/test_util.h"
+#include "weights/linear_weight.h"
 
 namespace fp8lm::cpu {
 namespace {
 
+using test::expect_error;
+using test::fp8_scheme;
 using test::read_array;
 constexpr const char* kDir = "linear";
 
@@ -149,14 +152,6 @@ Problem random_problem(int64_t m, int64_t n, int64_t k, unsigned seed) {
   return p;
 }
 
-LinearQuantScheme fp8_scheme(ScaleLayout layout, ActivationQuant act) {
-  LinearQuantScheme s;
-  s.quantized = true;
-  s.weight_scales = layout;
-  s.activation = act;
-  return s;
-}
-
 // A row's output does not depend on which other rows share the call (decode
 // and prefill give the same bytes), for every scheme and kernel table.
 TEST(CpuLinear, RowsIndependentOfBatch) {
@@ -209,15 +204,9 @@ TEST(CpuLinear, WeightOnlyMatchesNumericsDequantize) {
   }
 }
 
-// F16 and F32 storage: converted exactly, then the same float32 bound.
+// F16 and F32 storage: converted exactly (f16_to_float itself: test_weights'
+// ElementType.ExactConversions), then the same float32 bound.
 TEST(CpuLinear, HalfAndFloatWeights) {
-  EXPECT_EQ(f16_to_float(0x3C00), 1.0f);
-  EXPECT_EQ(f16_to_float(0xC000), -2.0f);
-  EXPECT_EQ(f16_to_float(0x7BFF), 65504.0f);
-  EXPECT_EQ(f16_to_float(0x0001), 0x1p-24f);
-  EXPECT_EQ(f16_to_float(0x83FF), -1023.0f * 0x1p-24f);
-  EXPECT_TRUE(std::signbit(f16_to_float(0x8000)));
-  EXPECT_TRUE(std::isinf(f16_to_float(0x7C00)));
   const Problem p = random_problem(3, 21, 45, 3);
   std::mt19937 gen(4);
   std::vector<uint16_t> h(p.w.size());
@@ -242,17 +231,6 @@ TEST(CpuLinear, HalfAndFloatWeights) {
         }
       }
     }
-  }
-}
-
-// Expects fp8lm::Error whose message contains `what`.
-template <typename Fn>
-void expect_error(Fn fn, const std::string& what) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
   }
 }
 

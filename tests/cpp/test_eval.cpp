@@ -10,19 +10,13 @@
 #include <vector>
 
 #include "common/error.h"
+#include "cpp/test_util.h"
 #include "eval/perplexity.h"
 
 namespace fp8lm::eval {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(EvalMath, LogSumExpIsStable) {
   const std::vector<float> big{1000.0f, 1000.0f};

@@ -14,21 +14,14 @@
 #include "weights/element_type.h"
 #include "weights/element_type_maps.h"
 #include "weights/linear_weight.h"
+#include "cpp/test_util.h"
 #include "weights/quantize_weight.h"
 
 namespace fp8lm {
 namespace {
 
-// Expects fp8lm::Error whose message contains `what`.
-template <typename Fn>
-void expect_error(Fn fn, const std::string& what) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
+using test::fp8_scheme;
 
 constexpr ElementType kAll[] = {ElementType::kF32, ElementType::kBF16, ElementType::kF16, ElementType::kE4M3,
                                 ElementType::kE5M2};
@@ -99,14 +92,6 @@ TEST(ElementType, ExactConversions) {
   EXPECT_EQ(0, std::memcmp(out, f32, sizeof(f32)));
   const uint8_t codes[] = {0x38};
   expect_error([&] { to_float(codes, ElementType::kE4M3, 1, out); }, "e4m3 values need their scales");
-}
-
-LinearQuantScheme fp8_scheme(ScaleLayout layout, ActivationQuant a) {
-  LinearQuantScheme s;
-  s.quantized = true;
-  s.weight_scales = layout;
-  s.activation = a;
-  return s;
 }
 
 // The messages test_cpu_linear and the loaders' callers rely on, from validate().

@@ -13,11 +13,14 @@
 #include "backend/cuda/linear_plan.h"
 #include "common/error.h"
 #include "cpp/checkpoint_fixtures.h"
+#include "cpp/test_util.h"
 #include "io/model_spec.h"
 #include "weights/linear_weight.h"
 
 namespace fp8lm::cuda {
 namespace {
+
+using test::fp8_scheme;
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -81,14 +84,6 @@ TEST(CudaLinearPlan, FixtureTable) {
       plans.insert(plan_of(l.scheme, l.module.out_features, l.module.in_features));
   }
   EXPECT_EQ(got, expected);
-}
-
-LinearQuantScheme fp8_scheme(ScaleLayout w, ActivationQuant a) {
-  LinearQuantScheme s;
-  s.quantized = true;
-  s.weight_scales = w;
-  s.activation = a;
-  return s;
 }
 
 // What cuBLASLt cannot take, and W8A16 / dynamic per-tensor, which no fixture has.

@@ -76,6 +76,18 @@ class Server:
                 values[name.split("{")[0] if "finished_reason" not in name else name] = float(value)
         return values
 
+    def expect_clean_exit(self, code):
+        """Exit status 0 and no sign of a crash in the log; returns the log."""
+        out = self.output()
+        assert code == 0, out
+        for bad in ("internal error", "terminate called", "Segmentation", "Aborted"):
+            assert bad not in out
+        return out
+
+    def stop_cleanly(self, sig=signal.SIGTERM):
+        """stop(), expecting a clean exit; returns the log."""
+        return self.expect_clean_exit(self.stop(sig))
+
     def stop(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -91,12 +103,8 @@ class Server:
 def server(fp8lm_bin):
     s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "16384", "--max-num-seqs", "64")
     yield s
-    code = s.stop(signal.SIGTERM)
-    out = s.output()
-    assert code == 0, out
+    out = s.stop_cleanly(signal.SIGTERM)
     assert "SIGTERM" in out and "server stopped" in out
-    for bad in ("internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in out
 
 
 @pytest.fixture(scope="module")

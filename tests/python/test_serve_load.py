@@ -119,8 +119,4 @@ def test_hostile_load_then_sigterm(servers):
     failures = [r for r in ended if isinstance(r, BaseException)]
     assert not failures, failures[:3]
     assert {how for _, how in ended} <= {"done", "error"}
-    code = small.proc.wait(timeout=30)
-    out = small.output()
-    assert code == 0, out
-    for bad in ("internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in out
+    small.expect_clean_exit(small.proc.wait(timeout=30))  # the drain ends by itself
