@@ -5,3 +5,16 @@ add_library(fp8lm_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/block_allocator.cpp)
 target_include_directories(fp8lm_engine PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(fp8lm_engine PUBLIC fp8lm_io)
+
+# The runtime, the generation loop and the batched engine (continuous batching):
+# model + tokenizer + sampler + KV blocks. A second target of this folder so
+# that what needs only sampling and stops (the server's API layer, its fuzzer)
+# does not link the model and every backend.
+add_library(fp8lm_runtime STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/runtime.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/generate.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sequence_output.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/engine.cpp)
+# The backend factory brings every backend this build has (--device cuda with CUDA).
+target_link_libraries(fp8lm_runtime PUBLIC fp8lm_engine fp8lm_model fp8lm_tokenizer fp8lm_calibration fp8lm_backend_factory)

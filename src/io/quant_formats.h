@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/quant_config.h"
+#include "io/checkpoint_quantization.h"
 
 namespace fp8lm::io::detail {
 

@@ -11,11 +11,9 @@
 #include <vector>
 
 #include "numerics/fp8_format.h"
+#include "numerics/kernel_choice.h"
 
 namespace fp8lm {
-
-// Element type of a high-precision tensor handed to the quantizer.
-enum class HighPrecision : uint8_t { kF32, kBF16 };
 
 // Which elements share one scale. For an [rows, cols] tensor:
 //   kTensor   one scale                               -> scales [1, 1]
@@ -109,10 +107,6 @@ struct QuantizedMatrix {
 
   float scale_at(int64_t r, int64_t c) const;  // the scale of element (r, c)
 };
-
-// Which implementation of the inner loops to use. kAuto picks the widest the
-// CPU supports at run time; every choice gives identical bytes.
-enum class KernelChoice : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
 
 // Dynamic quantization: scales computed from the data with spec.rule.
 QuantizedMatrix quantize_dynamic(const MatrixView& x, const QuantSpec& spec,

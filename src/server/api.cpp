@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "io/json_value.h"
+
 namespace fp8lm::server {
 namespace {
 
@@ -18,22 +20,10 @@ std::string default_type(int status) {
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
 
-std::string type_name(const Json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
+std::string type_name(const Json& v) { return io::json_kind_name(v); }
 
 // A field: absent and null are the same ("not given").
-const Json* field(const Json& body, const char* name) {
-  const auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+const Json* field(const Json& body, const char* name) { return io::json_given(body, name); }
 
 std::optional<double> get_number(const Json& body, const char* name) {
   const Json* v = field(body, name);

@@ -1,22 +1,20 @@
 #include "tokenizer/json_util.h"
 
+#include "io/json_value.h"
+
 namespace fp8lm::tokenizer {
 
 namespace {
 std::string type_name(const nlohmann::json& v) { return v.type_name(); }
 }  // namespace
 
-bool json_has(const nlohmann::json& object, std::string_view key) {
-  if (!object.is_object()) return false;
-  const auto it = object.find(key);
-  return it != object.end() && !it->is_null();
-}
+bool json_has(const nlohmann::json& object, std::string_view key) { return io::json_given(object, key) != nullptr; }
 
 const nlohmann::json& json_field(const nlohmann::json& object, std::string_view key, const JsonPath& at) {
   if (!object.is_object()) at.fail("must be an object, got " + type_name(object));
-  const auto it = object.find(key);
-  if (it == object.end() || it->is_null()) (at / key).fail("is missing");
-  return *it;
+  const nlohmann::json* v = io::json_given(object, key);
+  if (v == nullptr) (at / key).fail("is missing");
+  return *v;
 }
 
 std::string json_string(const nlohmann::json& object, std::string_view key, const JsonPath& at) {
@@ -32,13 +30,13 @@ std::string json_string_or(const nlohmann::json& object, std::string_view key, c
 
 bool json_bool_or(const nlohmann::json& object, std::string_view key, const JsonPath& at, bool fallback) {
   if (!json_has(object, key)) return fallback;
-  const auto& v = object.at(std::string(key));
+  const auto& v = *io::json_given(object, key);
   if (!v.is_boolean()) (at / key).fail("must be a boolean, got " + type_name(v));
   return v.get<bool>();
 }
 
 std::uint32_t json_id(const nlohmann::json& value, const JsonPath& at) {
-  if (!value.is_number_integer() || value.get<std::int64_t>() < 0 || value.get<std::int64_t>() > 0xFFFFFFF0LL)
+  if (!io::json_is_count(value, 0xFFFFFFF0LL))
     at.fail("must be a non-negative integer id, got " + (value.is_number() ? value.dump() : type_name(value)));
   return static_cast<std::uint32_t>(value.get<std::int64_t>());
 }
@@ -46,8 +44,8 @@ std::uint32_t json_id(const nlohmann::json& value, const JsonPath& at) {
 std::size_t json_size_or(const nlohmann::json& object, std::string_view key, const JsonPath& at,
                          std::size_t fallback) {
   if (!json_has(object, key)) return fallback;
-  const auto& v = object.at(std::string(key));
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+  const auto& v = *io::json_given(object, key);
+  if (!io::json_is_count(v))
     (at / key).fail("must be a non-negative integer, got " + (v.is_number() ? v.dump() : type_name(v)));
   return static_cast<std::size_t>(v.get<std::int64_t>());
 }

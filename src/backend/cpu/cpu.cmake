@@ -4,13 +4,10 @@ add_library(fp8lm_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/linear.cpp
   ${CMAKE_CURRENT_LIST_DIR}/linear_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/linear_kernels_scalar.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../../common/thread_pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_ops.cpp)
-target_link_libraries(fp8lm_cpu PUBLIC fp8lm_numerics fp8lm_io fp8lm_weights)
-find_package(Threads REQUIRED)
-target_link_libraries(fp8lm_cpu PUBLIC Threads::Threads)
+target_link_libraries(fp8lm_cpu PUBLIC fp8lm_numerics fp8lm_common fp8lm_io fp8lm_weights)
 
 # The vector loops get their instruction sets in their own files only; they
 # run after a run-time CPU check (linear_kernels_avx2/avx512()).

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "numerics/fp8_format.h"
-#include "numerics/quantize.h"
+#include "numerics/kernel_choice.h"
 
 namespace fp8lm::cpu {
 

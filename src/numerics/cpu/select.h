@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "numerics/quantize.h"
+#include "numerics/kernel_choice.h"
 
 namespace fp8lm::cpu {
 
