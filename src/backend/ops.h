@@ -74,6 +74,16 @@ struct KvBudget {
   uint64_t scratch_bytes = 0;
 };
 
+// One line of an op profile: the time one kind of step spent in one op, summed
+// over every call since the profile was last cleared.
+struct OpProfileEntry {
+  std::string step;  // "prefill" (some sequence took > 1 new token) or "decode"
+  std::string op;    // the op and what tells its calls apart ("linear w8a8 4096x4096")
+  double seconds = 0.0;
+  int64_t calls = 0;
+  bool nested = false;  // timed inside another op of the profile: its time is part of that op's
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -99,6 +109,18 @@ class Ops {
   // keep the scratch they took, in one piece, so that no later step that takes
   // no more allocates device memory. Returns the bytes kept (0: nothing kept).
   virtual uint64_t keep_step_scratch() { return 0; }
+
+  // ---- op profile (bench latency --profile). set_op_profiling(on) switches
+  // per-op timing on or off and returns false where this backend has none (the
+  // default). Timing costs: a GPU backend runs recorded steps op by op.
+  // op_profile() waits for the ops issued and returns what was timed since the
+  // last clear_op_profile().
+  virtual bool set_op_profiling(bool on) {
+    (void)on;
+    return false;
+  }
+  virtual std::vector<OpProfileEntry> op_profile() { return {}; }
+  virtual void clear_op_profile() {}
 
   // ---- weights, from the loader's host descriptions
   virtual std::unique_ptr<Weight> upload_linear(const weights::LinearWeight& w) = 0;
@@ -163,6 +185,23 @@ class Ops {
   virtual void split_columns(Tensor x, std::span<const Tensor> parts) {
     (void)x, (void)parts;
     throw_not_fused("split_columns");
+  }
+  // A layer's attention inputs from a fused q/k/v output: q, k, v = qkv's parts
+  // (split_columns), q and k normed per head when q_norm and k_norm are given
+  // (head_rms_norm: Qwen3; both or neither), then q and k rotated (rope_qk).
+  // The default is exactly that sequence of ops; a backend may override it with
+  // one pass that gives the same results (the CUDA backend: one kernel).
+  virtual void split_norm_rope_qkv(Tensor qkv, Tensor q, Tensor k, Tensor v, int64_t head_dim, const Weight* q_norm,
+                                   const Weight* k_norm, float eps, const RopeTable& rope) {
+    if ((q_norm == nullptr) != (k_norm == nullptr))
+      throw Error(name() + ": split_norm_rope_qkv takes both q/k norm weights or neither");
+    const Tensor parts[] = {q, k, v};
+    split_columns(qkv, parts);
+    if (q_norm != nullptr) {
+      head_rms_norm(q, head_dim, *q_norm, eps);
+      head_rms_norm(k, head_dim, *k_norm, eps);
+    }
+    rope_qk(q, k, head_dim, rope);
   }
   // Stores the new K/V into the cache, then attends over the cached positions
   // (sequences: step.sequences).

@@ -7,7 +7,9 @@
 // table on stdout, and
 // with --json FILE every number and the configuration to FILE. The model and
 // KV cache come from engine::Runtime, so any backend the runtime loads onto
-// is measured the same way.
+// is measured the same way. With --profile, one more iteration runs with
+// every op timed (Ops::set_op_profiling) and the ops' times per prefill and
+// per decode step are printed next to the decode step's weight roofline.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -45,6 +48,7 @@ struct LatencyFlags {
   int64_t iters = 3;
   int64_t max_batched_tokens = 16384;
   std::string json;
+  bool profile = false;
 };
 
 // The measured ceilings of the H200 this benchmark reports against (docs/gpu.md):
@@ -82,6 +86,7 @@ double linear_flops_per_token(const ModelConfig& c) {
 
 // One iteration's numbers (seconds; tok/s).
 struct IterationResult {
+  int64_t prefill_calls = 0;  // forward calls of the prefill
   double ttft = 0.0;
   double prefill_tok_s = 0.0;
   std::vector<double> steps;  // every decode step's time
@@ -141,9 +146,10 @@ Memory read_memory() {
 
 
 // One prefill + (O − 1) decode steps for the whole batch; blocks are freed on
-// every exit.
+// every exit. `after_prefill` (the profile's) runs between the two, untimed.
 IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
-                              int64_t output_len, int64_t max_batched_tokens) {
+                              int64_t output_len, int64_t max_batched_tokens,
+                              const std::function<void()>& after_prefill = {}) {
   const auto batch = int64_t(prompts.size());
   const auto input_len = int64_t(prompts[0].size());
   const int64_t blocks_each = engine::blocks_for_tokens(input_len + output_len, rt.block_size());
@@ -181,10 +187,12 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
     rt.model().forward_greedy(part, rt.kv_cache(), got);
     std::copy(got.begin(), got.end(), next.begin() + first);
     first = last;
+    ++r.prefill_calls;
   }
   const auto t1 = Clock::now();
   r.ttft = std::chrono::duration<double>(t1 - t0).count();
   r.prefill_tok_s = double(batch * input_len) / r.ttft;
+  if (after_prefill) after_prefill();
 
   r.steps.reserve(size_t(std::max<int64_t>(0, output_len - 1)));
   for (int64_t s = 1; s < output_len; ++s) {
@@ -203,6 +211,129 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
     r.decode_tok_s = double(batch) / r.tpot_median;
   }
   return r;
+}
+
+// --profile: one phase (prefill or decode) of the profiled iteration: the ops'
+// times summed over its `steps` forward calls, and the step times to compare
+// them with — the timed iterations' (decode steps replayed from a recorded
+// graph where the backend records them) and the profiled iteration's own.
+struct PhaseProfile {
+  const char* kind = "";          // "prefill" or "decode"
+  int64_t steps = 0;
+  std::vector<backend::OpProfileEntry> ops;
+  double timed_step_s = 0.0;      // TTFT / forward calls, or the median TPOT
+  double profiled_step_s = 0.0;   // the profiled iteration's mean step (the ops' times are sums too)
+};
+
+constexpr const char* kProfileMethod =
+    "each op timed alone in one more iteration; on a GPU two events per op add ~2 us each and steps run op by "
+    "op instead of as a recorded graph, so the ops' sum can exceed the timed iterations' step";
+
+// Largest first; ops timed inside another (nested) after the rest.
+std::vector<backend::OpProfileEntry> sorted_ops(std::vector<backend::OpProfileEntry> ops) {
+  std::stable_sort(ops.begin(), ops.end(), [](const backend::OpProfileEntry& a, const backend::OpProfileEntry& b) {
+    return a.nested != b.nested ? b.nested : a.seconds > b.seconds;
+  });
+  return ops;
+}
+
+// The seconds per step of the ops that are not inside another one.
+double ops_sum_per_step(const PhaseProfile& p) {
+  double sum = 0.0;
+  for (const backend::OpProfileEntry& e : p.ops)
+    if (!e.nested) sum += e.seconds;
+  return sum / double(p.steps);
+}
+
+// An op's name, with the backend's step kind where it differs from the phase's
+// (a prefill of one-token prompts is a decode step to the backend).
+std::string profile_op_name(const PhaseProfile& p, const backend::OpProfileEntry& e) {
+  return e.step == p.kind ? e.op : e.op + " [" + e.step + "]";
+}
+
+void print_phase_profile(const PhaseProfile& p) {
+  const double sum = ops_sum_per_step(p);
+  std::printf("\nop profile, %s: %lld forward call%s per iteration\n", p.kind, static_cast<long long>(p.steps),
+              p.steps == 1 ? "" : "s");
+  std::printf("  %-44s %11s %10s %7s\n", "op", "us/step", "calls/step", "share");
+  bool nested_header = false;
+  for (const backend::OpProfileEntry& e : sorted_ops(p.ops)) {
+    if (e.nested && !nested_header) {
+      std::printf("  inside the ops above (not in the sum):\n");
+      nested_header = true;
+    }
+    const double per_step = e.seconds / double(p.steps);
+    std::printf("  %-44s %11.2f %10.2f %6.1f%%\n", profile_op_name(p, e).c_str(), per_step * 1e6,
+                double(e.calls) / double(p.steps), sum > 0 ? 100.0 * per_step / sum : 0.0);
+  }
+  std::printf("  %-44s %11.2f\n", "sum of the ops", sum * 1e6);
+  std::printf("  %-44s %11.2f   (the ops' sum is %.0f%% of it)\n",
+              p.kind == std::string("decode") ? "step in the timed iterations (median TPOT)"
+                                              : "step in the timed iterations (TTFT / calls)",
+              p.timed_step_s * 1e6, 100.0 * sum / p.timed_step_s);
+  std::printf("  %-44s %11.2f\n", "step in the profiled iteration (mean)", p.profiled_step_s * 1e6);
+}
+
+nlohmann::json phase_profile_json(const PhaseProfile& p) {
+  const double sum = ops_sum_per_step(p);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const backend::OpProfileEntry& e : sorted_ops(p.ops)) {
+    const double per_step = e.seconds / double(p.steps);
+    ops.push_back({{"op", e.op},
+                   {"step", e.step},
+                   {"s_per_step", per_step},
+                   {"calls_per_step", double(e.calls) / double(p.steps)},
+                   {"share", e.nested || sum <= 0 ? nlohmann::json(nullptr) : nlohmann::json(per_step / sum)},
+                   {"nested", e.nested}});
+  }
+  return {{"steps_per_iteration", p.steps},
+          {"ops", ops},
+          {"ops_sum_s_per_step", sum},
+          {"timed_step_s", p.timed_step_s},
+          {"profiled_step_s", p.profiled_step_s}};
+}
+
+// The decode step against the copy-bandwidth ceiling: every weight byte read
+// once per step (what "decode weight GB/s" assumes), nothing else.
+struct DecodeRoofline {
+  double weight_bytes = 0.0;
+  double step_s = 0.0;  // weight_bytes at kCeilingBytesPerS
+  double tok_s = 0.0;   // batch / step_s
+  double share = 0.0;   // step_s / median TPOT
+};
+
+// The profiled iteration, after the timed ones: the ops' times of its prefill
+// and of its decode steps, each phase read from the backend separately.
+struct LatencyProfile {
+  PhaseProfile prefill, decode;
+};
+
+LatencyProfile run_profiled_iteration(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
+                                      const LatencyFlags& lf) {
+  backend::Ops& ops = rt.ops();
+  LatencyProfile p;
+  p.prefill.kind = "prefill";
+  p.decode.kind = "decode";
+  ops.clear_op_profile();
+  ops.set_op_profiling(true);
+  IterationResult r;
+  try {
+    r = run_iteration(rt, prompts, lf.output_len, lf.max_batched_tokens, [&] {
+      p.prefill.ops = ops.op_profile();
+      ops.clear_op_profile();
+    });
+  } catch (...) {
+    ops.set_op_profiling(false);
+    throw;
+  }
+  p.decode.ops = ops.op_profile();
+  ops.set_op_profiling(false);
+  ops.clear_op_profile();
+  p.prefill.steps = r.prefill_calls;
+  p.prefill.profiled_step_s = r.ttft / double(r.prefill_calls);
+  p.decode.steps = int64_t(r.steps.size());
+  p.decode.profiled_step_s = r.tpot_mean;
+  return p;
 }
 
 
@@ -242,6 +373,8 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load0).count();
   print_load_summary(*rt, rf);
   const Memory after_load = read_memory();
+  if (lf.profile && !rt->ops().set_op_profiling(false))
+    throw Error("--profile: the backend " + rt->backend_name() + " cannot time its ops");
 
   const auto prompts = synthetic_prompts(*rt, lf.batch_size, lf.input_len);
   for (int64_t i = 0; i < lf.warmup; ++i) run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens);
@@ -250,6 +383,8 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
     its.push_back(run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens));
   const DeviceMemory gpu = device_memory(*rt);
   const Memory at_end = read_memory();
+  std::optional<LatencyProfile> profile;
+  if (lf.profile) profile = run_profiled_iteration(*rt, prompts, lf);
 
   auto med = [&](double IterationResult::*field) {
     std::vector<double> v;
@@ -309,6 +444,28 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   std::printf("  %-26s %12.1f\n", "RSS after load MiB", double(after_load.rss_kib) / 1024.0);
   std::printf("  %-26s %12.1f\n", "RSS at end MiB", double(at_end.rss_kib) / 1024.0);
   std::printf("  %-26s %12.1f\n", "RSS peak MiB", double(at_end.hwm_kib) / 1024.0);
+
+  std::optional<DecodeRoofline> roofline;
+  if (profile) {
+    profile->prefill.timed_step_s = ttft / double(its[0].prefill_calls);
+    profile->decode.timed_step_s = tpot_median;
+    std::printf("\n%s.\n", kProfileMethod);
+    print_phase_profile(profile->prefill);
+    if (has_decode) {
+      print_phase_profile(profile->decode);
+      DecodeRoofline& rl = roofline.emplace();
+      rl.weight_bytes = double(rt->weight_bytes());
+      rl.step_s = rl.weight_bytes / kCeilingBytesPerS;
+      rl.tok_s = double(lf.batch_size) / rl.step_s;
+      rl.share = rl.step_s / tpot_median;
+      std::printf("\ndecode roofline: every weight read once per step at %.2f TB/s\n", kCeilingBytesPerS / 1e12);
+      std::printf("  %-26s %12.1f\n", "weight MiB per step", mib(rl.weight_bytes));
+      std::printf("  %-26s %12.2f   (%.1f tok/s at batch %lld)\n", "roofline step us", rl.step_s * 1e6, rl.tok_s,
+                  static_cast<long long>(lf.batch_size));
+      std::printf("  %-26s %12.2f   (%.1f%% of the roofline)\n", "TPOT median us", tpot_median * 1e6,
+                  100.0 * rl.share);
+    }
+  }
 
   if (lf.json.empty()) return;
   auto per_iteration = [&](double IterationResult::*field) {
@@ -370,6 +527,20 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"rss_peak_after_load_kib", after_load.hwm_kib},
         {"rss_end_kib", at_end.rss_kib},
         {"rss_peak_kib", at_end.hwm_kib}}}};
+  out["profile"] = nullptr;
+  if (profile) {
+    nlohmann::json rl = nullptr;
+    if (roofline)
+      rl = {{"weight_bytes_per_step", roofline->weight_bytes},
+            {"ceiling_bytes_per_s", kCeilingBytesPerS},
+            {"step_s", roofline->step_s},
+            {"tok_s", roofline->tok_s},
+            {"share", roofline->share}};
+    out["profile"] = {{"method", kProfileMethod},
+                      {"prefill", phase_profile_json(profile->prefill)},
+                      {"decode", has_decode ? phase_profile_json(profile->decode) : nlohmann::json(nullptr)},
+                      {"decode_roofline", rl}};
+  }
   const std::string text = out.dump(2) + "\n";
   io::AtomicFile file(lf.json);
   file.write(std::as_bytes(std::span(text.data(), text.size())));
@@ -395,6 +566,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--max-num-batched-tokens", lf->max_batched_tokens,
                   "Most prompt tokens one prefill forward call takes (whole prompts; default 16384)");
   cmd->add_option("--json", lf->json, "Also write every number and the configuration to this JSON file");
+  cmd->add_flag("--profile", lf->profile,
+                "One more iteration with every op timed: where each prefill and decode step's time goes, and the "
+                "decode step's share of the weight-bandwidth roofline");
   cmd->callback([mf, rf, lf] { run_latency(*mf, *rf, *lf); });
   add_bench_throughput_command(*bench);  // bench_throughput.cpp
   add_bench_serve_command(*bench);       // bench_serve.cpp

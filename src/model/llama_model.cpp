@@ -135,18 +135,19 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     observe(i, LinearInput::kQkv, x);
     if (l.qkv) {
       ops_.linear(x, *l.qkv, qkv);
-      const backend::Tensor parts[] = {q, k, v};
-      ops_.split_columns(qkv, parts);
+      // Split, q/k norm and RoPE as one op: one kernel where the backend fuses them.
+      ops_.split_norm_rope_qkv(qkv, q, k, v, hd, c.qk_norm ? l.q_norm.get() : nullptr,
+                               c.qk_norm ? l.k_norm.get() : nullptr, eps, rope_);
     } else {
       ops_.linear(x, *l.q, q);
       ops_.linear(x, *l.k, k);
       ops_.linear(x, *l.v, v);
+      if (c.qk_norm) {
+        ops_.head_rms_norm(q, hd, *l.q_norm, eps);
+        ops_.head_rms_norm(k, hd, *l.k_norm, eps);
+      }
+      ops_.rope_qk(q, k, hd, rope_);
     }
-    if (c.qk_norm) {
-      ops_.head_rms_norm(q, hd, *l.q_norm, eps);
-      ops_.head_rms_norm(k, hd, *l.k_norm, eps);
-    }
-    ops_.rope_qk(q, k, hd, rope_);
     const backend::AttentionParams params{c.num_attention_heads, c.num_key_value_heads, hd,
                                           1.0f / std::sqrt(float(hd)), l.sliding_window};
     if (observer_ != nullptr) {

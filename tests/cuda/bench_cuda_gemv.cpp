@@ -30,10 +30,12 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/quant_kernels.h"
 
 namespace {
 
 using fp8lm::cuda::ActivationScaleLayout;
+using fp8lm::cuda::Fp8ActQuant;
 using fp8lm::cuda::Fp8GemvArgs;
 using fp8lm::cuda::Fp8GemvPlan;
 using fp8lm::cuda::WeightScaleLayout;
@@ -174,8 +176,10 @@ struct Fp8Weights {
 
 struct Activations {  // for m ≤ 16 and one k
   Dev x_bf16, x_codes, scale_tensor, scale_token, scale_group;
+  Dev q_codes, q_scales;  // what the separate quantization kernel writes
   explicit Activations(int64_t k)
-      : x_bf16(16 * k * 2), x_codes(16 * k), scale_tensor(4), scale_token(16 * 4), scale_group(16 * ((k + 127) / 128) * 4) {
+      : x_bf16(16 * k * 2), x_codes(16 * k), scale_tensor(4), scale_token(16 * 4), scale_group(16 * ((k + 127) / 128) * 4),
+        q_codes(16 * k), q_scales(16 * ((k + 127) / 128) * 4) {
     std::vector<__nv_bfloat16> x(size_t(16 * k));
     std::vector<uint8_t> c(size_t(16 * k));
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -224,8 +228,10 @@ Fp8GemvArgs make_args(int64_t m, const Shape& s, const Fp8Weights& w, WeightScal
   return a;
 }
 
-// Times fp8_gemv over the rotating buffers (plan null = automatic).
-double time_fp8(Fp8GemvArgs a, const Fp8Weights& w, const Fp8GemvPlan* plan, int samples, cudaStream_t stream) {
+// Times fp8_gemv over the rotating buffers (plan null = automatic); `before` (if set) runs
+// ahead of each call inside the graph (the separate activation quantization).
+double time_fp8(Fp8GemvArgs a, const Fp8Weights& w, const Fp8GemvPlan* plan, int samples, cudaStream_t stream,
+                const std::function<void(cudaStream_t)>& before = nullptr) {
   a.w = w.w[0]->as<uint8_t>();
   const size_t ws_bytes = fp8lm::cuda::fp8_gemv_workspace_bytes(a, plan);
   Dev ws(ws_bytes);
@@ -236,6 +242,7 @@ double time_fp8(Fp8GemvArgs a, const Fp8Weights& w, const Fp8GemvPlan* plan, int
       [&](int i, cudaStream_t st) {
         Fp8GemvArgs b = a;
         b.w = w.w[size_t(i % w.nb)]->as<uint8_t>();
+        if (before) before(st);
         fp8lm::cuda::fp8_gemv(b, st, plan);
       },
       calls_per_graph(w.nb), samples, stream);
@@ -325,8 +332,9 @@ int main(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json sweeps = nlohmann::json::array();
 
-  std::printf("\n%-13s %3s %-9s %-6s %9s %9s %7s %9s %8s %-8s %8s %7s\n", "shape", "m", "weights", "acts", "fp8 us",
-              "GB/s", "%4.29", "bf16 us", "speedup", "plan", "pdl us", "pdl %");
+  std::printf("\n%-13s %3s %-9s %-6s %9s %9s %7s %9s %8s %-8s %8s %7s %9s %9s %7s %8s %7s %9s\n", "shape", "m",
+              "weights", "acts", "fp8 us", "GB/s", "%4.29", "bf16 us", "speedup", "plan", "pdl us", "pdl %", "q+gemv us",
+              "fused us", "fused %", "bulk us", "bulk %", "bulk+q us");
   for (const Shape& s : shapes) {
     Activations act(s.k);
     // cuBLASLt BF16 baseline buffers.
@@ -372,13 +380,43 @@ int main(int argc, char** argv) {
           const double bf_gbps = double(bf_bytes) / (bf16_us[mi] * 1e-6) / 1e9;
           const double speedup = bf16_us[mi] / us;
           const Fp8GemvPlan plan = fp8lm::cuda::fp8_gemv_plan(a);
+          // W8A8 from BF16 activations, both ways the engine can run it (PDL on the GEMV):
+          // the quantization kernel then the GEMV on its codes, or the GEMV quantizing x itself.
+          double sep_us = 0, fused_us = 0, bulk_fused_us = 0;
+          const Fp8GemvPlan bulk{8, 0, true};  // the bulk-copy ring kernel, its own K splits
+          if (a8) {
+            const Fp8ActQuant q = layout == WeightScaleLayout::kTensor    ? Fp8ActQuant::tensor()
+                                  : layout == WeightScaleLayout::kChannel ? Fp8ActQuant::token()
+                                                                          : Fp8ActQuant::group(128);
+            Fp8GemvArgs sep = ap;
+            sep.x_codes = act.q_codes.as<uint8_t>();
+            sep.x_scale = act.q_scales.as<float>();
+            sep_us = time_fp8(sep, w, nullptr, 50, stream, [&](cudaStream_t st) {
+              fp8lm::cuda::quantize_fp8_dynamic(act.x_bf16.as<__nv_bfloat16>(), m, s.k, q, act.q_codes.as<uint8_t>(),
+                                                act.q_scales.as<float>(), st);
+            });
+            Fp8GemvArgs fused = ap;
+            fused.x_codes = nullptr;
+            fused.x_scale = nullptr;
+            fused.x = act.x_bf16.as<__nv_bfloat16>();
+            fused.quantize_x = true;
+            fused.x_rule = fp8lm::cuda::dynamic_scale_rule(q);
+            fused_us = time_fp8(fused, w, nullptr, 50, stream);
+            bulk_fused_us = time_fp8(fused, w, &bulk, 50, stream);
+          }
+          const double bulk_us = time_fp8(ap, w, &bulk, 50, stream);
+          const Fp8GemvPlan bulk_plan = fp8lm::cuda::fp8_gemv_plan(ap, &bulk);
           const char* acts = a8 ? (layout == WeightScaleLayout::kTensor    ? "tensor"
                                    : layout == WeightScaleLayout::kChannel ? "token"
                                                                            : "group")
                                 : "bf16";
-          std::printf("%-13s %3lld %-9s %-6s %9.2f %9.0f %6.1f%% %9.2f %7.2fx {%d, %d} %8.2f %6.1f%%\n", s.name,
-                      (long long)m, layout_name(layout), acts, us, gbps, pct, bf16_us[mi], speedup, plan.row_tiles,
-                      plan.k_splits, us_pdl, 100.0 * double(s.n * s.k) / (us_pdl * 1e-6) / (kCopyTBps * 1e12));
+          const auto pct_of = [&](double t) { return t > 0 ? 100.0 * double(s.n * s.k) / (t * 1e-6) / (kCopyTBps * 1e12) : 0.0; };
+          std::printf(
+              "%-13s %3lld %-9s %-6s %9.2f %9.0f %6.1f%% %9.2f %7.2fx {%d, %d} %8.2f %6.1f%% %9.2f %9.2f %6.1f%% %8.2f %6.1f%% "
+              "%9.2f\n",
+              s.name, (long long)m, layout_name(layout), acts, us, gbps, pct, bf16_us[mi], speedup, plan.row_tiles,
+              plan.k_splits, us_pdl, pct_of(us_pdl), sep_us, fused_us, pct_of(fused_us), bulk_us, pct_of(bulk_us),
+              bulk_fused_us);
           rows.push_back({{"shape", s.name},
                           {"n", s.n},
                           {"k", s.k},
@@ -395,7 +433,12 @@ int main(int argc, char** argv) {
                           {"plan", {plan.row_tiles, plan.k_splits}},
                           {"fp8_pdl_us", us_pdl},
                           {"fp8_pdl_pct_of_4_29_tbps", 100.0 * double(s.n * s.k) / (us_pdl * 1e-6) / (kCopyTBps * 1e12)},
-                          {"speedup_vs_bf16_pdl", bf16_us[mi] / us_pdl}});
+                          {"speedup_vs_bf16_pdl", bf16_us[mi] / us_pdl},
+                          {"quantize_then_gemv_pdl_us", sep_us},
+                          {"gemv_quantizing_x_pdl_us", fused_us},
+                          {"bulk_pdl_us", bulk_us},
+                          {"bulk_plan", {bulk_plan.bulk, bulk_plan.k_splits}},
+                          {"bulk_quantizing_x_pdl_us", bulk_fused_us}});
         }
       }
       if (sweep) {

@@ -43,6 +43,7 @@
 #include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
 #include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/quant_kernels.h"
 #include "common/error.h"
 #include "numerics/fp8_format.h"
 
@@ -227,10 +228,10 @@ double half_ulp_bf16(double v) {
 
 // The device side of a case, uploaded once and run under several plans.
 struct DeviceCase {
-  DeviceBuffer w, w_scale, x, x_scale, bias, y;
+  DeviceBuffer w, w_scale, x, x_scale, bias, y, x_bf16;
   cuda::Fp8GemvArgs args;
   explicit DeviceCase(const Case& c)
-      : w(c.w_codes), w_scale(c.w.scales), bias(c.bias_bf16), y(size_t(c.p.m * c.p.n) * 2) {
+      : w(c.w_codes), w_scale(c.w.scales), bias(c.bias_bf16), y(size_t(c.p.m * c.p.n) * 2), x_bf16(c.x_bf16) {
     args.m = c.p.m;
     args.n = c.p.n;
     args.k = c.p.k;
@@ -285,6 +286,24 @@ std::vector<uint16_t> run_gpu(DeviceCase& d, Workspace& ws, const cuda::Fp8GemvP
   return out;
 }
 
+// The same case with BF16 x that the GEMV quantizes as it stages it (quantize_x), under
+// the scheme's dynamic rule — or, with `static_scale`, that device scale.
+std::vector<uint16_t> run_gpu_quantizing(DeviceCase& d, Workspace& ws, const cuda::Fp8GemvPlan* plan, Act act,
+                                         const float* static_scale = nullptr) {
+  const cuda::Fp8GemvArgs saved = d.args;
+  d.args.x = d.x_bf16.as<__nv_bfloat16>();
+  d.args.x_codes = nullptr;
+  d.args.x_scale = static_scale;
+  d.args.quantize_x = true;
+  const cuda::Fp8ActQuant q = act == Act::kTensor ? cuda::Fp8ActQuant::tensor()
+                              : act == Act::kToken ? cuda::Fp8ActQuant::token()
+                                                   : cuda::Fp8ActQuant::group(128);
+  d.args.x_rule = cuda::dynamic_scale_rule(q);
+  std::vector<uint16_t> out = run_gpu(d, ws, plan);
+  d.args = saved;
+  return out;
+}
+
 double g_worst = 0.0;  // largest |gpu − ref| / bound seen, reported at the end of a sweep
 
 // Number of outputs out of bounds (reports the first few).
@@ -335,9 +354,41 @@ void run_sweep(Act act) {
           // Deterministic: the same bytes again, also when launched to overlap the call before.
           EXPECT_EQ(run_gpu(d, ws, nullptr), first) << "second run differs: " << describe(p);
           EXPECT_EQ(run_gpu(d, ws, nullptr, true), first) << "programmatic launch differs: " << describe(p);
+          // W8A8: quantizing while staging gives the bytes of quantizing first (the CPU
+          // quantizer's codes and scales here), under every plan.
+          if (act != Act::kBf16) {
+            EXPECT_EQ(run_gpu_quantizing(d, ws, nullptr, act), first) << "quantize_x differs: " << describe(p);
+          }
           for (const auto& plan : forced_plans()) {
             const std::string what = "plan {" + std::to_string(plan.row_tiles) + ", " + std::to_string(plan.k_splits) + "}";
-            failures += check(c, run_gpu(d, ws, &plan), what);
+            const std::vector<uint16_t> planned = run_gpu(d, ws, &plan);
+            failures += check(c, planned, what);
+            if (act != Act::kBf16) {
+              EXPECT_EQ(run_gpu_quantizing(d, ws, &plan, act), planned) << "quantize_x differs: " << what << " " << describe(p);
+            }
+          }
+          // The bulk-copy ring kernel: the plain kernel's bytes at the same {8 row tiles, K
+          // splits} (where k allows it: else both are the plain kernel), and with its own splits.
+          for (int sp : {1, 3}) {
+            const cuda::Fp8GemvPlan asked{8, sp, true};
+            const cuda::Fp8GemvPlan bulk = cuda::fp8_gemv_plan(d.args, &asked);
+            const cuda::Fp8GemvPlan plain{8, bulk.k_splits, false};
+            const std::vector<uint16_t> got = run_gpu(d, ws, &asked);
+            failures += check(c, got, bulk.bulk ? "bulk plan" : "bulk plan (fell back)");
+            if (cuda::fp8_gemv_plan(d.args, &plain).k_splits == bulk.k_splits) {
+              EXPECT_EQ(got, run_gpu(d, ws, &plain)) << "bulk {8, " << bulk.k_splits << "} differs: " << describe(p);
+            }
+            EXPECT_EQ(run_gpu(d, ws, &asked, true), got) << "bulk, programmatic launch differs: " << describe(p);
+            if (act != Act::kBf16) {
+              EXPECT_EQ(run_gpu_quantizing(d, ws, &asked, act), got) << "bulk quantize_x differs: " << describe(p);
+            }
+          }
+          const cuda::Fp8GemvPlan bulk_auto{8, 0, true};
+          failures += check(c, run_gpu(d, ws, &bulk_auto), "bulk plan, automatic splits");
+          // A static per-tensor scale (the dynamic one, given): the same codes, so the same bytes.
+          if (act == Act::kTensor) {
+            EXPECT_EQ(run_gpu_quantizing(d, ws, nullptr, act, d.x_scale.as<float>()), first)
+                << "quantize_x with a static scale differs: " << describe(p);
           }
           if (failures > 20) FAIL() << "stopping after " << failures << " bad outputs";
         }
@@ -379,7 +430,13 @@ TEST(CudaGemv, EdgeCodes) {
         Problem p{5, 300, 1024, layout, act, true, codes};
         const Case c = make_case(p, rng, pool);
         DeviceCase d(c);
-        EXPECT_EQ(check(c, run_gpu(d, ws, nullptr), "edge codes"), 0);
+        const std::vector<uint16_t> got = run_gpu(d, ws, nullptr);
+        EXPECT_EQ(check(c, got, "edge codes"), 0);
+        const cuda::Fp8GemvPlan bulk{8, 0, true};
+        EXPECT_EQ(check(c, run_gpu(d, ws, &bulk), "edge codes, bulk plan"), 0);
+        if (act != Act::kBf16) {
+          EXPECT_EQ(run_gpu_quantizing(d, ws, nullptr, act), got) << describe(p);
+        }
       }
 }
 
@@ -412,7 +469,7 @@ TEST(CudaGemv, BadArgumentsAreNamedErrors) {
   expect_error(run(with([](auto& a) { a.w_scale = nullptr; })), "weights or weight scales missing");
   expect_error(run(with([](auto& a) { a.y = nullptr; })), "output y missing");
   expect_error(run(with([&](auto& a) { a.x = reinterpret_cast<const __nv_bfloat16*>(d.x.ptr); })),
-               "exactly one of x (BF16, W8A16) and x_codes");
+               "exactly one of x (BF16, W8A16 or quantize_x) and x_codes");
   expect_error(run(with([](auto& a) { a.x_scale = nullptr; })), "E4M3 activations need x_scale");
   expect_error(run(with([](auto& a) { a.x_layout = cuda::ActivationScaleLayout::kNone; })),
                "E4M3 activations need x_layout");
@@ -421,6 +478,28 @@ TEST(CudaGemv, BadArgumentsAreNamedErrors) {
                  a.x = reinterpret_cast<const __nv_bfloat16*>(d.x.ptr);
                })),
                "BF16 activations take no scales");
+  auto quantizing = [&](auto& a) {
+    a.x_codes = nullptr;
+    a.x = d.x_bf16.as<__nv_bfloat16>();
+    a.x_scale = nullptr;
+    a.quantize_x = true;
+  };
+  expect_error(run(with([&](auto& a) { a.quantize_x = true; })), "quantize_x quantizes BF16 x: give x, not x_codes");
+  expect_error(run(with([&](auto& a) {
+                 quantizing(a);
+                 a.x_layout = cuda::ActivationScaleLayout::kNone;
+               })),
+               "quantize_x needs x_layout kTensor, kToken or kGroup128");
+  expect_error(run(with([&](auto& a) {
+                 quantizing(a);
+                 a.x_scale = d.x_scale.as<float>();
+               })),
+               "a static scale (x_scale) is per-tensor only");
+  expect_error(run(with([&](auto& a) {
+                 quantizing(a);
+                 a.x_rule.fmax = 0.0f;
+               })),
+               "the scale rule needs fmax > 0");
   static const cuda::Fp8GemvPlan split{8, 4};
   expect_error(run(with([](auto& a) { a.workspace = nullptr; }), &split), "needs a zero-filled workspace of");
   expect_error(run(with([](auto& a) { a.workspace_bytes = 16; }), &split), "needs a zero-filled workspace of");

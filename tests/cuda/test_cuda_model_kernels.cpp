@@ -37,6 +37,14 @@
 //     result. Bound per element: 1 BF16 ulp + 6·2^-23·(|a||C| + |b||S|) (× (1 +
 //     2^-20) for second-order terms), with C, S the CPU's values (RopeTable::cos_sin).
 //     The share of bit-identical elements is printed.
+//   split_norm_rope_qkv (qkv_rope_kernels.h, one kernel):
+//     bit-identical to the CUDA sequence it replaces (split_columns, head_rms_norm
+//     on q and k, rope_qk) on general data with specials; against the CPU, v is
+//     the bits of qkv and q/k are within the rope bound above, the CPU's inputs
+//     to rope being its normed q/k rounded to BF16 (the BF16 activation the GPU
+//     stores between the ops it fuses) — on the "exact" data, where the norm is
+//     bit-identical, so the rope bound is the whole difference. Through CudaOps:
+//     the override equals Ops' default (the op sequence) bit for bit.
 //
 // Also: out-of-range ids/rows give NaN rows, argmax ties / NaN / ±inf / −0 and
 // every argmax cluster size, q/k in a fused QKV buffer (row strides), CUDA-graph
@@ -67,7 +75,10 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/linear.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops_kernels.h"
 #include "backend/cuda/model_kernels.h"
+#include "backend/cuda/qkv_rope_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "numerics/fp8_format.h"
@@ -317,6 +328,23 @@ TEST(CudaModelKernels, InvalidArgumentsThrowBeforeLaunching) {
   EXPECT_THROW(cuda::rope(x, 2, 256, 128, ids, w, 1.0f, s, 255), Error);          // ld < cols
   EXPECT_THROW(cuda::rope_qk(x, 256, x, 200, 2, 128, ids, w, 1.0f, s), Error);
   EXPECT_THROW(cuda::rope_qk(x, 256, nullptr, 128, 2, 128, ids, w, 1.0f, s), Error);
+  EXPECT_THROW(cuda::split_norm_rope_qkv(x, 2, 254, 127, 127, 127, x, x, x, nullptr, nullptr, 1e-6f, ids, w, 1.0f, s),
+               Error);  // odd head_dim
+  EXPECT_THROW(cuda::split_norm_rope_qkv(x, 2, 256, 96, 96, 64, x, x, x, nullptr, nullptr, 1e-6f, ids, w, 1.0f, s),
+               Error);  // 96 % 64
+  EXPECT_THROW(cuda::split_norm_rope_qkv(x, 2, 4096, 2048, 2048, 2048, x, x, x, nullptr, nullptr, 1e-6f, ids, w, 1.0f,
+                                         s),
+               Error);  // head_dim > 1024
+  EXPECT_THROW(cuda::split_norm_rope_qkv(x, 2, 256, 128, 128, 128, x, x, x, w, nullptr, 1e-6f, ids, w, 1.0f, s),
+               Error);  // one norm only
+  EXPECT_THROW(cuda::split_norm_rope_qkv(x, 2, 256, 128, 128, 128, x, x, x, nullptr, nullptr, 1e-6f, nullptr, w, 1.0f,
+                                         s),
+               Error);
+  EXPECT_THROW(cuda::split_norm_rope_qkv(x, 2, 256, 128, 128, 128, x, nullptr, x, nullptr, nullptr, 1e-6f, ids, w,
+                                         1.0f, s),
+               Error);
+  EXPECT_THROW(cuda::split_norm_rope_qkv(x, -1, 256, 128, 128, 128, x, x, x, nullptr, nullptr, 1e-6f, ids, w, 1.0f, s),
+               Error);
   EXPECT_THROW(cuda::add(x, nullptr, 8, s), Error);
   EXPECT_THROW(cuda::add(x, x, -1, s), Error);
   EXPECT_THROW(cuda::silu_mul(x, x, -1, x, s), Error);
@@ -337,6 +365,8 @@ TEST(CudaModelKernels, InvalidArgumentsThrowBeforeLaunching) {
   // Nothing to do: no launch, no error.
   EXPECT_NO_THROW(cuda::rms_norm(nullptr, nullptr, 1e-6f, 0, 4096, nullptr, s));
   EXPECT_NO_THROW(cuda::rope(nullptr, 0, 256, 128, nullptr, nullptr, 1.0f, s));
+  EXPECT_NO_THROW(cuda::split_norm_rope_qkv(nullptr, 0, 256, 128, 128, 128, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                            1e-6f, nullptr, nullptr, 1.0f, s));
   EXPECT_NO_THROW(cuda::add(nullptr, nullptr, 0, s));
   EXPECT_NO_THROW(cuda::argmax_rows(x, 0, 8, nullptr, s));
 }
@@ -999,6 +1029,200 @@ TEST(CudaModelKernels, RopeQkInFusedQkvMatchesCpu) {
   EXPECT_EQ(st.bad, 0) << st.bad << " elements outside the bound; first " << st.first << seed_note();
 }
 
+// ---- split_norm_rope_qkv ---------------------------------------------------------------------------------------
+
+struct QkvCase {
+  std::string name;
+  int64_t nq = 0, nk = 0;
+  bool norm = false;
+  ModelConfig config;  // its head_dim and RoPE
+  size_t offset = 0;   // elements: 1 puts qkv and the outputs off 16-byte alignment (the scalar path)
+};
+
+std::vector<QkvCase> qkv_cases() {
+  ModelConfig llama3 = rope_config(128, 500000.0);
+  llama3.rope_scaling.type = RopeScalingType::kLlama3;
+  llama3.rope_scaling.factor = 8.0;
+  llama3.rope_scaling.low_freq_factor = 1.0;
+  llama3.rope_scaling.high_freq_factor = 4.0;
+  llama3.rope_scaling.original_max_position_embeddings = 8192;
+  ModelConfig yarn64 = rope_config(64, 10000.0);
+  yarn64.rope_scaling.type = RopeScalingType::kYarn;
+  yarn64.rope_scaling.factor = 16.0;
+  yarn64.rope_scaling.original_max_position_embeddings = 4096;
+  const ModelConfig qwen3 = rope_config(128, 1000000.0);
+  return {
+      {"llama 32/8 x128", 32, 8, false, llama3, 0},
+      {"qwen3 32/8 x128 norms", 32, 8, true, qwen3, 0},
+      {"qwen3 16/8 x128 norms", 16, 8, true, qwen3, 0},
+      {"llama 32/8 x128 offset 1", 32, 8, false, llama3, 1},
+      {"qwen3 32/8 x128 norms offset 1", 32, 8, true, qwen3, 1},
+      {"yarn 8/2 x64 norms", 8, 2, true, yarn64, 0},
+      {"8/2 x80 norms", 8, 2, true, rope_config(80, 10000.0), 0},    // 10 vectors: groups of 16, some idle
+      {"8/2 x72 norms", 8, 2, true, rope_config(72, 10000.0), 0},    // half 36: vectors straddle the halves
+      {"4/2 x36 norms", 4, 2, true, rope_config(36, 10000.0), 0},    // head_dim % 8 ≠ 0: scalar
+      {"4/2 x256 norms", 4, 2, true, rope_config(256, 1000000.0), 0},
+      {"4/2 x512 norms", 4, 2, true, rope_config(512, 1000000.0), 0},   // 2 vectors per lane
+      {"2/1 x1024 norms", 2, 1, true, rope_config(1024, 1000000.0), 0},  // 4 vectors per lane
+      {"6/3 x2", 6, 3, false, rope_config(2, 10000.0), 0},
+  };
+}
+
+// Positions up to 100000; with 3 or more rows, 0 and 100000 themselves.
+std::vector<int64_t> qkv_positions(std::mt19937_64& rng, int64_t rows) {
+  std::uniform_int_distribution<int64_t> pos(0, 100000);
+  std::vector<int64_t> p(static_cast<size_t>(rows));
+  for (auto& v : p) v = pos(rng);
+  if (rows >= 3) p[1] = 0, p[2] = 100000;
+  return p;
+}
+
+// The columns [c0, c0 + width) of every row of x [rows, ld].
+std::vector<uint16_t> columns(const std::vector<uint16_t>& x, int64_t rows, int64_t ld, int64_t c0, int64_t width) {
+  std::vector<uint16_t> out(static_cast<size_t>(rows * width));
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(x.begin() + r * ld + c0, width, out.begin() + r * width);
+  return out;
+}
+
+TEST(CudaModelKernels, SplitNormRopeQkvMatchesThreeKernels) {
+  REQUIRE_HOPPER();
+  auto rng = make_rng();
+  for (const QkvCase& qc : qkv_cases()) {
+    const RopeTable table(qc.config);
+    const int64_t hd = table.rotary_dim(), qw = qc.nq * hd, kw = qc.nk * hd, ld = qw + 2 * kw;
+    DeviceArray<float> inv(table.inv_freq().size()), d_wq(static_cast<size_t>(hd)), d_wk(static_cast<size_t>(hd));
+    inv.upload(table.inv_freq());
+    d_wq.upload(random_weights(rng, hd));
+    d_wk.upload(random_weights(rng, hd));
+    const float* wq = qc.norm ? d_wq.ptr() : nullptr;
+    const float* wk = qc.norm ? d_wk.ptr() : nullptr;
+    for (int64_t rows : {1, 3, 64}) {
+      const std::vector<int64_t> pos = qkv_positions(rng, rows);
+      const std::vector<int32_t> pos32(pos.begin(), pos.end());
+      DeviceArray<int32_t> d_pos(pos32.size());
+      d_pos.upload(pos32);
+      const std::vector<uint16_t> qkv = random_bf16(rng, rows, ld, true);
+      const size_t off = qc.offset;
+      Bf16Array d_qkv(qkv.size(), off);
+      d_qkv.upload(qkv);
+      // Today's sequence: split_columns, head_rms_norm on q and on k, rope_qk.
+      Bf16Array q3(size_t(rows * qw), off), k3(size_t(rows * kw), off), v3(size_t(rows * kw), off);
+      cuda::ColumnSplit split;
+      split.count = 3;
+      split.out[0] = bf(q3), split.out[1] = bf(k3), split.out[2] = bf(v3);
+      split.width[0] = qw, split.width[1] = kw, split.width[2] = kw;
+      cuda::split_columns(bf(d_qkv), rows, split, nullptr);
+      if (qc.norm) {
+        cuda::head_rms_norm(bf(q3), rows, qw, hd, wq, 1e-6f, nullptr);
+        cuda::head_rms_norm(bf(k3), rows, kw, hd, wk, 1e-6f, nullptr);
+      }
+      cuda::rope_qk(bf(q3), qw, bf(k3), kw, rows, hd, d_pos.ptr(), inv.ptr(), table.attention_factor(), nullptr);
+      // The fused kernel.
+      Bf16Array q(size_t(rows * qw), off), k(size_t(rows * kw), off), v(size_t(rows * kw), off);
+      cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q), bf(k), bf(v), wq, wk, 1e-6f, d_pos.ptr(),
+                                inv.ptr(), table.attention_factor(), nullptr);
+      sync();
+      const std::string what = qc.name + " rows " + std::to_string(rows);
+      expect_same_bits(what + " q", q.download(), q3.download(), qw);
+      expect_same_bits(what + " k", k.download(), k3.download(), kw);
+      expect_same_bits(what + " v", v.download(), v3.download(), kw);
+      expect_same_bits(what + " qkv (input, unchanged)", d_qkv.download(), qkv, ld);
+    }
+  }
+}
+
+TEST(CudaModelKernels, SplitNormRopeQkvMatchesCpu) {
+  REQUIRE_HOPPER();
+  auto rng = make_rng();
+  cpu::CpuOps ops(4);
+  RopeStats st;
+  for (const QkvCase& qc : qkv_cases()) {
+    const RopeTable table(qc.config);
+    const int64_t hd = table.rotary_dim(), qw = qc.nq * hd, kw = qc.nk * hd, ld = qw + 2 * kw;
+    DeviceArray<float> inv(table.inv_freq().size()), d_wq(static_cast<size_t>(hd)), d_wk(static_cast<size_t>(hd));
+    inv.upload(table.inv_freq());
+    const std::vector<float> wq = random_weights(rng, hd), wk = random_weights(rng, hd);
+    d_wq.upload(wq);
+    d_wk.upload(wk);
+    const auto weight_q = ops.upload_vector(wq), weight_k = ops.upload_vector(wk);
+    for (int64_t rows : {1, 3, 64}) {
+      const std::vector<int64_t> pos = qkv_positions(rng, rows);
+      const std::vector<int32_t> pos32(pos.begin(), pos.end());
+      DeviceArray<int32_t> d_pos(pos32.size());
+      d_pos.upload(pos32);
+      // With norms, the "exact" data: the GPU's norm is then the CPU's bit for bit.
+      const std::vector<uint16_t> qkv = qc.norm ? exact_bf16(rng, rows, ld) : random_bf16(rng, rows, ld, false);
+      // The CPU: split, head norms, the normed values rounded to BF16 (what the GPU
+      // holds between the ops), then rope.
+      std::vector<float> qin = widen(columns(qkv, rows, ld, 0, qw)), kin = widen(columns(qkv, rows, ld, qw, kw));
+      if (qc.norm) {
+        ops.head_rms_norm(tensor(qin, rows, qw), hd, *weight_q, 1e-6f);
+        ops.head_rms_norm(tensor(kin, rows, kw), hd, *weight_k, 1e-6f);
+        qin = widen(round_all(qin));
+        kin = widen(round_all(kin));
+      }
+      std::vector<float> qref = qin, kref = kin;
+      ops.rope(tensor(qref, rows, qw), hd, pos, table);
+      ops.rope(tensor(kref, rows, kw), hd, pos, table);
+      const size_t off = qc.offset;
+      Bf16Array d_qkv(qkv.size(), off), q(size_t(rows * qw), off), k(size_t(rows * kw), off), v(size_t(rows * kw), off);
+      d_qkv.upload(qkv);
+      cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q), bf(k), bf(v), qc.norm ? d_wq.ptr() : nullptr,
+                                qc.norm ? d_wk.ptr() : nullptr, 1e-6f, d_pos.ptr(), inv.ptr(), table.attention_factor(),
+                                nullptr);
+      sync();
+      const std::string what = qc.name + " rows " + std::to_string(rows);
+      check_rope(what + " q", q.download(), qw, 0, qin, qref, rows, qc.nq, table, pos, st);
+      check_rope(what + " k", k.download(), kw, 0, kin, kref, rows, qc.nk, table, pos, st);
+      expect_same_bits(what + " v", v.download(), columns(qkv, rows, ld, qw + kw, kw), kw);
+    }
+  }
+  std::printf("[   rope   ] %lld of %lld elements bit-identical to the CPU\n", (long long)st.identical,
+              (long long)st.elements);
+  EXPECT_EQ(st.bad, 0) << st.bad << " elements outside the bound; first " << st.first << seed_note();
+}
+
+// CudaOps' override against Ops' default on the same backend (split_columns,
+// head_rms_norm ×2, rope_qk: today's ops), positions from begin_step.
+TEST(CudaModelKernels, CudaOpsSplitNormRopeQkvEqualsTheOpSequence) {
+  REQUIRE_HOPPER();
+  auto rng = make_rng();
+  cuda::CudaOps ops;
+  const RopeTable table(rope_config(128, 1000000.0));
+  const auto weight_q = ops.upload_vector(random_weights(rng, 128));
+  const auto weight_k = ops.upload_vector(random_weights(rng, 128));
+  for (int64_t rows : {1, 3, 64}) {
+    constexpr int64_t nq = 32, nk = 8, hd = 128, qw = nq * hd, kw = nk * hd, ld = qw + 2 * kw;
+    const std::vector<int64_t> pos = qkv_positions(rng, rows);
+    const std::vector<int32_t> ids(static_cast<size_t>(rows), 0);
+    ops.reset_scratch();
+    ops.begin_step({ids, pos, {}, {}});
+    const backend::Tensor qkv = ops.alloc(rows, ld);
+    const std::vector<uint16_t> host = random_bf16(rng, rows, ld, true);
+    FP8LM_CUDA_CHECK(cudaMemcpy(qkv.data, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+    const backend::Tensor q1 = ops.alloc(rows, qw), k1 = ops.alloc(rows, kw), v1 = ops.alloc(rows, kw);
+    const backend::Tensor q2 = ops.alloc(rows, qw), k2 = ops.alloc(rows, kw), v2 = ops.alloc(rows, kw);
+    auto fetch = [&](backend::Tensor t) {
+      std::vector<float> out(static_cast<size_t>(t.rows * t.cols));
+      ops.to_host(t, out);
+      std::vector<uint32_t> b(out.size());
+      std::memcpy(b.data(), out.data(), out.size() * 4);
+      return b;
+    };
+    for (bool norms : {false, true}) {
+      const backend::Weight* nq_w = norms ? weight_q.get() : nullptr;
+      const backend::Weight* nk_w = norms ? weight_k.get() : nullptr;
+      ops.split_norm_rope_qkv(qkv, q1, k1, v1, hd, nq_w, nk_w, 1e-6f, table);
+      ops.backend::Ops::split_norm_rope_qkv(qkv, q2, k2, v2, hd, nq_w, nk_w, 1e-6f, table);
+      const std::string what = "CudaOps rows " + std::to_string(rows) + (norms ? " norms" : "");
+      EXPECT_TRUE(fetch(q1) == fetch(q2)) << what << " q" << seed_note();
+      EXPECT_TRUE(fetch(k1) == fetch(k2)) << what << " k" << seed_note();
+      EXPECT_TRUE(fetch(v1) == fetch(v2)) << what << " v" << seed_note();
+    }
+  }
+}
+
 // ---- argmax ---------------------------------------------------------------------------------------------------
 
 // torch.argmax without NaN: the lowest index of the largest non-NaN value; −1 if there is none.
@@ -1312,6 +1536,25 @@ TEST(CudaModelKernelsTiming, DecodeAndPrefillShapes) {
     list.push_back({"rope_qk 32+8 x 128", m, tok * (nq + nk) * hd * 4, [=, &a, &ids, &inv] {
                       cuda::rope_qk(bf(a), nq * hd, bf(a) + nq * hd, nk * hd, m, hd, ids.ptr(), inv.ptr(), 1.0f,
                                     stream, (nq + 2 * nk) * hd, (nq + 2 * nk) * hd);
+                    }});
+    // A Qwen3 layer's attention inputs: today's four kernels, then the one fused kernel (a: qkv, c: q | k | v).
+    list.push_back({"split+head norms+rope 32+8+8", m, tok * (nq + 2 * nk) * hd * 4, [=, &a, &c, &w, &ids, &inv] {
+                      cuda::ColumnSplit split;
+                      split.count = 3;
+                      split.out[0] = bf(c);
+                      split.out[1] = bf(c) + m * nq * hd;
+                      split.out[2] = bf(c) + m * (nq + nk) * hd;
+                      split.width[0] = nq * hd, split.width[1] = nk * hd, split.width[2] = nk * hd;
+                      cuda::split_columns(bf(a), m, split, stream);
+                      cuda::head_rms_norm(split.out[0], m, nq * hd, hd, w.ptr(), 1e-6f, stream);
+                      cuda::head_rms_norm(split.out[1], m, nk * hd, hd, w.ptr(), 1e-6f, stream);
+                      cuda::rope_qk(split.out[0], nq * hd, split.out[1], nk * hd, m, hd, ids.ptr(), inv.ptr(), 1.0f,
+                                    stream);
+                    }});
+    list.push_back({"split_norm_rope_qkv 32+8+8", m, tok * (nq + 2 * nk) * hd * 4, [=, &a, &c, &w, &ids, &inv] {
+                      cuda::split_norm_rope_qkv(bf(a), m, nq * hd, nk * hd, nk * hd, hd, bf(c), bf(c) + m * nq * hd,
+                                                bf(c) + m * (nq + nk) * hd, w.ptr(), w.ptr(), 1e-6f, ids.ptr(),
+                                                inv.ptr(), 1.0f, stream);
                     }});
     list.push_back({"silu_mul_fused i14336", m, tok * kInter * 6, [=, &a, &c] {
                       cuda::silu_mul_fused(bf(a), m, kInter, bf(c), stream);

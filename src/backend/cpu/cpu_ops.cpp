@@ -1,7 +1,10 @@
 #include "backend/cpu/cpu_ops.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/kv_cache.h"
@@ -56,7 +59,52 @@ void rms_row(const float* x, const float* w, int64_t n, float eps, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * inv);
 }
 
+// "linear bf16 1024x384": the plan's kind and the weight's [N, K], as the CUDA profile names them.
+std::string linear_label(const weights::LinearWeight& w, const LinearPlan& plan) {
+  const std::string kind = plan.path == LinearPlan::Path::kW8A8         ? "w8a8"
+                           : plan.path == LinearPlan::Path::kWeightOnly ? "w8a16"
+                                                                        : std::string(name(w.element));
+  return "linear " + kind + " " + std::to_string(w.n) + "x" + std::to_string(w.k);
+}
+
 }  // namespace
+
+class CpuOps::OpClock {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // `op` is read only while profiling.
+  OpClock(CpuOps& ops, std::string_view op) : ops_(ops) {
+    if (!ops_.profiling_) return;
+    counted_ = true;
+    if (ops_.open_clocks_++ > 0) return;  // inside another op: the time is that op's
+    timing_ = true;
+    op_ = op;
+    start_ = Clock::now();
+  }
+  ~OpClock() {
+    if (!counted_) return;
+    --ops_.open_clocks_;
+    if (!timing_) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    auto& slot = ops_.profile_[{ops_.prefill_step_ ? "prefill" : "decode", op_}];
+    slot.first += seconds;
+    ++slot.second;
+  }
+  OpClock(const OpClock&) = delete;
+  OpClock& operator=(const OpClock&) = delete;
+
+ private:
+  CpuOps& ops_;
+  bool counted_ = false, timing_ = false;
+  std::string op_;
+  Clock::time_point start_;
+};
+
+std::vector<backend::OpProfileEntry> CpuOps::op_profile() {
+  std::vector<backend::OpProfileEntry> out;
+  for (const auto& [key, t] : profile_) out.push_back({key.first, key.second, t.first, t.second, false});
+  return out;
+}
 
 CpuOps::CpuOps(int threads, KernelChoice kernels) : pool_(threads), kernels_(kernels) {}
 
@@ -88,6 +136,13 @@ std::unique_ptr<backend::KvCache> CpuOps::make_kv_cache(const backend::KvCacheSh
   return std::make_unique<CpuKvCache>(shape, std::move(layers));
 }
 
+void CpuOps::begin_step(const backend::StepInputs& step) {
+  step_ = step;
+  // The CUDA backend's rule: a step where some sequence takes more than one new token is a prefill.
+  prefill_step_ = std::any_of(step.sequences.begin(), step.sequences.end(),
+                              [](const backend::AttentionSequence& s) { return s.num_tokens > 1; });
+}
+
 backend::Tensor CpuOps::alloc(int64_t rows, int64_t cols) {
   if (rows < 0 || cols < 0) throw Error("cpu ops: negative tensor shape");
   if (next_scratch_ == scratch_.size()) scratch_.emplace_back();
@@ -97,6 +152,7 @@ backend::Tensor CpuOps::alloc(int64_t rows, int64_t cols) {
 }
 
 void CpuOps::embedding(const backend::Weight& table, std::span<const int32_t> ids, backend::Tensor out) {
+  const OpClock clock(*this, "embedding");
   const weights::LinearWeight& t = as<HostLinear>(table, "embedding table").w;
   require_shape(out, int64_t(ids.size()), t.k, "embedding");
   const LinearKernels& kern = select_linear_kernels(kernels_);
@@ -115,6 +171,7 @@ void CpuOps::embedding(const backend::Weight& table, std::span<const int32_t> id
 }
 
 void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) {
+  const OpClock clock(*this, "rms_norm");
   const std::vector<float>& g = as<VectorWeight>(w, "norm weight").v;
   require_shape(out, x.rows, x.cols, "rms_norm");
   if (int64_t(g.size()) != x.cols) throw Error("cpu ops: rms_norm weight size does not match the row width");
@@ -123,11 +180,13 @@ void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, ba
 
 void CpuOps::add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
                           backend::Tensor out) {
+  const OpClock clock(*this, "add_rms_norm");
   add(h, delta);
   rms_norm(h, w, eps, out);
 }
 
 void CpuOps::head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {
+  const OpClock clock(*this, "head_rms_norm");
   const std::vector<float>& g = as<VectorWeight>(w, "head norm weight").v;
   if (head_dim <= 0 || x.cols % head_dim != 0 || int64_t(g.size()) != head_dim)
     throw Error("cpu ops: head_rms_norm over heads of " + std::to_string(head_dim) + " does not fit rows of " +
@@ -140,6 +199,7 @@ void CpuOps::head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::W
 }
 
 void CpuOps::add(backend::Tensor acc, backend::Tensor x) {
+  const OpClock clock(*this, "add");
   require_shape(x, acc.rows, acc.cols, "add");
   float* a = f32(acc);
   const float* b = f32(x);
@@ -148,9 +208,16 @@ void CpuOps::add(backend::Tensor acc, backend::Tensor x) {
 
 void CpuOps::linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) {
   const HostLinear& hl = as<HostLinear>(w, "linear weight");
+  const OpClock clock(*this, profiling_ ? linear_label(hl.w, hl.plan) : std::string());
   require_shape(y, x.rows, hl.w.n, "linear output");
   cpu::linear({f32(x), size_t(x.rows * x.cols)}, x.rows, hl.w, hl.plan, {f32(y), size_t(y.rows * y.cols)}, &pool_,
               kernels_);
+}
+
+void CpuOps::rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) {
+  const OpClock clock(*this, "rope_qk");
+  this->rope(q, head_dim, step_.positions, rope);
+  this->rope(k, head_dim, step_.positions, rope);
 }
 
 void CpuOps::rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> positions,
@@ -174,6 +241,7 @@ void CpuOps::rope(backend::Tensor x, int64_t head_dim, std::span<const int64_t> 
 }
 
 void CpuOps::silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) {
+  const OpClock clock(*this, "silu_mul");
   require_shape(up, gate.rows, gate.cols, "silu_mul");
   require_shape(out, gate.rows, gate.cols, "silu_mul");
   const float* g = f32(gate);
@@ -186,6 +254,7 @@ void CpuOps::silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor 
 void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
                        std::span<const backend::AttentionSequence> sequences, const backend::AttentionParams& params,
                        backend::KvCache& cache, int layer) {
+  const OpClock clock(*this, "attention");
   auto* c = dynamic_cast<CpuKvCache*>(&cache);
   if (c == nullptr) throw Error("cpu ops: the KV cache was not made by the CPU backend");
   require_shape(k, q.rows, int64_t(params.num_kv_heads) * params.head_dim, "attention k");
@@ -195,6 +264,7 @@ void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, 
 }
 
 void CpuOps::gather_rows(backend::Tensor x, std::span<const int64_t> rows, backend::Tensor out) {
+  const OpClock clock(*this, "gather_rows");
   require_shape(out, int64_t(rows.size()), x.cols, "gather_rows");
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= x.rows) throw Error("cpu ops: gather_rows index out of range");
@@ -203,11 +273,13 @@ void CpuOps::gather_rows(backend::Tensor x, std::span<const int64_t> rows, backe
 }
 
 void CpuOps::to_host(backend::Tensor x, std::span<float> out) {
+  const OpClock clock(*this, "to_host");
   if (out.size() != size_t(x.rows * x.cols)) throw Error("cpu ops: to_host size mismatch");
   std::copy_n(f32(x), x.rows * x.cols, out.data());
 }
 
 void CpuOps::argmax_rows(backend::Tensor x, std::span<int32_t> out) {
+  const OpClock clock(*this, "argmax_rows");
   if (out.size() != size_t(x.rows)) throw Error("cpu ops: argmax_rows needs one output per row");
   for (int64_t r = 0; r < x.rows; ++r) {
     const float* row = f32(x) + r * x.cols;

@@ -4,7 +4,10 @@
 // thread pool. It is the reference the CUDA backend is tested against.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/ops.h"
@@ -31,7 +34,7 @@ class CpuOps final : public backend::Ops {
   backend::Tensor alloc(int64_t rows, int64_t cols) override;
   void reset_scratch() override { next_scratch_ = 0; }
 
-  void begin_step(const backend::StepInputs& step) override { step_ = step; }
+  void begin_step(const backend::StepInputs& step) override;
 
   void embedding(const backend::Weight& table, backend::Tensor out) override { embedding(table, step_.ids, out); }
   void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;
@@ -40,10 +43,7 @@ class CpuOps final : public backend::Ops {
   void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
   void add(backend::Tensor acc, backend::Tensor x) override;
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
-  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) override {
-    this->rope(q, head_dim, step_.positions, rope);
-    this->rope(k, head_dim, step_.positions, rope);
-  }
+  void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) override;
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
                  const backend::AttentionParams& params, backend::KvCache& cache, int layer) override {
@@ -52,6 +52,14 @@ class CpuOps final : public backend::Ops {
   void gather_rows(backend::Tensor x, backend::Tensor out) override { gather_rows(x, step_.logit_rows, out); }
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
+
+  // Each op's wall time (steady_clock), per step kind and op.
+  bool set_op_profiling(bool on) override {
+    profiling_ = on;
+    return true;
+  }
+  std::vector<backend::OpProfileEntry> op_profile() override;
+  void clear_op_profile() override { profile_.clear(); }
 
   // The same ops with their inputs given directly rather than by begin_step
   // (the CUDA backend's tests call these as the reference).
@@ -68,6 +76,14 @@ class CpuOps final : public backend::Ops {
   KernelChoice kernels_;
   std::vector<std::vector<float>> scratch_;
   size_t next_scratch_ = 0;
+
+  // Times one op while profiling; only the outermost (add_rms_norm calls add
+  // and rms_norm, which are not counted again).
+  class OpClock;
+  bool profiling_ = false;
+  bool prefill_step_ = false;  // the step's kind, kept: step_'s spans end before its argmax_rows
+  int open_clocks_ = 0;
+  std::map<std::pair<std::string, std::string>, std::pair<double, int64_t>> profile_;  // (step, op) → s, calls
 };
 
 }  // namespace fp8lm::cpu

@@ -22,6 +22,7 @@
 #include "backend/cuda/linear_plan.h"
 #include "backend/cuda/model_kernels.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/qkv_rope_kernels.h"
 #include "backend/cuda/quant_kernels.h"
 #include "backend/cuda/stream.h"
 #include "common/error.h"
@@ -200,15 +201,28 @@ struct CudaOps::Impl {
   };
   std::unordered_map<uint64_t, Graph> graphs;
 
-  // FP8LM_CUDA_PROFILE=1: each op is bracketed by two events (graphs off);
-  // their device times are summed per op and per kind of step (prefill or
-  // mixed; decode of ≤ 16 rows or more) whenever the stream is synchronized, and the table goes to stderr
-  // when the backend is destroyed. The events add ~2 µs of gap per op.
-  bool profile = false;
+  // FP8LM_CUDA_PROFILE=1 (profile_env) or set_op_profiling (profile_api): each
+  // op is bracketed by two events (recorded steps run op by op); their device
+  // times are summed per op and per kind of step (prefill or mixed; decode of
+  // ≤ 16 rows or more) whenever the stream is synchronized. The environment's
+  // table (op_seconds) goes to stderr when the backend is destroyed;
+  // op_profile() hands out api_seconds. The events add ~2 µs of gap per op.
+  bool profile = false;  // timing: profile_env || profile_api
+  bool profile_env = false, profile_api = false;
+  int open_timers = 0;   // OpTimers alive: one opened inside another is nested
+  enum StepKind : int { kPrefill, kDecodeSmall, kDecodeLarge };
   std::map<std::string, std::pair<double, int64_t>> op_seconds;
+  struct ApiSlot {
+    double seconds = 0;
+    int64_t calls = 0;
+    bool nested = false;
+  };
+  std::map<std::pair<bool, std::string>, ApiSlot> api_seconds;  // (decode?, op)
   std::map<std::string, int64_t> linear_plans;  // "n x k  plan" → linear layers uploaded with it
   struct Pending {
     std::string op;
+    StepKind kind;
+    bool nested;
     cudaEvent_t start, end;
   };
   std::vector<Pending> pending;
@@ -223,14 +237,25 @@ struct CudaOps::Impl {
     FP8LM_CUDA_CHECK(cudaEventCreate(&e));
     return e;
   }
-  // After a synchronization: fold the finished ops' times into op_seconds.
+  // After a synchronization: fold the finished ops' times into the tables asked for.
   void collect_profile() {
+    static constexpr const char* kKindLabel[] = {" (prefill)", " (decode m<=16)", " (decode m>16)"};
     for (Pending& p : pending) {
       float ms = 0;
       if (cudaEventElapsedTime(&ms, p.start, p.end) == cudaSuccess) {
-        auto& slot = op_seconds[p.op];
-        slot.first += double(ms) * 1e-3;
-        ++slot.second;
+        if (profile_env) {
+          auto& slot = op_seconds[p.op + kKindLabel[p.kind]];
+          slot.first += double(ms) * 1e-3;
+          ++slot.second;
+        }
+        if (profile_api) {
+          // The op's name without the table's indentation ("  of which: …").
+          const size_t text = std::min(p.op.find_first_not_of(' '), p.op.size());
+          ApiSlot& slot = api_seconds[{p.kind != kPrefill, p.op.substr(text)}];
+          slot.seconds += double(ms) * 1e-3;
+          ++slot.calls;
+          slot.nested = p.nested;
+        }
       }
       spare_events.push_back(p.start);
       spare_events.push_back(p.end);
@@ -245,7 +270,7 @@ struct CudaOps::Impl {
       (void)cudaStreamSynchronize(stream);
       collect_profile();
     }
-    if (profile && !op_seconds.empty()) {
+    if (profile_env && !op_seconds.empty()) {
       double total = 0;
       for (const auto& [op, t] : op_seconds) total += t.first;
       std::fprintf(stderr, "fp8lm: CUDA op profile (FP8LM_CUDA_PROFILE; device time per op, m = rows):\n");
@@ -253,7 +278,7 @@ struct CudaOps::Impl {
         std::fprintf(stderr, "  %-34s %10.3f ms %8lld calls %9.2f us/call %5.1f%%\n", op.c_str(), t.first * 1e3,
                      static_cast<long long>(t.second), t.first * 1e6 / double(t.second), 100.0 * t.first / total);
     }
-    if (profile && !linear_plans.empty()) {
+    if (profile_env && !linear_plans.empty()) {
       std::fprintf(stderr, "fp8lm: CUDA linear plans (shape n x k, plan: layers):\n");
       for (const auto& [plan, count] : linear_plans)
         std::fprintf(stderr, "  %s: %lld\n", plan.c_str(), static_cast<long long>(count));
@@ -313,15 +338,20 @@ class OpTimer {
   OpTimer(CudaOps::Impl& m, const std::string& op, int64_t rows) : m_(m) {
     if (!m_.profile) return;
     // Decode steps (one new token per sequence) apart from prefill and mixed ones.
-    op_ = op + (m_.batch.max_new_tokens > 1 ? " (prefill)" : rows <= kMaxGemvRows ? " (decode m<=16)" : " (decode m>16)");
+    kind_ = m_.batch.max_new_tokens > 1 ? CudaOps::Impl::kPrefill
+            : rows <= kMaxGemvRows      ? CudaOps::Impl::kDecodeSmall
+                                        : CudaOps::Impl::kDecodeLarge;
+    op_ = op;
     start_ = m_.event();
     FP8LM_CUDA_CHECK(cudaEventRecord(start_, m_.stream));
+    nested_ = m_.open_timers++ > 0;  // last: the destructor undoes it, and runs only if this returns
   }
   ~OpTimer() {
-    if (!m_.profile) return;
+    if (start_ == nullptr) return;
+    --m_.open_timers;
     cudaEvent_t end = m_.event();
     (void)cudaEventRecord(end, m_.stream);
-    m_.pending.push_back({op_, start_, end});
+    m_.pending.push_back({op_, kind_, nested_, start_, end});
   }
   OpTimer(const OpTimer&) = delete;
   OpTimer& operator=(const OpTimer&) = delete;
@@ -329,6 +359,8 @@ class OpTimer {
  private:
   CudaOps::Impl& m_;
   std::string op_;
+  CudaOps::Impl::StepKind kind_ = CudaOps::Impl::kPrefill;
+  bool nested_ = false;
   cudaEvent_t start_ = nullptr;
 };
 
@@ -344,7 +376,8 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   FP8LM_CUDA_CHECK(cudaSetDevice(options.device));
   impl_->options = options;
   const char* profile = std::getenv("FP8LM_CUDA_PROFILE");
-  impl_->profile = profile != nullptr && *profile != '\0' && *profile != '0';
+  impl_->profile_env = profile != nullptr && *profile != '\0' && *profile != '0';
+  impl_->profile = impl_->profile_env;
   if (impl_->profile) impl_->options.cuda_graphs = false;
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
@@ -566,7 +599,7 @@ void CudaOps::begin_step(const backend::StepInputs& st) {
 
 backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Tensor()>& body) {
   Impl& m = *impl_;
-  if (key == 0 || !m.options.cuda_graphs) return body();
+  if (key == 0 || !m.options.cuda_graphs || m.profile) return body();  // timed ops run one by one
   // A recorded step's attention is sized for the whole bucket of contexts.
   m.batch.max_context = int(m.context_bucket * m.block_size);
   const uint64_t full_key = key ^ (uint64_t(m.context_bucket) << 40);
@@ -648,18 +681,53 @@ void CudaOps::add(Tensor acc, Tensor x) {
   cuda::add(B(acc), B(x), acc.rows * acc.cols, impl_->stream);
 }
 
+// The RoPE table's inverse frequencies on the device, uploaded the first time it is seen.
+static const float* rope_inv_freq(CudaOps::Impl& m, const RopeTable& rope) {
+  auto it = m.rope_freqs.find(&rope);
+  if (it == m.rope_freqs.end())
+    it = m.rope_freqs.emplace(&rope, upload(m.allocator, rope.inv_freq().data(), rope.inv_freq().size(), m.stream))
+             .first;
+  return it->second.as<float>();
+}
+
 void CudaOps::rope_qk(Tensor q, Tensor k, int64_t head_dim, const RopeTable& rope) {
   OpTimer timer(*impl_, "rope_qk", q.rows);
   if (rope.rotary_dim() != head_dim || q.cols % head_dim != 0 || k.cols % head_dim != 0 || q.rows != k.rows ||
       q.rows != impl_->batch.num_rows)
     throw Error("cuda ops: rope does not fit the tensors");
-  auto it = impl_->rope_freqs.find(&rope);
-  if (it == impl_->rope_freqs.end())
-    it = impl_->rope_freqs
-             .emplace(&rope, upload(impl_->allocator, rope.inv_freq().data(), rope.inv_freq().size(), impl_->stream))
-             .first;
-  cuda::rope_qk(B(q), q.cols, B(k), k.cols, q.rows, head_dim, impl_->batch.row_position, it->second.as<float>(),
+  cuda::rope_qk(B(q), q.cols, B(k), k.cols, q.rows, head_dim, impl_->batch.row_position, rope_inv_freq(*impl_, rope),
                 rope.attention_factor(), impl_->stream);
+}
+
+void CudaOps::split_norm_rope_qkv(Tensor qkv, Tensor q, Tensor k, Tensor v, int64_t head_dim,
+                                  const backend::Weight* q_norm, const backend::Weight* k_norm, float eps,
+                                  const RopeTable& rope) {
+  OpTimer timer(*impl_, "split_norm_rope_qkv", qkv.rows);
+  require_shape(q, qkv.rows, q.cols, "split_norm_rope_qkv q");
+  require_shape(k, qkv.rows, k.cols, "split_norm_rope_qkv k");
+  require_shape(v, qkv.rows, v.cols, "split_norm_rope_qkv v");
+  if (q.cols + k.cols + v.cols != qkv.cols)
+    throw Error("cuda ops: split_norm_rope_qkv: q, k and v widths " + std::to_string(q.cols) + " + " +
+                std::to_string(k.cols) + " + " + std::to_string(v.cols) + " do not add up to qkv's " +
+                std::to_string(qkv.cols));
+  if (rope.rotary_dim() != head_dim || qkv.rows != impl_->batch.num_rows)
+    throw Error("cuda ops: rope does not fit the tensors");
+  if ((q_norm == nullptr) != (k_norm == nullptr))
+    throw Error("cuda ops: split_norm_rope_qkv takes both q/k norm weights or neither");
+  const float* q_w = nullptr;
+  const float* k_w = nullptr;
+  if (q_norm != nullptr) {
+    const VectorWeight& gq = as<VectorWeight>(*q_norm, "q norm weight");
+    const VectorWeight& gk = as<VectorWeight>(*k_norm, "k norm weight");
+    if (gq.size != head_dim || gk.size != head_dim)
+      throw Error("cuda ops: q/k norm weights of " + std::to_string(gq.size) + " / " + std::to_string(gk.size) +
+                  " values for heads of " + std::to_string(head_dim));
+    q_w = gq.values.as<float>();
+    k_w = gk.values.as<float>();
+  }
+  cuda::split_norm_rope_qkv(B(qkv), qkv.rows, q.cols, k.cols, v.cols, head_dim, B(q), B(k), B(v), q_w, k_w, eps,
+                            impl_->batch.row_position, rope_inv_freq(*impl_, rope), rope.attention_factor(),
+                            impl_->stream);
 }
 
 void CudaOps::silu_mul(Tensor gate, Tensor up, Tensor out) {
@@ -771,14 +839,21 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     return;
   }
 
-  // GEMV over rows [r0, r0 + rows) (≤ 16) of x (BF16 or quantized) into y.
-  auto gemv = [&](int64_t r0, int64_t rows, const uint8_t* codes, const float* scales) {
+  // GEMV over rows [r0, r0 + rows) (≤ 16) of x (BF16 or quantized) into y; with
+  // `quantize`, BF16 x quantized by the GEMV itself as the scheme says.
+  auto gemv = [&](int64_t r0, int64_t rows, const uint8_t* codes, const float* scales, bool quantize = false) {
     Fp8GemvArgs a;
     a.m = rows, a.n = w.n, a.k = w.k;
     a.w = w.w.as<uint8_t>();
     a.w_scale = w.w_scale.as<float>();
     a.w_layout = p.w_layout;
-    if (codes == nullptr) {
+    if (quantize) {
+      a.x = B(x) + r0 * w.k;
+      a.quantize_x = true;
+      a.x_layout = p.x_layout;
+      a.x_scale = p.act_quant.static_scale;  // null: dynamic
+      a.x_rule = dynamic_scale_rule(p.act_quant);
+    } else if (codes == nullptr) {
       a.x = B(x) + r0 * w.k;
     } else {
       a.x_codes = codes + r0 * w.k;
@@ -804,6 +879,12 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   auto gemv_all = [&](const uint8_t* codes, const float* scales) {
     for (int64_t r0 = 0; r0 < m; r0 += kMaxGemvRows) gemv(r0, std::min(kMaxGemvRows, m - r0), codes, scales);
   };
+
+  // W8A8 at decode sizes: one GEMV call that quantizes x while staging it (the same
+  // codes and scales as the kernels below, bit for bit; one kernel and one round trip
+  // of the activations fewer per projection).
+  if (p.activation != ActivationQuant::kNone && m <= p.gemv_max_rows && m <= kMaxGemvRows)
+    return gemv(0, m, nullptr, nullptr, true);
 
   // W8A8: quantize the activations as the scheme says, then GEMV or GEMM; W8A16 reads x as is.
   const uint8_t* codes = nullptr;
@@ -908,6 +989,34 @@ uint64_t CudaOps::keep_step_scratch() {
   m.scratch.keep_one_piece(bytes, m.stream);
   m.allocator.release_cached();  // the old chunks go back to the driver, not to a free list
   return bytes;
+}
+
+bool CudaOps::set_op_profiling(bool on) {
+  Impl& m = *impl_;
+  if (m.profile) {  // what ran so far goes to the tables of the setting it ran under
+    FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    m.collect_profile();
+  }
+  m.profile_api = on;
+  m.profile = m.profile_env || m.profile_api;
+  return true;
+}
+
+std::vector<backend::OpProfileEntry> CudaOps::op_profile() {
+  Impl& m = *impl_;
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.collect_profile();
+  std::vector<backend::OpProfileEntry> out;
+  for (const auto& [key, slot] : m.api_seconds)
+    out.push_back({key.first ? "decode" : "prefill", key.second, slot.seconds, slot.calls, slot.nested});
+  return out;
+}
+
+void CudaOps::clear_op_profile() {
+  Impl& m = *impl_;
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.collect_profile();
+  m.api_seconds.clear();
 }
 
 uint64_t CudaOps::graph_replays() const { return impl_->replays; }

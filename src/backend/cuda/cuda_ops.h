@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/device_memory.h"
 #include "backend/ops.h"
@@ -82,6 +83,10 @@ class CudaOps final : public backend::Ops {
   void add(backend::Tensor acc, backend::Tensor x) override;
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
   void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) override;
+  // One kernel (qkv_rope_kernels.h) for split_columns + head_rms_norm ×2 + rope_qk, the same bits.
+  void split_norm_rope_qkv(backend::Tensor qkv, backend::Tensor q, backend::Tensor k, backend::Tensor v,
+                           int64_t head_dim, const backend::Weight* q_norm, const backend::Weight* k_norm, float eps,
+                           const RopeTable& rope) override;
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
   void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out) override;
   void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;
@@ -93,6 +98,13 @@ class CudaOps final : public backend::Ops {
 
   std::optional<backend::MemoryInfo> memory_info() const override;
   uint64_t keep_step_scratch() override;
+
+  // Per-op device times (two events per op, ~2 µs of gap each; recorded steps
+  // run op by op while on), per step kind; FP8LM_CUDA_PROFILE=1 keeps its own
+  // table, printed to stderr at destruction, whatever these do.
+  bool set_op_profiling(bool on) override;
+  std::vector<backend::OpProfileEntry> op_profile() override;
+  void clear_op_profile() override;
 
   // Device memory: what fp8lm's allocator holds (weights, KV cache, scratch).
   DeviceMemoryStats memory_stats() const;

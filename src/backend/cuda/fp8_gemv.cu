@@ -29,6 +29,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
+#include "backend/cuda/quantize_device.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {
@@ -42,6 +43,8 @@ constexpr size_t kSmemLimit = 110 * 1024;  // two blocks per multiprocessor (228
 constexpr int kMaxSplits = 64;
 constexpr int64_t kCounterSlots = 16384;  // row groups a split-K call may have
 constexpr size_t kCounterBytes = size_t(kCounterSlots) * 4;
+
+__device__ __forceinline__ int64_t cdiv_dev(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct Params {
   int m, n;
@@ -60,6 +63,8 @@ struct Params {
   const float* x_scale;
   int x_layout;  // ActivationScaleLayout
   bool x_vec;    // activations can be read 16 bytes at a time
+  bool quant;    // BF16 activations quantized to E4M3 while staged (Fp8GemvArgs::quantize_x)
+  Fp8ScaleRule rule;  // quant, dynamic scales
   bool pdl;      // launched as a programmatic dependent of the previous kernel
   const __nv_bfloat16* bias;
   __nv_bfloat16* y;
@@ -73,6 +78,10 @@ constexpr int kWBlock = int(WeightScaleLayout::kBlock128);
 constexpr int kXTensor = int(ActivationScaleLayout::kTensor);
 constexpr int kXToken = int(ActivationScaleLayout::kToken);
 constexpr int kXGroup = int(ActivationScaleLayout::kGroup128);
+
+// The block's compute threads (kThreads) only: the bulk kernel's producer warp never joins
+// (the plain kernel has no other threads, so this is its __syncthreads()).
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
 
 // A streamed weight load: read once, so kept out of L1; the 256-byte L2 prefetch hint
 // brings the rest of the row segment the group reads next.
@@ -136,12 +145,6 @@ __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
   }
 }
 
-template <bool kFirst, class T>
-__device__ __forceinline__ T& pick(T& a, T& b) {
-  if constexpr (kFirst) return a;
-  else return b;
-}
-
 // Two E4M3 codes (lo, hi bytes of `pair`) → exact FP16 values, lo in the low half.
 __device__ __forceinline__ uint32_t codes_to_f16x2(uint32_t pair) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
@@ -171,7 +174,7 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
       cp_async16(raw + tok * raw_stride + i * kSize, src + (tok * k + (in ? kg : 0)) * kSize, in ? 16 : 0);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
+    consumer_sync();
     for (int idx = threadIdx.x; idx < p.m * units; idx += kThreads) {
       const int tok = idx / units, i = (idx % units) * kPer;
       const uint4 v = *reinterpret_cast<const uint4*>(raw + tok * raw_stride + i * kSize);
@@ -217,6 +220,269 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
   }
 }
 
+// 8 BF16 activations x[tok, kg … kg + 7] as floats, zeros past k. A plain load: x was
+// written by the kernel before (visible after griddepcontrol.wait), so not through the
+// read-only path.
+__device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, float (&v)[8]) {
+  const auto* x = static_cast<const __nv_bfloat16*>(p.x) + int64_t(tok) * p.k;
+  if (p.x_vec) {  // k % 8 == 0 and x 16-byte aligned: a vector is wholly in or past the row
+    uint4 u = make_uint4(0, 0, 0, 0);
+    if (kg < p.k) u = *reinterpret_cast<const uint4*>(x + kg);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = __uint_as_float(w[j] << 16);
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = kg + j < p.k ? __bfloat162float(x[kg + j]) : 0.0f;
+  }
+}
+
+// Quantize-while-staging (p.quant): the block's K range of BF16 x becomes E4M3 codes,
+// stored as their exact FP16 values in stage_x's permuted layout, with the scales of
+// quantize_fp8_dynamic / _static (quantize_device.cuh): per token or per tensor from the
+// amax of whole rows (every block reads them: K·m BF16 values from L2), per 1 × 128 group
+// from the chunk itself (written to the group-scale area as stage_x's caller does), or the
+// static scale. `tok_scale` (shared, one per row of x) receives the row scales.
+__device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0, int len, float* tok_scale,
+                                  unsigned* tok_amax) {
+  uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
+  float* group_scale = reinterpret_cast<float*>(smem + p.xsc_offset);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bool group = p.x_layout == kXGroup;
+  const bool dynamic_rows = !group && p.x_scale == nullptr;
+  if (dynamic_rows) {
+    // Row amaxes: consecutive vectors of a row go to consecutive threads; each thread
+    // folds its run of one row and flushes when the row changes (max is order-free).
+    if (threadIdx.x < kMaxGemvRows) tok_amax[threadIdx.x] = 0;
+    consumer_sync();
+    const int nv = int((p.k + 7) / 8);
+    const int total = p.m * nv;
+    int cur = -1;
+    float a = 0.0f;
+#pragma unroll 4
+    for (int idx = threadIdx.x; idx < total; idx += kThreads) {
+      const int tok = idx / nv;
+      float v[8];
+      load_x8(p, tok, int64_t(idx - tok * nv) * 8, v);
+      if (tok != cur) {
+        if (cur >= 0) atomicMax(tok_amax + cur, __float_as_uint(a));
+        cur = tok;
+        a = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a = fmaxf(a, fabsf(v[j]));  // fmaxf skips NaN
+    }
+    if (cur >= 0) atomicMax(tok_amax + cur, __float_as_uint(a));
+    consumer_sync();
+  }
+  if (!group && threadIdx.x < p.m) {
+    float s;
+    if (!dynamic_rows) {
+      s = __ldg(p.x_scale);  // static per-tensor
+    } else {
+      float a = __uint_as_float(tok_amax[threadIdx.x]);
+      if (p.x_layout == kXTensor)
+        for (int t = 0; t < p.m; ++t) a = fmaxf(a, __uint_as_float(tok_amax[t]));
+      s = scale_from_amax(a, p.rule);
+    }
+    tok_scale[threadIdx.x] = s;
+  }
+  consumer_sync();
+
+  // A warp takes two chunks of one row at a time (lanes 0–15 the first, 16–31 the second,
+  // 8 values each), loading two such units before converting them.
+  const int half = lane >> 4, hl = lane & 15;
+  const int cpairs = (len + 1) / 2;
+  const int units = p.m * cpairs;
+  constexpr int kBatch = 2;
+  for (int u0 = warp; u0 < units; u0 += kWarps * kBatch) {
+    float v[kBatch][8];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int u = u0 + i * kWarps;
+      const int tok = u / cpairs, j = 2 * (u % cpairs) + half;
+      if (u < units && j < len) {
+        load_x8(p, tok, int64_t(cc0 + j) * kChunk + hl * 8, v[i]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[i][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int u = u0 + i * kWarps;
+      if (u >= units) break;  // the same for the whole warp
+      const int tok = u / cpairs, j = 2 * (u % cpairs) + half;
+      float s;
+      if (group) {  // the chunk is the group: 16 lanes × 8 values
+        float a = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a = fmaxf(a, fabsf(v[i][e]));
+        for (int o = 8; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, o));
+        s = scale_from_amax(a, p.rule);
+        if (hl == 0 && j < len) group_scale[tok * p.max_len + j] = s;
+      } else {
+        s = tok_scale[tok];
+      }
+      if (j < len) {
+        const uint2 c = quantize8(v[i], s, Fp8Format::kE4M3);
+        *reinterpret_cast<uint4*>(xs + size_t(tok) * p.x_stride + j * kChunk + hl * 8) =
+            make_uint4(codes_to_f16x2(__byte_perm(c.x, 0, 0x4420)), codes_to_f16x2(__byte_perm(c.x, 0, 0x4431)),
+                       codes_to_f16x2(__byte_perm(c.y, 0, 0x4420)), codes_to_f16x2(__byte_perm(c.y, 0, 0x4431)));
+      }
+    }
+  }
+}
+
+// ---- Pieces both kernels share ------------------------------------------------------------
+
+// Stages the activations of K chunks [cc0, cc0 + len) at `xb` (stage_x or, quantizing,
+// stage_x_quantized; group scales given with E4M3 codes are copied beside them). Ends with
+// the compute threads synchronized.
+template <bool kA8>
+__device__ void stage_item(const Params& p, unsigned char* xb, int cc0, int len, float* tok_scale,
+                           unsigned* tok_amax) {
+  if (kA8 && p.quant) {
+    stage_x_quantized(p, xb, cc0, len, tok_scale, tok_amax);
+  } else {
+    stage_x<kA8>(p, xb, int64_t(cc0) * kChunk, len * kChunk);
+  }
+  if (p.x_layout == kXGroup && !p.quant) {
+    float* dst = reinterpret_cast<float*>(xb + p.xsc_offset);
+    for (int idx = threadIdx.x; idx < p.m * len; idx += kThreads) {
+      const int tok = idx / len, j = idx % len;
+      dst[tok * p.max_len + j] = p.x_scale[int64_t(tok) * p.chunks + cc0 + j];
+    }
+  }
+  consumer_sync();
+}
+
+// What a lane needs to multiply a 16-row weight tile (rows rowA = row0 + g, rowB = row0 + g + 8)
+// by the staged activations: the scales fixed along K and where its activation columns are.
+template <bool kA8, int kMT>
+struct TileScales {
+  float sw_row[2];      // weight scales of rows g, g + 8 (tensor / channel; 1 for block)
+  int tok_c[kMT][2];    // this lane's accumulator columns (clamped to real rows of x)
+  float sx_tok[kMT][2];
+  const uint16_t* xrow[kMT];
+  bool has_tok[kMT];
+
+  __device__ __forceinline__ TileScales(const Params& p, const uint16_t* xs, int64_t rowA, int64_t rowB, int g, int t,
+                                        const float* tok_scale) {
+    sw_row[0] = sw_row[1] = 1.0f;
+    if (p.w_layout == kWTensor) sw_row[0] = sw_row[1] = __ldg(p.w_scale);
+    else if (p.w_layout == kWChannel) sw_row[0] = __ldg(p.w_scale + rowA), sw_row[1] = __ldg(p.w_scale + rowB);
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        tok_c[mt][j] = min(8 * mt + 2 * t + j, p.m - 1);
+        sx_tok[mt][j] = 1.0f;
+        if (kA8 && p.quant && p.x_layout != kXGroup) sx_tok[mt][j] = tok_scale[tok_c[mt][j]];
+        else if (kA8 && p.x_layout == kXTensor) sx_tok[mt][j] = __ldg(p.x_scale);
+        else if (kA8 && p.x_layout == kXToken) sx_tok[mt][j] = __ldg(p.x_scale + tok_c[mt][j]);
+      }
+      has_tok[mt] = 8 * mt + g < p.m;
+      xrow[mt] = xs + size_t(min(8 * mt + g, p.m - 1)) * p.x_stride + 16 * t;
+    }
+  }
+};
+
+// sum += this 16-row × 128-K chunk of weights (w: [row g, row g + 8][u], the lane's pieces)
+// times the staged activations at xoff.
+template <bool kA8, int kMT>
+__device__ __forceinline__ void mma_chunk(float (&sum)[kMT][4], const uint4 (&w)[2][2], const TileScales<kA8, kMT>& ts,
+                                          int xoff) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    uint32_t bfr[kMT][8];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      uint4 v0 = make_uint4(0, 0, 0, 0), v1 = v0;
+      if (ts.has_tok[mt]) {
+        const uint4* src = reinterpret_cast<const uint4*>(ts.xrow[mt] + xoff + 64 * u);
+        v0 = src[0];
+        v1 = src[1];
+      }
+      bfr[mt][0] = v0.x, bfr[mt][1] = v0.y, bfr[mt][2] = v0.z, bfr[mt][3] = v0.w;
+      bfr[mt][4] = v1.x, bfr[mt][5] = v1.y, bfr[mt][6] = v1.z, bfr[mt][7] = v1.w;
+    }
+    const uint32_t wa[4] = {w[0][u].x, w[0][u].y, w[0][u].z, w[0][u].w};
+    const uint32_t wb[4] = {w[1][u].x, w[1][u].y, w[1][u].z, w[1][u].w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t a0, a1, a2, a3;
+      expand<kA8>(wa[q], a0, a2);
+      expand<kA8>(wb[q], a1, a3);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) mma<kA8>(sum[mt], a0, a1, a2, a3, bfr[mt][2 * q], bfr[mt][2 * q + 1]);
+    }
+  }
+}
+
+// A chunk's own sum scaled as the CPU does, ((Σ · s_x) · s_w), into the total. `sw_block`:
+// the chunk's block scale (block layout); `xsc`: staged group scales, column j of the item.
+template <bool kA8, int kMT>
+__device__ __forceinline__ void fold_chunk(float (&tot)[kMT][4], const float (&acc)[kMT][4], const Params& p,
+                                           const TileScales<kA8, kMT>& ts, float sw_block, const float* xsc, int j) {
+  float sw[2] = {ts.sw_row[0], ts.sw_row[1]};
+  if (p.w_layout == kWBlock) sw[0] = sw[1] = sw_block;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    float sx[2] = {ts.sx_tok[mt][0], ts.sx_tok[mt][1]};
+    if (kA8 && p.x_layout == kXGroup) {
+      sx[0] = xsc[ts.tok_c[mt][0] * p.max_len + j];
+      sx[1] = xsc[ts.tok_c[mt][1] * p.max_len + j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = acc[mt][i];
+      if constexpr (kA8) v = __fmul_rn(__fmul_rn(v, 256.0f), sx[i & 1]);
+      tot[mt][i] = __fadd_rn(tot[mt][i], __fmul_rn(v, sw[i >> 1]));
+    }
+  }
+}
+
+// One scale for the whole range: the total scaled once at the end.
+template <bool kA8, int kMT>
+__device__ __forceinline__ void scale_total(float (&tot)[kMT][4], const TileScales<kA8, kMT>& ts) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = tot[mt][i];
+      if constexpr (kA8) v = __fmul_rn(__fmul_rn(v, 256.0f), ts.sx_tok[mt][i & 1]);
+      tot[mt][i] = __fmul_rn(v, ts.sw_row[i >> 1]);
+    }
+}
+
+// Split K: the last of a row group's blocks to finish (a counter per group, not atomics on
+// data) sums the partials in split order, adds the bias and writes y. Called by every
+// compute thread once the block's partials for rows [row0, row0 + rows) are written.
+__device__ void finish_splits(const Params& p, int group, int64_t row0, int rows, bool* s_last) {
+  __threadfence();
+  consumer_sync();
+  if (threadIdx.x == 0) *s_last = atomicAdd(p.counters + group, 1u) == unsigned(p.splits - 1);
+  consumer_sync();
+  if (!*s_last) return;
+  __threadfence();
+  for (int idx = threadIdx.x; idx < p.m * rows; idx += kThreads) {
+    const int tok = idx / rows;
+    const int64_t row = row0 + idx % rows;
+    if (row >= p.n) continue;
+    float v = 0.0f;
+    for (int s = 0; s < p.splits; ++s) v = __fadd_rn(v, __ldcg(p.partial + (int64_t(s) * p.m + tok) * p.n + row));
+    if (p.bias) v = __fadd_rn(v, __bfloat162float(p.bias[row]));
+    p.y[tok * p.n + row] = __float2bfloat16_rn(v);
+  }
+  if (threadIdx.x == 0) p.counters[group] = 0;  // ready for the next call
+}
+
+// ---- The register-streaming kernel ----------------------------------------------------------
+
 // kA8: E4M3 activations (FP16 MMA) or BF16 ones (BF16 MMA); kMT: 8-row activation tiles (m ≤ 8·kMT);
 // kPerBlock: a scale varies along K, so every 128-chunk's sum is scaled on its own;
 // kVec: k % 16 == 0 and the weights 16-byte aligned (else byte loads).
@@ -225,7 +491,9 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
   constexpr int kStages = kMT == 1 ? 4 : 3;  // chunks in flight per warp (registers: 16 per chunk)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ bool s_last;
-  uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
+  __shared__ float s_tok_scale[kMaxGemvRows];  // quantize-while-staging: the row scales
+  __shared__ unsigned s_tok_amax[kMaxGemvRows];
+  const uint16_t* xs = reinterpret_cast<const uint16_t*>(smem);
   const float* xsc = reinterpret_cast<const float*>(smem + p.xsc_offset);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -269,88 +537,17 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
     if (wc0 + s < wc1) load(s, wc0 + s);
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
-  stage_x<kA8>(p, smem, int64_t(cc0) * kChunk, len * kChunk);
-  if (p.x_layout == kXGroup) {
-    float* dst = reinterpret_cast<float*>(smem + p.xsc_offset);
-    for (int idx = threadIdx.x; idx < p.m * len; idx += kThreads) {
-      const int tok = idx / len, j = idx % len;
-      dst[tok * p.max_len + j] = p.x_scale[int64_t(tok) * p.chunks + cc0 + j];
-    }
-  }
-  __syncthreads();
-
-  // Scales that stay fixed along K.
-  float sw_row[2] = {1.0f, 1.0f};  // rows g, g + 8
-  if (p.w_layout == kWTensor) sw_row[0] = sw_row[1] = __ldg(p.w_scale);
-  else if (p.w_layout == kWChannel) sw_row[0] = __ldg(p.w_scale + rowA), sw_row[1] = __ldg(p.w_scale + rowB);
-  int tok_c[kMT][2];  // this lane's accumulator columns (clamped to real rows of x)
-  float sx_tok[kMT][2];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      tok_c[mt][j] = min(8 * mt + 2 * t + j, p.m - 1);
-      sx_tok[mt][j] = 1.0f;
-      if (kA8 && p.x_layout == kXTensor) sx_tok[mt][j] = __ldg(p.x_scale);
-      if (kA8 && p.x_layout == kXToken) sx_tok[mt][j] = __ldg(p.x_scale + tok_c[mt][j]);
-    }
+  stage_item<kA8>(p, smem, cc0, len, s_tok_scale, s_tok_amax);
+  const TileScales<kA8, kMT> ts(p, xs, rowA, rowB, g, t, s_tok_scale);
 
   float tot[kMT][4] = {};
-  const uint16_t* xrow[kMT];
-  bool has_tok[kMT];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-    has_tok[mt] = 8 * mt + g < p.m;
-    xrow[mt] = xs + size_t(min(8 * mt + g, p.m - 1)) * p.x_stride + 16 * t;
-  }
-
   auto compute = [&](int s, int c) {
-    float acc[kMT][4] = {};
-    float(&sum)[kMT][4] = pick<kPerBlock>(acc, tot);  // per-chunk sums, or straight into the total
-    const int xoff = (c - cc0) * kChunk;
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      uint32_t bfr[kMT][8];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        uint4 v0 = make_uint4(0, 0, 0, 0), v1 = v0;
-        if (has_tok[mt]) {
-          const uint4* src = reinterpret_cast<const uint4*>(xrow[mt] + xoff + 64 * u);
-          v0 = src[0];
-          v1 = src[1];
-        }
-        bfr[mt][0] = v0.x, bfr[mt][1] = v0.y, bfr[mt][2] = v0.z, bfr[mt][3] = v0.w;
-        bfr[mt][4] = v1.x, bfr[mt][5] = v1.y, bfr[mt][6] = v1.z, bfr[mt][7] = v1.w;
-      }
-      const uint32_t wa[4] = {wbuf[s][0][u].x, wbuf[s][0][u].y, wbuf[s][0][u].z, wbuf[s][0][u].w};
-      const uint32_t wb[4] = {wbuf[s][1][u].x, wbuf[s][1][u].y, wbuf[s][1][u].z, wbuf[s][1][u].w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t a0, a1, a2, a3;
-        expand<kA8>(wa[q], a0, a2);
-        expand<kA8>(wb[q], a1, a3);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma<kA8>(sum[mt], a0, a1, a2, a3, bfr[mt][2 * q], bfr[mt][2 * q + 1]);
-      }
-    }
     if constexpr (kPerBlock) {
-      // This chunk's scales; the sum is scaled as the CPU does: ((Σ · s_x) · s_w).
-      float sw[2] = {sw_row[0], sw_row[1]};
-      if (p.w_layout == kWBlock) sw[0] = sw[1] = swbuf[s];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        float sx[2] = {sx_tok[mt][0], sx_tok[mt][1]};
-        if (kA8 && p.x_layout == kXGroup) {
-          sx[0] = xsc[tok_c[mt][0] * p.max_len + (c - cc0)];
-          sx[1] = xsc[tok_c[mt][1] * p.max_len + (c - cc0)];
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float v = acc[mt][j];
-          if constexpr (kA8) v = __fmul_rn(__fmul_rn(v, 256.0f), sx[j & 1]);
-          tot[mt][j] = __fadd_rn(tot[mt][j], __fmul_rn(v, sw[j >> 1]));
-        }
-      }
+      float acc[kMT][4] = {};
+      mma_chunk<kA8, kMT>(acc, wbuf[s], ts, (c - cc0) * kChunk);
+      fold_chunk<kA8, kMT>(tot, acc, p, ts, swbuf[s], xsc, c - cc0);
+    } else {
+      mma_chunk<kA8, kMT>(tot, wbuf[s], ts, (c - cc0) * kChunk);
     }
   };
 
@@ -364,16 +561,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
       }
     }
   }
-  if constexpr (!kPerBlock) {  // one scale for the whole range
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float v = tot[mt][j];
-        if constexpr (kA8) v = __fmul_rn(__fmul_rn(v, 256.0f), sx_tok[mt][j & 1]);
-        tot[mt][j] = __fmul_rn(v, sw_row[j >> 1]);
-      }
-  }
+  if constexpr (!kPerBlock) scale_total<kA8, kMT>(tot, ts);
 
   // Warp partials → shared memory (reusing the activations' space), summed in warp-column order.
   __syncthreads();
@@ -399,24 +587,173 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
     }
   }
   if (p.splits == 1) return;
+  finish_splits(p, int(blockIdx.x), cta_row0, cta_rows, &s_last);
+}
 
-  // The last block of this row group to finish sums the splits in order.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(p.counters + blockIdx.x, 1u) == unsigned(p.splits - 1);
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  for (int idx = threadIdx.x; idx < p.m * cta_rows; idx += kThreads) {
-    const int tok = idx / cta_rows, r = idx % cta_rows;
-    const int64_t row = cta_row0 + r;
-    if (row >= n) continue;
-    float v = 0.0f;
-    for (int s = 0; s < p.splits; ++s) v = __fadd_rn(v, __ldcg(p.partial + (int64_t(s) * p.m + tok) * n + row));
-    if (p.bias) v = __fadd_rn(v, __bfloat162float(p.bias[row]));
-    p.y[tok * n + row] = __float2bfloat16_rn(v);
+// ---- The bulk-copy ring kernel ----------------------------------------------------------------
+//
+// The weights reach shared memory through the copy engine (cp.async.bulk, one contiguous
+// row segment per copy) instead of through registers: a producer warp keeps a ring of
+// kBulkStages slabs (kBulkRows rows × kBulkSlabChunks chunks) in flight on mbarriers, and the
+// 8 compute warps (one 16-row tile each) read them from shared memory. More bytes in flight
+// per multiprocessor and no load instructions on the compute warps. The grid is persistent:
+// at most one block per multiprocessor walks the work items (a 128-row group × a K split),
+// and the producer streams the next item's weights while the compute warps finish the
+// current one and stage its activations. Same per-warp arithmetic and summation order as
+// gemv_kernel with row_tiles = 8 and the same K splits: the same bytes.
+constexpr int kBulkRows = kWarps * 16;
+constexpr int kBulkSlabChunks = 2;
+constexpr int kBulkRowPitch = kBulkSlabChunks * kChunk + 64;  // bytes; +64: rows g, g+1 in other banks
+constexpr int kBulkStageBytes = kBulkRows * kBulkRowPitch;
+constexpr int kBulkStages = 4;
+constexpr size_t kBulkRingBytes = size_t(kBulkStages) * kBulkStageBytes;
+constexpr size_t kBulkSmemLimit = 227 * 1024;
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
+// Work item `item` → its row group and K chunk range.
+struct BulkItem {
+  int group, split, c0, c1;
+  __device__ __forceinline__ BulkItem(const Params& p, int item)
+      : group(item / p.splits),
+        split(item % p.splits),
+        c0(int(int64_t(split) * p.chunks / p.splits)),
+        c1(int(int64_t(split + 1) * p.chunks / p.splits)) {}
+};
+
+template <bool kA8, int kMT, bool kPerBlock>
+__global__ void __launch_bounds__(kThreads + 32, 1) gemv_bulk_kernel(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t full[kBulkStages], empty[kBulkStages];
+  __shared__ bool s_last;
+  __shared__ float s_tok_scale[kMaxGemvRows];
+  __shared__ unsigned s_tok_amax[kMaxGemvRows];
+  unsigned char* ring = smem;
+  unsigned char* xb = smem + kBulkRingBytes;
+  const uint16_t* xs = reinterpret_cast<const uint16_t*>(xb);
+  const float* xsc = reinterpret_cast<const float*>(xb + p.xsc_offset);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int items = int(cdiv_dev(p.n, kBulkRows)) * p.splits;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kBulkStages; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, kWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if (threadIdx.x == 0) p.counters[blockIdx.x] = 0;  // ready for the next call
+  __syncthreads();
+  asm volatile("griddepcontrol.launch_dependents;");
+
+  if (warp == kWarps) {  // the producer: weights are constants, so no wait for the kernel before
+    int i = 0;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const BulkItem it(p, item);
+      const int64_t row0 = int64_t(it.group) * kBulkRows;
+      const int rows = int(min(int64_t(kBulkRows), int64_t(p.n) - row0));
+      for (int c = it.c0; c < it.c1; c += kBulkSlabChunks, ++i) {
+        const int st = i % kBulkStages;
+        if (i >= kBulkStages) mbar_wait(empty + st, unsigned((i / kBulkStages - 1) & 1));
+        const int64_t kb = int64_t(c) * kChunk;
+        const unsigned bytes = unsigned(min(int64_t(min(kBulkSlabChunks, it.c1 - c)) * kChunk, p.k - kb));
+        if (lane == 0) mbar_expect_tx(full + st, bytes * unsigned(rows));
+        __syncwarp();
+        for (int r = lane; r < rows; r += 32)
+          bulk_copy(ring + size_t(st) * kBulkStageBytes + size_t(r) * kBulkRowPitch, p.w + (row0 + r) * p.k + kb,
+                    bytes, full + st);
+      }
+    }
+    return;
+  }
+
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int g = lane >> 2, t = lane & 3;
+  int i = 0;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const BulkItem it(p, item);
+    const int64_t cta_row0 = int64_t(it.group) * kBulkRows;
+    const int64_t row0 = cta_row0 + warp * 16;
+    const int len = it.c1 - it.c0;
+    consumer_sync();  // the previous item's activations are no longer read
+    stage_item<kA8>(p, xb, it.c0, len, s_tok_scale, s_tok_amax);
+    const int64_t last = int64_t(p.n) - 1;
+    const int64_t rowA = min(row0 + g, last), rowB = min(row0 + g + 8, last);
+    const TileScales<kA8, kMT> ts(p, xs, rowA, rowB, g, t, s_tok_scale);
+    const int64_t wblock_row = (min(row0, last) / 128) * p.chunks;
+    float tot[kMT][4] = {};
+    for (int c = it.c0; c < it.c1; c += kBulkSlabChunks, ++i) {
+      const int st = i % kBulkStages;
+      mbar_wait(full + st, unsigned((i / kBulkStages) & 1));
+      const unsigned char* slab = ring + size_t(st) * kBulkStageBytes + size_t(warp * 16 + g) * kBulkRowPitch + 16 * t;
+      const int here = min(kBulkSlabChunks, it.c1 - c);
+      for (int j = 0; j < here; ++j) {
+        uint4 w[2][2];
+        const int64_t kpos = int64_t(c + j) * kChunk + 16 * t;
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const bool in = kpos + 64 * u < p.k;  // k % 16 == 0: a piece is wholly in or past the row
+          const unsigned char* q = slab + j * kChunk + 64 * u;
+          w[0][u] = in ? *reinterpret_cast<const uint4*>(q) : make_uint4(0, 0, 0, 0);
+          w[1][u] = in ? *reinterpret_cast<const uint4*>(q + 8 * kBulkRowPitch) : make_uint4(0, 0, 0, 0);
+        }
+        if constexpr (kPerBlock) {
+          float acc[kMT][4] = {};
+          mma_chunk<kA8, kMT>(acc, w, ts, (c + j - it.c0) * kChunk);
+          const float swb = p.w_layout == kWBlock ? __ldg(p.w_scale + wblock_row + c + j) : 1.0f;
+          fold_chunk<kA8, kMT>(tot, acc, p, ts, swb, xsc, c + j - it.c0);
+        } else {
+          mma_chunk<kA8, kMT>(tot, w, ts, (c + j - it.c0) * kChunk);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty + st);
+    }
+    if constexpr (!kPerBlock) scale_total<kA8, kMT>(tot, ts);
+
+    // Each warp owns its 16 rows over the item's whole K range: no reduction across warps
+    // (gemv_kernel's, with one warp column, adds its one partial to 0.0f: so here).
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int tok = 8 * mt + 2 * t + (j & 1);
+        const int64_t row = row0 + g + 8 * (j >> 1);
+        if (tok >= p.m || row >= p.n) continue;
+        float v = __fadd_rn(0.0f, tot[mt][j]);
+        if (p.splits == 1) {
+          if (p.bias) v = __fadd_rn(v, __bfloat162float(p.bias[row]));
+          p.y[tok * p.n + row] = __float2bfloat16_rn(v);
+        } else {
+          p.partial[(int64_t(it.split) * p.m + tok) * p.n + row] = v;
+        }
+      }
+    if (p.splits > 1) finish_splits(p, it.group, cta_row0, kBulkRows, &s_last);
+  }
 }
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -458,7 +795,7 @@ Layout smem_layout(int64_t m, int64_t chunks, int splits, bool x_group, bool a8)
 Fp8GemvPlan clamp_plan(Fp8GemvPlan plan, int64_t chunks) {
   int rt = 1;
   while (rt * 2 <= std::min(plan.row_tiles, kWarps)) rt *= 2;
-  plan.row_tiles = rt;
+  plan.row_tiles = plan.bulk ? kWarps : rt;  // the bulk kernel's warps are one column of 16-row tiles
   plan.k_splits = int(std::clamp<int64_t>(plan.k_splits, 1, std::min<int64_t>(chunks, kMaxSplits)));
   return plan;
 }
@@ -503,6 +840,24 @@ Fp8GemvPlan choose_plan(int64_t m, int64_t n, int64_t k, bool x_group, bool a8) 
   return best;
 }
 
+// The bulk kernel's K splits: the busiest block's weight bytes (items are spread over at most
+// one block per multiprocessor) plus, per split, the partials' round trip and the last block's
+// sum (the same ~1.5 µs and bytes the plain model charges).
+int choose_bulk_splits(int64_t m, int64_t n, int64_t k, double sms) {
+  const int64_t chunks = cdiv(k, kChunk);
+  const double groups = double(cdiv(n, kBulkRows));
+  int best = 1;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (int s = 1; s <= std::min<int64_t>(chunks, kMaxSplits); ++s) {
+    const double items = groups * s;
+    const double per_block = std::ceil(items / sms) * double(kBulkRows) * double(k) / s;
+    double t = per_block / 3.0e4;  // µs at ~30 GB/s per multiprocessor (4 TB/s over 132)
+    if (s > 1) t += 1.5 + 2.0 * s * double(m) * double(n) * 4 / 3.8e6;
+    if (t < best_cost) best_cost = t, best = s;
+  }
+  return best;
+}
+
 void validate(const Fp8GemvArgs& a) {
   auto fail = [](const std::string& what) { throw Error("fp8_gemv: " + what); };
   if (a.m < 1 || a.m > kMaxGemvRows)
@@ -514,7 +869,18 @@ void validate(const Fp8GemvArgs& a) {
   if (a.y == nullptr) fail("output y missing");
   if (int(a.w_layout) > kWBlock) fail("unknown weight scale layout");
   const bool a16 = a.x != nullptr, a8 = a.x_codes != nullptr;
-  if (a16 == a8) fail("give exactly one of x (BF16, W8A16) and x_codes (E4M3, W8A8)");
+  if (a16 == a8) fail("give exactly one of x (BF16, W8A16 or quantize_x) and x_codes (E4M3, W8A8)");
+  if (a.quantize_x) {
+    if (!a16) fail("quantize_x quantizes BF16 x: give x, not x_codes");
+    if (a.x_layout == ActivationScaleLayout::kNone || int(a.x_layout) > kXGroup)
+      fail("quantize_x needs x_layout kTensor, kToken or kGroup128");
+    if (a.x_scale != nullptr && a.x_layout != ActivationScaleLayout::kTensor)
+      fail("quantize_x: a static scale (x_scale) is per-tensor only; token and group scales are dynamic");
+    if (!(a.x_rule.fmax > 0.0f) || !(a.x_rule.amax_floor >= 0.0f) || !(a.x_rule.scale_floor >= 0.0f) ||
+        !(a.x_rule.scale_cap >= 0.0f))
+      fail("quantize_x: the scale rule needs fmax > 0 and floors and cap >= 0");
+    return;
+  }
   if (a16 && a.x_layout != ActivationScaleLayout::kNone)
     fail("BF16 activations take no scales (x_layout must be kNone)");
   if (a8 && (a.x_layout == ActivationScaleLayout::kNone || int(a.x_layout) > kXGroup))
@@ -547,6 +913,36 @@ void launch(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
   FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
+template <bool kA8, int kMT, bool kPerBlock>
+void launch_bulk(const Params& p, int blocks, size_t smem, cudaStream_t stream) {
+  auto kernel = gemv_bulk_kernel<kA8, kMT, kPerBlock>;
+  static std::atomic<uint64_t> configured{0};
+  int dev = 0;
+  FP8LM_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
+    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBulkSmemLimit)));
+    configured.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(blocks));
+  cfg.blockDim = dim3(kThreads + 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = p.pdl ? 1 : 0;
+  FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
+template <bool kA8, int kMT>
+void launch_bulk_mt(const Params& p, int blocks, size_t smem, cudaStream_t stream, bool per_block) {
+  if (per_block) launch_bulk<kA8, kMT, true>(p, blocks, smem, stream);
+  else launch_bulk<kA8, kMT, false>(p, blocks, smem, stream);
+}
+
 template <bool kA8, int kMT>
 void launch_mt(const Params& p, dim3 grid, size_t smem, cudaStream_t stream, bool per_block, bool vec) {
   if (per_block) {
@@ -558,10 +954,29 @@ void launch_mt(const Params& p, dim3 grid, size_t smem, cudaStream_t stream, boo
   }
 }
 
+// The FP16 (E4M3 activation) path: codes given or made while staging.
+bool fp16_path(const Fp8GemvArgs& a) { return a.x_codes != nullptr || a.quantize_x; }
+bool group_scales(const Fp8GemvArgs& a) { return fp16_path(a) && a.x_layout == ActivationScaleLayout::kGroup128; }
+
+bool bulk_possible(const Fp8GemvArgs& a) {
+  return a.k % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;  // whole 16-byte row segments
+}
+
 Fp8GemvPlan resolve_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* plan) {
   const int64_t chunks = cdiv(a.k, kChunk);
-  const bool x_group = a.x_codes != nullptr && a.x_layout == ActivationScaleLayout::kGroup128;
-  Fp8GemvPlan p = plan ? clamp_plan(*plan, chunks) : choose_plan(a.m, a.n, a.k, x_group, a.x_codes != nullptr);
+  const bool x_group = group_scales(a);
+  if (plan && plan->bulk && bulk_possible(a)) {
+    Fp8GemvPlan p = *plan;
+    if (p.k_splits <= 0) p.k_splits = choose_bulk_splits(a.m, a.n, a.k, multiprocessors());  // 0: chosen here
+    p = clamp_plan(p, chunks);
+    while (kBulkRingBytes + smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kBulkSmemLimit &&
+           p.k_splits < chunks)
+      ++p.k_splits;
+    if (kBulkRingBytes + smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes <= kBulkSmemLimit)
+      return p;
+  }
+  Fp8GemvPlan p = plan && !plan->bulk ? clamp_plan(*plan, chunks)
+                                      : choose_plan(a.m, a.n, a.k, x_group, a.x_codes != nullptr);
   // Shared memory bounds the K range of one block: split further if needed.
   while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
     ++p.k_splits;
@@ -581,9 +996,9 @@ size_t workspace_for(const Fp8GemvArgs& a, const Fp8GemvPlan& p) {
 
 }  // namespace
 
-Fp8GemvPlan fp8_gemv_plan(const Fp8GemvArgs& a) {
+Fp8GemvPlan fp8_gemv_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* requested) {
   validate(a);
-  return resolve_plan(a, nullptr);
+  return resolve_plan(a, requested);
 }
 
 size_t fp8_gemv_workspace_bytes(const Fp8GemvArgs& a, const Fp8GemvPlan* plan) {
@@ -598,11 +1013,13 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
   if (need > 0 && (a.workspace == nullptr || a.workspace_bytes < need))
     throw Error("fp8_gemv: needs a zero-filled workspace of " + std::to_string(need) +
                 " bytes (fp8_gemv_workspace_bytes), got " + std::to_string(a.workspace ? a.workspace_bytes : 0));
-  const bool a8 = a.x_codes != nullptr;
+  const bool a8 = fp16_path(a);
+  const bool raw_codes = a.x_codes != nullptr;  // staged through their own area first
   const int64_t chunks = cdiv(a.k, kChunk);
-  const bool x_group = a8 && a.x_layout == ActivationScaleLayout::kGroup128;
-  const Layout l = smem_layout(a.m, chunks, pl.k_splits, x_group, a8);
-  if (l.bytes > kSmemLimit) throw Error("fp8_gemv: k = " + std::to_string(a.k) + " needs too much shared memory");
+  const bool x_group = group_scales(a);
+  const Layout l = smem_layout(a.m, chunks, pl.k_splits, x_group, raw_codes);
+  if (!pl.bulk && l.bytes > kSmemLimit)
+    throw Error("fp8_gemv: k = " + std::to_string(a.k) + " needs too much shared memory");
 
   Params p{};
   p.m = int(a.m);
@@ -618,11 +1035,13 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
   p.w = a.w;
   p.w_scale = a.w_scale;
   p.w_layout = int(a.w_layout);
-  p.x = a8 ? static_cast<const void*>(a.x_codes) : static_cast<const void*>(a.x);
+  p.x = raw_codes ? static_cast<const void*>(a.x_codes) : static_cast<const void*>(a.x);
   p.x_scale = a.x_scale;
   p.x_layout = int(a.x_layout);
+  p.quant = a.quantize_x;
+  p.rule = a.x_rule;
   const auto addr = reinterpret_cast<uintptr_t>(p.x);
-  p.x_vec = addr % 16 == 0 && a.k % (a8 ? 16 : 8) == 0;
+  p.x_vec = addr % 16 == 0 && a.k % (raw_codes ? 16 : 8) == 0;
   p.bias = a.bias;
   p.y = a.y;
   p.pdl = a.programmatic_launch;
@@ -635,6 +1054,18 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
   const bool vec = a.k % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
   const dim3 grid(unsigned(cdiv(a.n, 16 * pl.row_tiles)), unsigned(pl.k_splits));
   const int mt = a.m > 8 ? 2 : 1;
+  if (pl.bulk) {
+    const int blocks = int(std::min<int64_t>(cdiv(a.n, kBulkRows) * pl.k_splits, multiprocessors()));
+    const size_t smem = kBulkRingBytes + l.bytes;
+    if (a8) {
+      if (mt == 1) launch_bulk_mt<true, 1>(p, blocks, smem, stream, per_block);
+      else launch_bulk_mt<true, 2>(p, blocks, smem, stream, per_block);
+    } else {
+      if (mt == 1) launch_bulk_mt<false, 1>(p, blocks, smem, stream, per_block);
+      else launch_bulk_mt<false, 2>(p, blocks, smem, stream, per_block);
+    }
+    return;
+  }
   if (a8) {
     if (mt == 1) launch_mt<true, 1>(p, grid, l.bytes, stream, per_block, vec);
     else launch_mt<true, 2>(p, grid, l.bytes, stream, per_block, vec);

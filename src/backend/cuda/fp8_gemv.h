@@ -32,6 +32,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/scale_rule.h"
+
 namespace fp8lm::cuda {
 
 constexpr int64_t kMaxGemvRows = 16;
@@ -61,11 +63,20 @@ struct Fp8GemvArgs {
 
   // Activations, one of:
   //   W8A16: x = BF16 [m, k] row-major, x_layout = kNone;
-  //   W8A8:  x_codes = E4M3 [m, k] row-major with x_scale in x_layout's grid.
+  //   W8A8:  x_codes = E4M3 [m, k] row-major with x_scale in x_layout's grid;
+  //   W8A8 quantized here: x = BF16 [m, k] and quantize_x set. The GEMV quantizes x as
+  //     it stages it, writing nothing: x_layout kToken / kGroup128 / kTensor with x_scale
+  //     null takes dynamic scales under x_rule (each row's, each 1 × 128 group's, or all
+  //     of x's amax); kTensor with x_scale given is static. The codes and scales are
+  //     exactly those quantize_fp8_dynamic / quantize_fp8_static write (the same device
+  //     functions, quantize_device.cuh), so the result is bit-identical to quantizing
+  //     first and passing x_codes — without the separate kernel and its round trip.
   const __nv_bfloat16* x = nullptr;
   const uint8_t* x_codes = nullptr;
   const float* x_scale = nullptr;
   ActivationScaleLayout x_layout = ActivationScaleLayout::kNone;
+  bool quantize_x = false;
+  Fp8ScaleRule x_rule;  // quant_kernels.h dynamic_scale_rule of the activation scheme
 
   const __nv_bfloat16* bias = nullptr;  // [n] or null
   __nv_bfloat16* y = nullptr;           // [m, n] row-major
@@ -87,13 +98,22 @@ struct Fp8GemvArgs {
 // How the work is cut: each block of 8 warps covers rows_per_cta = 16·row_tiles output
 // rows (row_tiles ∈ {1, 2, 4, 8}; the other 8 / row_tiles warps split the block's K range)
 // and one of k_splits ranges of K (partials summed by the last block to finish).
+//
+// bulk: the bulk-copy ring kernel instead — weights brought into shared memory by the copy
+// engine (cp.async.bulk) in a ring a producer warp keeps full, a persistent grid of at most
+// one block per multiprocessor walking 128-row × K-split work items (row_tiles is then 8).
+// Needs k % 16 == 0 and 16-byte aligned weights; otherwise the plan falls back to the plain
+// kernel. Same arithmetic and order as the plain kernel at {8, k_splits}: the same bytes.
+// k_splits = 0 with bulk: chosen to balance the items over the multiprocessors.
 struct Fp8GemvPlan {
   int row_tiles = 8;
   int k_splits = 1;
+  bool bulk = false;
 };
 
-// The plan fp8_gemv picks for these arguments on the current device.
-Fp8GemvPlan fp8_gemv_plan(const Fp8GemvArgs& a);
+// The plan fp8_gemv runs for these arguments on the current device: its own choice, or
+// `requested` as clamped to what the sizes allow (and a bulk plan's fallback).
+Fp8GemvPlan fp8_gemv_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* requested = nullptr);
 
 // Workspace the call needs (0 when the plan does not split K). With `plan` null, for
 // the plan fp8_gemv_plan picks.

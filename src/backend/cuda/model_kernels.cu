@@ -39,6 +39,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
+#include "backend/cuda/norm_rope_device.cuh"
 #include "common/error.h"
 #include "numerics/silu.h"
 
@@ -63,30 +64,8 @@ constexpr int kCopyMaxThreads = 256;
 constexpr int kElementwiseThreads = 128;  // small CTAs: a decode-sized array spreads over more SMs
 constexpr int kArgmaxMaxThreads = 512;
 constexpr int kArgmaxMaxCluster = 8;       // the portable cluster size
-constexpr int kMaxHeadDim = 1024;
 
-// ---- RMSNorm arithmetic -------------------------------------------------------------
-
-__device__ __forceinline__ double sum_squares(const float (&v)[8], double acc) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const double d = static_cast<double>(v[j]);
-    acc = __fma_rn(d, d, acc);  // d² is exact in double: the same as acc + d·d
-  }
-  return acc;
-}
-
-// 1 / sqrt(float(sum / n) + eps), as cpu_ops' rms_row.
-__device__ __forceinline__ float rms_inv(double sum, int n, float eps) {
-  const float mean = __double2float_rn(__ddiv_rn(sum, static_cast<double>(n)));
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-}
-
-// v = w · (v · inv), as cpu_ops' rms_row.
-__device__ __forceinline__ void scale8(float (&v)[8], const float (&w)[8], float inv) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(w[j], __fmul_rn(v[j], inv));
-}
+// ---- RMSNorm arithmetic (sum_squares, rms_inv, scale8: norm_rope_device.cuh) ----------
 
 // Sum over the block (blockDim a multiple of 32) in a fixed order; every thread gets it.
 __device__ double block_sum(double v, double* red) {
@@ -234,8 +213,7 @@ __global__ void __launch_bounds__(kHeadNormThreads) head_rms_norm_kernel(HeadNor
     }
     ss = sum_squares(v[i], ss);
   }
-  // Every lane of the warp takes part; xor offsets < g stay inside the group.
-  for (int o = g >> 1; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(0xFFFFFFFFu, ss, o));
+  ss = group_sum(ss, g);  // every lane of the warp takes part
   if (!valid) return;
   const float inv = rms_inv(ss, a.head_dim, a.eps);
 #pragma unroll
@@ -264,28 +242,15 @@ struct RopeArgs {
   float attention_factor = 1.0f;
 };
 
-// (a, b) → (a·cos − b·sin, b·cos + a·sin), as cpu_ops' rope.
-__device__ __forceinline__ void rotate(float& a, float& b, float c, float s) {
-  const float x1 = a, x2 = b;
-  a = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
-  b = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
-}
-
 template <bool kVec>
 __global__ void __launch_bounds__(kRopeMaxThreads) rope_kernel(RopeArgs a) {
   extern __shared__ float cs[];  // cos [half], then sin [half]
   const int64_t row = blockIdx.x;
   const int half = a.half;
-  // RopeTable::cos_sin: angle = float(position) · inv_freq[i] in float32, then
-  // cos(angle) · attention_factor (precise sincosf: not the SFU approximation).
-  const float pos = __int2float_rn(a.positions[row]);
-  for (int i = int(threadIdx.x); i < half; i += int(blockDim.x)) {
-    const float angle = __fmul_rn(pos, a.inv_freq[i]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    cs[i] = __fmul_rn(c, a.attention_factor);
-    cs[half + i] = __fmul_rn(s, a.attention_factor);
-  }
+  // RopeTable::cos_sin (rope_cos_sin, norm_rope_device.cuh: the rotation as well).
+  const int32_t pos = a.positions[row];
+  for (int i = int(threadIdx.x); i < half; i += int(blockDim.x))
+    rope_cos_sin(pos, a.inv_freq[i], a.attention_factor, cs[i], cs[half + i]);
   __syncthreads();
   const int heads = a.heads0 + a.heads1;
   const int per_head = kVec ? half / 8 : half;
@@ -665,14 +630,12 @@ void head_norm_impl(const char* op, __nv_bfloat16* q, int64_t q_cols, const floa
   a.total = total;
   a.head_dim = int(head_dim);
   a.eps = eps;
-  const int nvh = int(cdiv(head_dim, 8));
-  int g = 1;
-  while (g < 32 && g < nvh) g *= 2;
-  a.group = g;
+  const HeadLanes lanes = head_lanes(int(head_dim));  // the layout the fused q/k/v kernel shares
+  a.group = lanes.group;
   bool vec = head_dim % 8 == 0;
   if (a.heads0 > 0) vec = vec && a.ld0 % 8 == 0 && aligned16(q) && aligned16(q_w);
   if (a.heads1 > 0) vec = vec && a.ld1 % 8 == 0 && aligned16(k) && aligned16(k_w);
-  switch (cdiv(nvh, g)) {
+  switch (lanes.vpl) {
     case 1: launch_head_norm_vpl<1>(a, vec, stream); break;
     case 2: launch_head_norm_vpl<2>(a, vec, stream); break;
     default: launch_head_norm_vpl<4>(a, vec, stream); break;  // head_dim ≤ 1024: ≤ 4 vectors per lane

@@ -24,6 +24,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
+#include "backend/cuda/quantize_device.cuh"
 #include "numerics/silu.h"
 #include "common/error.h"
 
@@ -80,25 +81,9 @@ struct RowParams {
 
 // ---- element helpers -------------------------------------------------------------
 
-// code = fp8(clamp(v / s)). A NaN keeps its sign (CUDA's division would make
-// it the positive canonical NaN); a NaN made by the division itself (±inf /
-// inf) becomes x86's default NaN 0xFFC00000, as the CPU reference's divss.
-__device__ __forceinline__ uint8_t quantize1(float v, float s, Fp8Format format) {
-  float q = v;
-  if (!isnan(v)) {
-    q = __fdiv_rn(v, s);
-    if (isnan(q)) q = __uint_as_float(0xFFC00000u);
-  }
-  return device_float_to_fp8(q, format, Saturation::kSatFinite);
-}
-
 // numerics/quantize.cpp's scale_from_amax for float32 arithmetic.
 __device__ __forceinline__ float scale_from_amax(float amax, const RowParams& p) {
-  const float a = fmaxf(amax, p.amax_floor);
-  float s = __fdiv_rn(a, p.fmax);
-  s = fmaxf(s, p.scale_floor);
-  if (p.scale_cap > 0.0f) s = fmaxf(fminf(s, p.scale_cap), p.scale_floor);
-  return s;
+  return scale_from_amax(amax, Fp8ScaleRule{p.fmax, p.amax_floor, p.scale_floor, p.scale_cap});
 }
 
 // ---- the value producer ------------------------------------------------------------
@@ -151,42 +136,13 @@ __device__ __forceinline__ void amax_vector(const float (&v)[8], int e0, const R
   }
 }
 
-// The codes of 8 values under one finite scale: IEEE division, the converter
-// two values at a time, then every value's sign bit OR-ed into its code. For a
-// non-NaN value that is a no-op (its code carries its sign, −0 and values that
-// round to zero included; the scale is > 0); for a NaN, whose quotient the GPU
-// makes the positive canonical NaN (code 0x7F), it puts the NaN's sign back.
-__device__ __forceinline__ uint2 quantize8_finite_scale(const float (&v)[8], float s, Fp8Format format) {
-  const __nv_fp8_interpretation_t interp = format == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
-  uint32_t pair[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 q = make_float2(__fdiv_rn(v[2 * i], s), __fdiv_rn(v[2 * i + 1], s));
-    pair[i] = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, interp);  // low byte: q.x
-  }
-  const auto b = [&](int j) { return __float_as_uint(v[j]); };
-  const uint32_t sign_lo = __byte_perm(__byte_perm(b(0), b(1), 0x73), __byte_perm(b(2), b(3), 0x73), 0x5410);
-  const uint32_t sign_hi = __byte_perm(__byte_perm(b(4), b(5), 0x73), __byte_perm(b(6), b(7), 0x73), 0x5410);
-  return make_uint2((pair[0] | (pair[1] << 16)) | (sign_lo & 0x80808080u),
-                    (pair[2] | (pair[3] << 16)) | (sign_hi & 0x80808080u));
-}
-
 template <bool kVec>
 __device__ __forceinline__ void store_codes(const float (&v)[8], int64_t row, int e0, const RowParams& p,
                                             const unsigned* cells, float s0) {
   const int n = p.k - e0;
   uint2 w;
   if (p.ngroups == 1 || p.group % 8 == 0) {
-    const float s = p.ngroups == 1 ? s0 : __uint_as_float(cells[e0 / p.group]);
-    if (s < INFINITY) {
-      w = quantize8_finite_scale(v, s, p.format);
-    } else {  // amax = inf: ±inf / inf must give x86's default NaN (quantize1)
-      uint8_t c[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) c[j] = quantize1(v[j], s, p.format);
-      w.x = uint32_t(c[0]) | (uint32_t(c[1]) << 8) | (uint32_t(c[2]) << 16) | (uint32_t(c[3]) << 24);
-      w.y = uint32_t(c[4]) | (uint32_t(c[5]) << 8) | (uint32_t(c[6]) << 16) | (uint32_t(c[7]) << 24);
-    }
+    w = quantize8(v, p.ngroups == 1 ? s0 : __uint_as_float(cells[e0 / p.group]), p.format);
   } else {  // cells narrower than or unaligned with the vector
     uint8_t c[8];
 #pragma unroll
@@ -349,6 +305,21 @@ void launch_rows(const Op& op, int64_t m, const RowParams& p, bool vec, cudaStre
   throw Error(std::string("cuda ") + op + ": " + what);
 }
 
+}  // namespace
+
+Fp8ScaleRule dynamic_scale_rule(const Fp8ActQuant& q) {
+  Fp8ScaleRule r;
+  r.fmax = traits(q.format).max_finite;
+  const ScaleRule rule = q.granularity == Granularity::kGroup ? ScaleRule::vllm_group() : ScaleRule::runtime(q.format);
+  r.amax_floor = rule.amax_floor;
+  r.scale_floor = rule.scale_floor;
+  if (q.granularity != Granularity::kTensor && q.granularity != Granularity::kGroup && q.token_scale_upper_bound > 0.0f)
+    r.scale_cap = q.token_scale_upper_bound / r.fmax;  // as cpu::quantize_activations
+  return r;
+}
+
+namespace {
+
 // Checks the shape and the granularity and fills the launch parameters.
 RowParams make_params(const char* op, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
                       float* scales) {
@@ -375,23 +346,19 @@ RowParams make_params(const char* op, int64_t m, int64_t k, const Fp8ActQuant& q
     case Granularity::kTensor:
     case Granularity::kToken:
     case Granularity::kChannel: {
-      const ScaleRule rule = ScaleRule::runtime(q.format);
+      if (!(q.token_scale_upper_bound >= 0.0f && q.token_scale_upper_bound < 3.4e38f))
+        fail(op, "token scale upper bound must be finite and >= 0, got " + std::to_string(q.token_scale_upper_bound));
+      const Fp8ScaleRule rule = dynamic_scale_rule(q);
       p.amax_floor = rule.amax_floor;
       p.scale_floor = rule.scale_floor;
+      p.scale_cap = rule.scale_cap;
       p.group = std::max(p.k, 1);
-      if (q.granularity != Granularity::kTensor && q.token_scale_upper_bound > 0.0f) {
-        if (!(q.token_scale_upper_bound < 3.4e38f))
-          fail(op, "token scale upper bound must be finite, got " + std::to_string(q.token_scale_upper_bound));
-        p.scale_cap = q.token_scale_upper_bound / p.fmax;  // as cpu::quantize_activations
-      } else if (!(q.token_scale_upper_bound >= 0.0f)) {
-        fail(op, "token scale upper bound must be >= 0, got " + std::to_string(q.token_scale_upper_bound));
-      }
       break;
     }
     case Granularity::kGroup: {
       if (q.group_size <= 0 || q.group_size > (int64_t(1) << 30))
         fail(op, "group size must be in [1, 2^30], got " + std::to_string(q.group_size));
-      const ScaleRule rule = ScaleRule::vllm_group();
+      const Fp8ScaleRule rule = dynamic_scale_rule(q);
       p.amax_floor = rule.amax_floor;
       p.scale_floor = rule.scale_floor;
       p.group = int(q.group_size);

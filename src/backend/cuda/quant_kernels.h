@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "numerics/fp8_format.h"
+#include "backend/cuda/scale_rule.h"
 #include "numerics/quantize.h"
 
 namespace fp8lm::cuda {
@@ -54,6 +55,11 @@ struct Fp8ActQuant {
   // Floats written to `scales` for an [m, k] input (0 for static).
   int64_t scale_count(int64_t m, int64_t k) const;
 };
+
+// The scale rule quantize_fp8_dynamic applies for q (kTensor, kToken: fp8lm's
+// runtime rule, and FBGEMM's token bound as a cap; kGroup: vLLM's group rule),
+// for kernels that quantize their input themselves (the decode GEMV).
+Fp8ScaleRule dynamic_scale_rule(const Fp8ActQuant& q);
 
 // ---- plain quantization ------------------------------------------------------
 // scales: device floats, scale_count(m, k) of them (kTensor: also its scratch).

@@ -1,0 +1,98 @@
+"""`fp8lm bench latency --profile` on the CPU backend: one more iteration with every op timed.
+Each op's calls per step must be what the shipped model's forward pass issues — counted here
+from config.json, linear layers by their [N, K] — in both the prefill and the decode table,
+and the decode roofline must be the model's weight bytes at the H200's copy ceiling."""
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+MODEL = Path(__file__).resolve().parents[2] / "models" / "fp8lm-gutenberg-22m"
+CONFIG = json.loads((MODEL / "config.json").read_text())
+CEILING_BYTES_PER_S = 4.29e12
+
+
+def expected_calls_per_step():
+    c = CONFIG
+    layers, hidden, inter = c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"]
+    head_dim = c.get("head_dim") or hidden // c["num_attention_heads"]
+    q, kv = c["num_attention_heads"] * head_dim, c["num_key_value_heads"] * head_dim
+    # Per layer: q, k, v, o, gate, up, down as [N, K] (the CPU fuses none); then the lm_head.
+    linears = Counter()
+    for n, k in [(q, hidden), (kv, hidden), (kv, hidden), (hidden, q), (inter, hidden), (inter, hidden),
+                 (hidden, inter)]:
+        linears[f"{n}x{k}"] += layers
+    linears[f"{c['vocab_size']}x{hidden}"] += 1
+    others = {"embedding": 1, "rms_norm": 2,  # the first layer's input norm, the final norm
+              "add_rms_norm": 2 * layers - 1, "add": 1, "rope_qk": layers, "attention": layers,
+              "silu_mul": layers, "gather_rows": 1, "argmax_rows": 1}
+    return linears, others
+
+
+def run_profiled(run, tmp_path, *flags):
+    out = tmp_path / "latency.json"
+    r = run("bench", "latency", str(MODEL), "--threads", "2", "--batch-size", "2", "--input-len", "16",
+            "--output-len", "4", "--warmup", "0", "--iters", "1", "--profile", "--json", str(out), *flags)
+    assert r.returncode == 0, r.stderr
+    return r, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("max_batched,prefill_calls", [("16384", 1), ("16", 2)])
+def test_profile_counts_the_models_ops_per_step(run, tmp_path, max_batched, prefill_calls):
+    r, doc = run_profiled(run, tmp_path, "--max-num-batched-tokens", max_batched)
+    linears, others = expected_calls_per_step()
+    profile = doc["profile"]
+    assert profile["prefill"]["steps_per_iteration"] == prefill_calls
+    assert profile["decode"]["steps_per_iteration"] == 3
+    for kind in ("prefill", "decode"):
+        phase = profile[kind]
+        got_linears, got_others = Counter(), {}
+        for e in phase["ops"]:
+            assert e["step"] == kind, e
+            assert not e["nested"] and e["s_per_step"] >= 0, e
+            m = re.fullmatch(r"linear bf16 (\d+x\d+)", e["op"])
+            if m:
+                got_linears[m.group(1)] += e["calls_per_step"]
+            else:
+                got_others[e["op"]] = e["calls_per_step"]
+        assert got_linears == linears, kind
+        assert got_others == others, kind
+        assert sum(e["share"] for e in phase["ops"]) == pytest.approx(1.0)
+        assert sum(e["s_per_step"] for e in phase["ops"]) == pytest.approx(phase["ops_sum_s_per_step"])
+        assert phase["timed_step_s"] > 0 and phase["profiled_step_s"] > 0
+    # The tables on stdout, one per step kind, with the ops' sum against the timed step.
+    assert f"op profile, prefill: {prefill_calls} forward call" in r.stdout
+    assert "op profile, decode: 3 forward calls per iteration" in r.stdout
+    assert "two events per op add ~2 us" in r.stdout
+    assert re.search(r"^  attention\s+[\d.]+\s+10\.00\s+[\d.]+%$", r.stdout, re.M), r.stdout
+
+
+def test_profile_decode_roofline(run, tmp_path):
+    r, doc = run_profiled(run, tmp_path)
+    roof = doc["profile"]["decode_roofline"]
+    weight_bytes = doc["memory"]["weight_bytes"]
+    assert roof["weight_bytes_per_step"] == weight_bytes
+    assert roof["step_s"] == pytest.approx(weight_bytes / CEILING_BYTES_PER_S)
+    assert roof["tok_s"] == pytest.approx(2 / roof["step_s"])
+    assert roof["share"] == pytest.approx(roof["step_s"] / doc["results"]["tpot_median_s"])
+    assert roof["share"] == pytest.approx(doc["results"]["decode_weight_bandwidth_share"])
+    assert "decode roofline: every weight read once per step at 4.29 TB/s" in r.stdout
+    assert doc["profile"]["decode"]["timed_step_s"] == doc["results"]["tpot_median_s"]
+
+
+def test_profile_without_decode_and_json_without_profile(run, tmp_path):
+    out = tmp_path / "latency.json"
+    r = run("bench", "latency", str(MODEL), "--threads", "2", "--input-len", "8", "--output-len", "1",
+            "--warmup", "0", "--iters", "1", "--profile", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["profile"]["decode"] is None and doc["profile"]["decode_roofline"] is None
+    assert doc["profile"]["prefill"]["steps_per_iteration"] == 1
+    assert "op profile, decode" not in r.stdout and "decode roofline" not in r.stdout
+    r = run("bench", "latency", str(MODEL), "--threads", "2", "--input-len", "8", "--output-len", "2",
+            "--warmup", "0", "--iters", "1", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["profile"] is None
+    assert "op profile" not in r.stdout
