@@ -4,6 +4,14 @@
 
 namespace fp8lm::backend {
 
+int64_t decode_graph_rows(int64_t rows) {
+  if (rows < 1) throw Error("decode_graph_rows: a decode step needs at least one row, got " + std::to_string(rows));
+  if (rows <= 2) return rows;
+  if (rows <= 4) return 4;
+  if (rows <= 256) return (rows + 7) / 8 * 8;
+  return (rows + 15) / 16 * 16;
+}
+
 std::optional<int64_t> Ops::default_kv_cache_tokens(uint64_t bytes_per_token, const KvBudget& budget) const {
   const std::optional<MemoryInfo> mem = memory_info();
   if (!mem) return std::nullopt;

@@ -74,6 +74,20 @@ struct KvBudget {
   uint64_t scratch_bytes = 0;
 };
 
+// The batch sizes a backend that records decode steps as graphs records them
+// at: 1, 2, 4, 8, then every multiple of 8 up to 256 and of 16 beyond (vLLM's
+// ladder). A decode-only step of `rows` sequences runs padded to the smallest
+// size ≥ rows (LlamaModel), so serving records 35 graphs for batches of 1..256
+// per context bucket instead of one per size met. Why these sizes: a padded
+// step wastes at most 7 rows below 256 (15 beyond, where they are < 6 % of the
+// step), and 8 and 16 — where the CUDA backend's linear plans leave the GEMV
+// for W8A8 and W8A16 — are sizes of their own, so padding never moves a step
+// from the GEMV to a GEMM. rows ≥ 1 (fp8lm::Error otherwise).
+int64_t decode_graph_rows(int64_t rows);
+// The most padding rows decode_graph_rows adds to a step (257 → 272): what the
+// padding blocks of a KV cache must hold, one position per padding row.
+inline constexpr int64_t kMaxDecodePadding = 15;
+
 // One line of an op profile: the time one kind of step spent in one op, summed
 // over every call since the profile was last cleared.
 struct OpProfileEntry {
@@ -159,6 +173,11 @@ class Ops {
     (void)key;
     return body();
   }
+  // Whether decode-only steps should reach run_step padded to
+  // decode_graph_rows(rows) rows: true where the backend records them as graphs
+  // now (one recording per ladder size instead of one per batch size met). The
+  // padding rows change nothing the real rows compute or store (LlamaModel).
+  virtual bool pads_decode_batches() const { return false; }
 
   // ---- ops (every output is written, never accumulated into, unless said)
   // out[r] = table row step.ids[r].

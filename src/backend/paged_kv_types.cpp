@@ -18,6 +18,9 @@ void check_shape(const KvCacheShape& s) {
   positive("head_dim", s.head_dim);
   positive("block_size", s.block_size);
   positive("num_blocks", s.num_blocks);
+  if (s.padding_blocks < 0 || s.padding_blocks >= s.num_blocks)
+    throw Error("kv cache: padding_blocks must be in [0, num_blocks = " + std::to_string(s.num_blocks) + "), got " +
+                std::to_string(s.padding_blocks));
 }
 
 void check_formats(const KvCacheShape& s, const std::vector<KvLayerFormat>& layers) {

@@ -27,6 +27,10 @@ struct KvCacheShape {
   int64_t head_dim = 0;
   int block_size = 16;     // positions per block
   int64_t num_blocks = 0;
+  // The last padding_blocks blocks are no sequence's: the padding rows of a
+  // decode step (LlamaModel, backend::decode_graph_rows) store their K/V there.
+  // The block allocator is given the others only. 0 ≤ padding_blocks < num_blocks.
+  int64_t padding_blocks = 0;
 };
 
 // Throws fp8lm::Error naming the problem: a size that is not positive,

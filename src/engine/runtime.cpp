@@ -27,15 +27,19 @@ std::vector<std::vector<int32_t>> random_token_samples(int64_t vocab, int64_t co
 
 // Runs the steps that take the most memory once, on a cache of one block
 // (every block table points at it: the values are meaningless, the memory
-// real), and has the backend keep the scratch they took: a step of
-// max_num_batched_tokens rows over max_num_seqs sequences (a long prompt chunk
-// beside decodes, with every sequence's logits), and a decode step of
-// max_num_seqs rows. Attention's workspace is capped by the backend, so the
-// profile's short contexts stand for any. Returns the scratch bytes kept.
+// real) and the padding blocks, and has the backend keep the scratch they
+// took: a step of max_num_batched_tokens rows over max_num_seqs sequences (a
+// long prompt chunk beside decodes, with every sequence's logits), and a
+// decode step of max_num_seqs rows (padded as serving pads it). Attention's
+// workspace is capped by the backend, so the profile's short contexts stand
+// for any. Returns the scratch bytes kept.
 static uint64_t profile_step_memory(model::LlamaModel& model, backend::Ops& ops, const ModelConfig& c,
-                                    std::vector<backend::KvLayerFormat> formats, const RuntimeOptions& options) {
+                                    std::vector<backend::KvLayerFormat> formats, const RuntimeOptions& options,
+                                    int64_t padding_blocks) {
   const int bs = options.block_size;
-  std::unique_ptr<backend::KvCache> cache = ops.make_kv_cache(model.kv_cache_shape(bs, 1), std::move(formats));
+  backend::KvCacheShape shape = model.kv_cache_shape(bs, 1 + padding_blocks);
+  shape.padding_blocks = padding_blocks;
+  std::unique_ptr<backend::KvCache> cache = ops.make_kv_cache(shape, std::move(formats));
   const int64_t context = c.max_position_embeddings;
   const int64_t seqs = std::max<int64_t>(1, std::min(options.max_num_seqs, options.max_num_batched_tokens));
   // Decodes see this much context; the prompt chunk gets the rest of the rows.
@@ -93,7 +97,8 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   rt->ops_ = backend::make_ops({.device = options.device,
                                 .threads = options.threads,
                                 .kernels = options.kernels,
-                                .cuda_graphs = options.cuda_graphs});
+                                .cuda_graphs = options.cuda_graphs,
+                                .cpu_pad_decode_batches = options.cpu_pad_decode_batches});
   rt->model_ = std::make_unique<model::LlamaModel>(c, w, *rt->ops_);
 
   std::vector<float> k_scales = options.k_scales.empty() ? w.k_scales : options.k_scales;
@@ -136,28 +141,47 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
                   std::to_string(options.block_size) + " tokens (" + std::to_string(per_token) +
                   " bytes per token for this model and KV-cache dtype)");
   }
+  // A backend that records decode steps as graphs gets them padded to a few
+  // batch sizes (backend::decode_graph_rows); the padding rows' K/V go to the
+  // cache's last blocks, which the allocator never hands out (vLLM reserves a
+  // null block alike). They come out of the budget: the capacity reported
+  // (blocks().num_total()) is what sequences can use.
+  const int64_t padding_blocks =
+      rt->ops_->pads_decode_batches() ? blocks_for_tokens(backend::kMaxDecodePadding, options.block_size) : 0;
   // On a device with its own memory, the worst step's scratch is measured and
   // kept before the KV cache takes the rest (vLLM's memory profiling), so that
   // no step runs out of memory mid-run.
   uint64_t scratch = 0;
-  if (rt->ops_->memory_info()) scratch = profile_step_memory(*rt->model_, *rt->ops_, c, formats, options);
+  if (rt->ops_->memory_info())
+    scratch = profile_step_memory(*rt->model_, *rt->ops_, c, formats, options, padding_blocks);
   // The backend sizes the cache from its own memory (backend/ops.cpp); on host
-  // memory it has no say, and the cache holds one full context.
+  // memory it has no say, and the cache holds one full context for sequences.
   const backend::KvBudget budget{options.gpu_memory_utilization, options.block_size, scratch};
   if (tokens == 0) {
-    tokens = rt->ops_->default_kv_cache_tokens(per_token, budget).value_or(c.max_position_embeddings);
+    tokens = rt->ops_->default_kv_cache_tokens(per_token, budget)
+                 .value_or(c.max_position_embeddings + padding_blocks * options.block_size);
   } else {
     rt->ops_->check_kv_cache_fits(tokens, per_token, budget, options.kv_cache_bytes > 0);
   }
+  const int64_t blocks = (tokens + options.block_size - 1) / options.block_size;
+  if (blocks <= padding_blocks)
+    throw Error("the KV cache of " + std::to_string(tokens) + " tokens leaves no block for sequences beside the " +
+                std::to_string(padding_blocks) + " of " + std::to_string(options.block_size) +
+                " tokens kept for the padding rows of recorded decode steps; give it more");
+  const int64_t sequence_tokens = (blocks - padding_blocks) * options.block_size;
   if (scratch > 0)
     rt->notes_.push_back("device memory: the largest step (" + std::to_string(options.max_num_batched_tokens) +
                          " rows, " + std::to_string(options.max_num_seqs) + " sequences) was profiled: " +
                          std::to_string(scratch >> 20) + " MiB of scratch kept for the steps, " +
                          std::to_string(uint64_t(tokens) * per_token >> 20) + " MiB for the KV cache (" +
-                         std::to_string(tokens) + " tokens)");
-  const int64_t blocks = (tokens + options.block_size - 1) / options.block_size;
-  rt->kv_cache_ = rt->ops_->make_kv_cache(rt->model_->kv_cache_shape(options.block_size, blocks), std::move(formats));
-  rt->blocks_ = std::make_unique<BlockAllocator>(blocks);
+                         std::to_string(sequence_tokens) + " tokens for sequences" +
+                         (padding_blocks > 0 ? " + " + std::to_string(padding_blocks * options.block_size) +
+                                                   " for the padding rows of recorded decode steps)"
+                                             : std::string(")")));
+  backend::KvCacheShape shape = rt->model_->kv_cache_shape(options.block_size, blocks);
+  shape.padding_blocks = padding_blocks;
+  rt->kv_cache_ = rt->ops_->make_kv_cache(shape, std::move(formats));
+  rt->blocks_ = std::make_unique<BlockAllocator>(blocks - padding_blocks);
   return rt;
 }
 

@@ -23,6 +23,10 @@ namespace fp8lm::engine {
 struct RuntimeOptions {
   backend::Device device = backend::Device::kCpu;
   bool cuda_graphs = true;               // CUDA: record decode steps as graphs
+  // CPU: pad decode steps to the graph ladder as CUDA does, with the padding
+  // blocks that needs (tests: the padding changes no real row). A backend that
+  // records decode steps pads them whatever this says.
+  bool cpu_pad_decode_batches = false;
   double gpu_memory_utilization = 0.9;   // CUDA: share of the GPU's memory fp8lm may fill (KV cache sizing)
   int64_t max_num_batched_tokens = 8192; // CUDA: rows of one step the KV sizing keeps room for
   int64_t max_num_seqs = 256;            // CUDA: logits rows of one step, ditto
@@ -62,6 +66,8 @@ class Runtime {
   const tokenizer::Tokenizer& tokenizer() const;
   model::LlamaModel& model() { return *model_; }
   backend::KvCache& kv_cache() { return *kv_cache_; }
+  // The blocks sequences may use: the KV cache's, less its padding blocks
+  // (KvCacheShape::padding_blocks), which no sequence is ever given.
   BlockAllocator& blocks() { return *blocks_; }
   int block_size() const { return kv_cache_->shape().block_size; }
   uint64_t weight_bytes() const { return weight_bytes_; }

@@ -42,11 +42,26 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
     l.down = ops.upload_linear(h.down);
     if (config.sliding_window && i >= config.sliding_window_from_layer) l.sliding_window = config.sliding_window;
     layers_.push_back(std::move(l));
+    for (const weights::LinearWeight* lw : {&h.q, &h.k, &h.v, &h.o, &h.gate, &h.up, &h.down})
+      rows_coupled_ = rows_coupled_ || lw->activation == ActivationQuant::kDynamicTensor;
   }
+  rows_coupled_ = rows_coupled_ || w.lm_head.activation == ActivationQuant::kDynamicTensor;
 }
 
 backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blocks) const {
   return {config_.num_hidden_layers, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
+}
+
+int64_t LlamaModel::decode_step_rows(int64_t rows, const backend::KvCache& cache) const {
+  const backend::KvCacheShape& shape = cache.shape();
+  if (rows_coupled_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return rows;
+  const int64_t padded = backend::decode_graph_rows(rows);
+  if (padded - rows > shape.padding_blocks * shape.block_size)
+    throw Error("model: a decode step of " + std::to_string(rows) + " sequences is padded to " +
+                std::to_string(padded) + " rows, but the KV cache's " + std::to_string(shape.padding_blocks) +
+                " padding blocks hold only " + std::to_string(shape.padding_blocks * shape.block_size) +
+                " padding rows");
+  return padded;
 }
 
 void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits) {
@@ -93,13 +108,33 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
     }
   }
   const auto rows = int64_t(ids.size());
-  ops_.begin_step({ids, positions, seqs, logit_rows});
+  const auto real_logit_rows = int64_t(logit_rows.size());
   // A step of one decode token per sequence has the same ops for any positions
-  // and contexts, so a backend may record it once per batch size and replay it.
-  const bool decode_only = observer_ == nullptr && int64_t(logit_rows.size()) == rows &&
+  // and contexts, so a backend may record it once per row count and replay it.
+  const bool decode_only = observer_ == nullptr && real_logit_rows == rows &&
                            std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.num_tokens == 1; });
-  const uint64_t key = decode_only ? uint64_t(rows) : 0;
-  return ops_.run_step(key, [&] { return run_layers(rows, int64_t(logit_rows.size()), cache); });
+  // Where the backend records it, the step is padded to a size of the graph
+  // ladder (decode_step_rows): padding row j is one more sequence, token 0 at
+  // position j of the cache's padding blocks — a slot of its own, which no real
+  // sequence's block table holds — so it reads and writes only padding. Its
+  // logits row comes after the real ones and is cut off below.
+  const int64_t step_rows = decode_only ? decode_step_rows(rows, cache) : rows;
+  std::vector<int64_t> padding_table;
+  if (step_rows > rows) {
+    const backend::KvCacheShape& shape = cache.shape();
+    for (int64_t b = shape.num_blocks - shape.padding_blocks; b < shape.num_blocks; ++b) padding_table.push_back(b);
+    for (int64_t j = 0; j < step_rows - rows; ++j) {
+      seqs.push_back({int64_t(ids.size()), 1, j, padding_table});
+      logit_rows.push_back(int64_t(ids.size()));
+      ids.push_back(0);
+      positions.push_back(j);
+    }
+  }
+  ops_.begin_step({ids, positions, seqs, logit_rows});
+  const uint64_t key = decode_only ? uint64_t(step_rows) : 0;
+  backend::Tensor out = ops_.run_step(key, [&] { return run_layers(step_rows, int64_t(logit_rows.size()), cache); });
+  out.rows = real_logit_rows;  // row-major: the real rows' logits are the first ones
+  return out;
 }
 
 backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache) {

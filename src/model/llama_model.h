@@ -74,6 +74,18 @@ class LlamaModel {
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 
+  // The rows a decode-only step (one new token per sequence) of `rows`
+  // sequences runs on `cache`: backend::decode_graph_rows(rows) where the
+  // backend records such steps as graphs (Ops::pads_decode_batches) and the
+  // cache has padding blocks (KvCacheShape::padding_blocks); `rows` otherwise,
+  // and for a model with a dynamic per-tensor activation scale, whose one
+  // amax per step padding rows would join. Padding row j embeds token 0 at
+  // position j of the padding blocks (a slot of its own) and attends over
+  // padding positions 0..j only; its logits are dropped. Every op but that
+  // scale is row-independent, so the real rows' results and cache entries
+  // are exactly those of the unpadded step.
+  int64_t decode_step_rows(int64_t rows, const backend::KvCache& cache) const;
+
  private:
   struct Layer {
     std::unique_ptr<backend::Weight> input_norm, post_attention_norm, q_norm, k_norm;
@@ -89,6 +101,7 @@ class LlamaModel {
   std::unique_ptr<backend::Weight> embedding_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   ForwardObserver* observer_ = nullptr;
+  bool rows_coupled_ = false;  // some linear quantizes its input with one dynamic scale per call
   std::vector<float> observed_, observed_v_;  // host copies for the observer
 
   void observe(int layer, LinearInput input, backend::Tensor x);

@@ -23,3 +23,9 @@ gtest_discover_tests(test_dummy_weights DISCOVERY_TIMEOUT 60 TEST_PREFIX "dummy_
 add_executable(test_backend_memory ${CMAKE_CURRENT_LIST_DIR}/test_backend_memory.cpp)
 target_link_libraries(test_backend_memory PRIVATE fp8lm_backend_factory fp8lm_test_support)
 gtest_discover_tests(test_backend_memory DISCOVERY_TIMEOUT 60)
+
+# Decode steps padded to the CUDA graph ladder (backend::decode_graph_rows), forced
+# on the CPU: real rows and their KV entries bit for bit those of unpadded steps.
+add_executable(test_decode_padding ${CMAKE_CURRENT_LIST_DIR}/test_decode_padding.cpp)
+target_link_libraries(test_decode_padding PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_decode_padding DISCOVERY_TIMEOUT 60)

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_ops.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/generate.h"
@@ -262,6 +263,81 @@ TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
       EXPECT_LT(margin, 0.1) << "tokens differ at " << same << " without a near-tie";
     }
   }
+}
+
+// Serving meets every batch size, but decode steps are recorded only at the
+// sizes of the graph ladder (backend::decode_graph_rows): batches of 1..20
+// sequences, each size twice and the whole sweep twice (the first may drop
+// graphs when a workspace grows), never hold more than the graphs of 1, 2, 4,
+// 8, 16 and 24 rows, and end with exactly those. Each step's real rows stay
+// within BatchedEqualsAlone's bound of the same step run without graphs (so
+// unpadded), on the same tokens.
+TEST(CudaModelGraphs, BatchSizesRecordOnlyTheLadder) {
+  REQUIRE_HOPPER();
+  const Reference& ref = reference();
+  auto load_graphs = [](bool graphs) {
+    io::LoadOverrides o;
+    o.kv_cache_dtype = io::parse_kv_cache_dtype("bf16");
+    engine::RuntimeOptions opt;
+    opt.device = backend::Device::kCuda;
+    opt.kv_cache_tokens = 4096;
+    opt.cuda_graphs = graphs;
+    return engine::Runtime::load(shipped_dir(), o, opt);
+  };
+  auto gpu = load_graphs(true);
+  auto eager = load_graphs(false);
+  auto& ops = dynamic_cast<cuda::CudaOps&>(gpu->ops());
+  ASSERT_TRUE(ops.pads_decode_batches());
+  ASSERT_FALSE(eager->ops().pads_decode_batches());
+  EXPECT_EQ(gpu->kv_cache().shape().padding_blocks, 1);
+  EXPECT_EQ(gpu->blocks().num_total(), 255) << "4096 tokens less the padding block";
+  EXPECT_EQ(eager->blocks().num_total(), 256);
+  const int64_t vocab = gpu->config().vocab_size;
+  const int bs = gpu->block_size();
+  constexpr int kSeqs = 20;
+  std::vector<std::vector<int32_t>> tokens(kSeqs);
+  std::vector<std::vector<int64_t>> tables(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    tokens[size_t(i)].assign(ref.prompt.begin(), ref.prompt.begin() + 3 + i);  // contexts of 3..22
+    for (int64_t b = 0; b < 8; ++b) tables[size_t(i)].push_back(i * 8 + b);
+  }
+  std::vector<model::SequenceInput> in;
+  std::vector<float> want, got;
+  auto step = [&](int n, bool prefill) {
+    in.clear();
+    for (int i = 0; i < n; ++i) {
+      const std::vector<int32_t>& t = tokens[size_t(i)];
+      if (prefill) in.push_back({t, 0, tables[size_t(i)], false});
+      else in.push_back({{&t.back(), 1}, int64_t(t.size()) - 1, tables[size_t(i)], false});
+    }
+    eager->model().forward(in, eager->kv_cache(), want);
+    gpu->model().forward(in, gpu->kv_cache(), got);
+    ASSERT_EQ(got.size(), size_t(n * vocab)) << "logits of the real rows only";
+    double worst = 0;
+    for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, std::abs(double(want[k]) - double(got[k])));
+    EXPECT_LE(worst, 2.0 * max_abs_diff(ref.bf16, ref.fp8)) << n << " sequences";
+    for (int i = 0; i < n; ++i) {
+      const auto row = want.begin() + int64_t(i) * vocab;
+      tokens[size_t(i)].push_back(int32_t(std::max_element(row, row + vocab) - row));
+    }
+  };
+  ASSERT_GE(8 * bs, 4 + 4 * kSeqs) << "the tables hold every step of the first sequence";
+  step(kSeqs, true);
+  uint64_t replays_before = 0;
+  for (int sweep = 0; sweep < 2; ++sweep) {
+    replays_before = ops.graph_replays();
+    for (int n = 1; n <= kSeqs; ++n)
+      for (int again = 0; again < 2; ++again) {
+        step(n, false);
+        EXPECT_LE(ops.graphs(), 6u) << "after a step of " << n << " sequences";
+      }
+  }
+  EXPECT_EQ(ops.graphs(), 6u);
+  // The second sweep's 40 steps replay, but for at most a first run and a
+  // capture of each size whose graph the first sweep lost.
+  EXPECT_GE(ops.graph_replays() - replays_before, 40u - 2u * 6u);
+  std::printf("[ graph ladder ] %zu graphs, %llu replays in all\n", ops.graphs(),
+              static_cast<unsigned long long>(ops.graph_replays()));
 }
 
 TEST(CudaModelErrors, UnknownDeviceAndBadIds) {

@@ -106,7 +106,8 @@ std::vector<backend::OpProfileEntry> CpuOps::op_profile() {
   return out;
 }
 
-CpuOps::CpuOps(int threads, KernelChoice kernels) : pool_(threads), kernels_(kernels) {}
+CpuOps::CpuOps(int threads, KernelChoice kernels, bool pad_decode_batches)
+    : pool_(threads), kernels_(kernels), pad_decode_batches_(pad_decode_batches) {}
 
 std::string CpuOps::name() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
 

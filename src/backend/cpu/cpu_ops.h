@@ -18,7 +18,10 @@ namespace fp8lm::cpu {
 class CpuOps final : public backend::Ops {
  public:
   // threads ≥ 1; kernels: which vector loops (kAuto = the widest this CPU runs).
-  explicit CpuOps(int threads, KernelChoice kernels = KernelChoice::kAuto);
+  // pad_decode_batches: decode steps padded as a backend that records graphs
+  // pads them (pads_decode_batches), which the CPU itself has no use for: the
+  // tests prove with it that padding changes no real row.
+  explicit CpuOps(int threads, KernelChoice kernels = KernelChoice::kAuto, bool pad_decode_batches = false);
 
   std::string name() const override;
   int threads() const { return pool_.size(); }
@@ -35,6 +38,7 @@ class CpuOps final : public backend::Ops {
   void reset_scratch() override { next_scratch_ = 0; }
 
   void begin_step(const backend::StepInputs& step) override;
+  bool pads_decode_batches() const override { return pad_decode_batches_; }
 
   void embedding(const backend::Weight& table, backend::Tensor out) override { embedding(table, step_.ids, out); }
   void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;
@@ -74,6 +78,7 @@ class CpuOps final : public backend::Ops {
   backend::StepInputs step_;
   ThreadPool pool_;
   KernelChoice kernels_;
+  bool pad_decode_batches_ = false;
   std::vector<std::vector<float>> scratch_;
   size_t next_scratch_ = 0;
 

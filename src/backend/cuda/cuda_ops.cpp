@@ -597,6 +597,8 @@ void CudaOps::begin_step(const backend::StepInputs& st) {
   b.max_context = int(max_ctx);
 }
 
+bool CudaOps::pads_decode_batches() const { return impl_->options.cuda_graphs && !impl_->profile; }
+
 backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Tensor()>& body) {
   Impl& m = *impl_;
   if (key == 0 || !m.options.cuda_graphs || m.profile) return body();  // timed ops run one by one
@@ -880,10 +882,10 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     for (int64_t r0 = 0; r0 < m; r0 += kMaxGemvRows) gemv(r0, std::min(kMaxGemvRows, m - r0), codes, scales);
   };
 
-  // W8A8 at decode sizes: one GEMV call that quantizes x while staging it (the same
+  // W8A8 at the smallest decode sizes: one GEMV call that quantizes x while staging it (the same
   // codes and scales as the kernels below, bit for bit; one kernel and one round trip
   // of the activations fewer per projection).
-  if (p.activation != ActivationQuant::kNone && m <= p.gemv_max_rows && m <= kMaxGemvRows)
+  if (p.activation != ActivationQuant::kNone && m <= p.gemv_max_rows && m <= kGemvQuantizeRows)
     return gemv(0, m, nullptr, nullptr, true);
 
   // W8A8: quantize the activations as the scheme says, then GEMV or GEMM; W8A16 reads x as is.

@@ -16,7 +16,8 @@
 //
 // Steps: begin_step copies the step's ids, positions and attention metadata to
 // the device in one transfer (through pinned memory); ops read them there. A
-// step run_step sees with a key ≠ 0 (a decode step of one batch size) is run
+// step run_step sees with a key ≠ 0 (a decode step of one batch size, padded by
+// the model to a size of backend::decode_graph_rows' ladder) is run
 // once directly, captured into a CUDA graph the second time, and replayed
 // from then on: one launch per step instead of hundreds. Everything a graph
 // touches — scratch, metadata buffers, workspaces — is allocated once and kept
@@ -74,6 +75,9 @@ class CudaOps final : public backend::Ops {
 
   void begin_step(const backend::StepInputs& step) override;
   backend::Tensor run_step(uint64_t key, const std::function<backend::Tensor()>& body) override;
+  // While steps are recorded (graphs on, no op profile): decode steps come
+  // padded to backend::decode_graph_rows, one graph per ladder size.
+  bool pads_decode_batches() const override;
 
   void embedding(const backend::Weight& table, backend::Tensor out) override;
   void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;

@@ -607,7 +607,7 @@ constexpr int kBulkRowPitch = kBulkSlabChunks * kChunk + 64;  // bytes; +64: row
 constexpr int kBulkStageBytes = kBulkRows * kBulkRowPitch;
 constexpr int kBulkStages = 4;
 constexpr size_t kBulkRingBytes = size_t(kBulkStages) * kBulkStageBytes;
-constexpr size_t kBulkSmemLimit = 227 * 1024;
+constexpr size_t kBulkSmemLimit = 226 * 1024;  // 227 KB per block, less the static shared memory
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");

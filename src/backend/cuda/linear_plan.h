@@ -26,6 +26,14 @@ namespace fp8lm::cuda {
 // dequantized copy and the BF16 GEMM).
 constexpr int64_t kGemvRowsW8A8 = 8;
 
+// W8A8 rows up to which the GEMV quantizes its BF16 input itself (quantize_x)
+// instead of after a separate quantization kernel (docs/benchmarks.md, issue
+// 18): at m = 1-2 it saves 3-4 µs per projection (qkv 11.8 vs 15.3 µs at m = 1),
+// from m = 4 every block's pass over whole rows for the amax and its per-element
+// division cost more than the kernel it replaces (qkv 17.4 vs 16.2 µs at m = 4,
+// 25.1 vs 17.1 at m = 8).
+constexpr int64_t kGemvQuantizeRows = 2;
+
 // How rows beyond the GEMV's reach (m > LinearPlan::gemv_max_rows) are computed.
 enum class LargeRows : uint8_t {
   kCublasBf16,      // BF16 weights: cuBLASLt BF16 for every m

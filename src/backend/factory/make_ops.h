@@ -19,6 +19,8 @@ struct BackendOptions {
   KernelChoice kernels = KernelChoice::kAuto;  // CPU: SIMD kernels (kAuto: the widest this CPU runs)
   int cuda_device = 0;                         // CUDA: device ordinal
   bool cuda_graphs = true;                     // CUDA: record decode steps as graphs
+  // CPU: pad decode steps to the graph ladder as CUDA does (Ops::pads_decode_batches): tests only.
+  bool cpu_pad_decode_batches = false;
 };
 
 // Throws fp8lm::Error for --device cuda in a build without the CUDA backend.
