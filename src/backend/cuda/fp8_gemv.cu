@@ -224,20 +224,11 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
 // written by the kernel before (visible after griddepcontrol.wait), so not through the
 // read-only path.
 __device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, float (&v)[8]) {
-  const auto* x = static_cast<const __nv_bfloat16*>(p.x) + int64_t(tok) * p.k;
-  if (p.x_vec) {  // k % 8 == 0 and x 16-byte aligned: a vector is wholly in or past the row
-    uint4 u = make_uint4(0, 0, 0, 0);
-    if (kg < p.k) u = *reinterpret_cast<const uint4*>(x + kg);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[2 * j] = __uint_as_float(w[j] << 16);
-      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = kg + j < p.k ? __bfloat162float(x[kg + j]) : 0.0f;
-  }
+  const auto* x = static_cast<const uint16_t*>(p.x) + int64_t(tok) * p.k + kg;
+  const int n = int(max(int64_t(0), min(int64_t(8), p.k - kg)));  // elements of the row here
+  // x_vec: k % 8 == 0 and x 16-byte aligned, so a vector is wholly in or past the row.
+  if (p.x_vec && n == 8) load8<true>(x, 8, v);
+  else load8<false>(x, n, v);
 }
 
 // Quantize-while-staging (p.quant): the block's K range of BF16 x becomes E4M3 codes,
@@ -888,21 +879,21 @@ void validate(const Fp8GemvArgs& a) {
   if (a8 && a.x_scale == nullptr) fail("E4M3 activations need x_scale");
 }
 
-template <bool kA8, int kMT, bool kPerBlock, bool kVec>
-void launch(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
-  auto kernel = gemv_kernel<kA8, kMT, kPerBlock, kVec>;
-  // More than 48 KB of dynamic shared memory needs an opt-in, once per device.
-  static std::atomic<uint64_t> configured{0};
+// Launches `kernel` (opting it in, once per device, to `smem_limit` bytes of dynamic shared
+// memory: more than 48 KB needs it), as a programmatic dependent launch when p.pdl.
+template <class Kernel>
+void launch_kernel(Kernel kernel, std::atomic<uint64_t>& configured, size_t smem_limit, dim3 grid, int threads,
+                   size_t smem, const Params& p, cudaStream_t stream) {
   int dev = 0;
   FP8LM_CUDA_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = uint64_t(1) << (dev & 63);
   if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemLimit)));
+    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_limit)));
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(unsigned(threads));
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
@@ -913,28 +904,17 @@ void launch(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
   FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
+template <bool kA8, int kMT, bool kPerBlock, bool kVec>
+void launch(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
+  static std::atomic<uint64_t> configured{0};
+  launch_kernel(gemv_kernel<kA8, kMT, kPerBlock, kVec>, configured, kSmemLimit, grid, kThreads, smem, p, stream);
+}
+
 template <bool kA8, int kMT, bool kPerBlock>
 void launch_bulk(const Params& p, int blocks, size_t smem, cudaStream_t stream) {
-  auto kernel = gemv_bulk_kernel<kA8, kMT, kPerBlock>;
   static std::atomic<uint64_t> configured{0};
-  int dev = 0;
-  FP8LM_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t(1) << (dev & 63);
-  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBulkSmemLimit)));
-    configured.fetch_or(bit, std::memory_order_acq_rel);
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(blocks));
-  cfg.blockDim = dim3(kThreads + 32);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = p.pdl ? 1 : 0;
-  FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+  launch_kernel(gemv_bulk_kernel<kA8, kMT, kPerBlock>, configured, kBulkSmemLimit, dim3(unsigned(blocks)),
+                kThreads + 32, smem, p, stream);
 }
 
 template <bool kA8, int kMT>
