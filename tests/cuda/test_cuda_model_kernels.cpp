@@ -887,6 +887,13 @@ struct RopeStats {
   std::string first;
 };
 
+// Reports how many elements matched the CPU bit for bit and fails on any outside the bound.
+void expect_rope_within_bound(const RopeStats& st) {
+  std::printf("[   rope   ] %lld of %lld elements bit-identical to the CPU\n", (long long)st.identical,
+              (long long)st.elements);
+  EXPECT_EQ(st.bad, 0) << st.bad << " elements outside the bound; first " << st.first << seed_note();
+}
+
 // Compares rows × (heads · hd) outputs (got, BF16 in a row of stride ld from column c0)
 // with the CPU result `want` (floats [rows, heads · hd]) for inputs `in` (same layout as want).
 void check_rope(const std::string& what, const std::vector<uint16_t>& got, int64_t ld, int64_t c0,
@@ -974,9 +981,7 @@ TEST(CudaModelKernels, RopeMatchesRopeTable) {
       }
     }
   }
-  std::printf("[   rope   ] %lld of %lld elements bit-identical to the CPU\n", (long long)st.identical,
-              (long long)st.elements);
-  EXPECT_EQ(st.bad, 0) << st.bad << " elements outside the bound; first " << st.first << seed_note();
+  expect_rope_within_bound(st);
 }
 
 TEST(CudaModelKernels, RopeQkInFusedQkvMatchesCpu) {
@@ -1024,9 +1029,7 @@ TEST(CudaModelKernels, RopeQkInFusedQkvMatchesCpu) {
           }
     }
   }
-  std::printf("[   rope   ] %lld of %lld elements bit-identical to the CPU\n", (long long)st.identical,
-              (long long)st.elements);
-  EXPECT_EQ(st.bad, 0) << st.bad << " elements outside the bound; first " << st.first << seed_note();
+  expect_rope_within_bound(st);
 }
 
 // ---- split_norm_rope_qkv ---------------------------------------------------------------------------------------
@@ -1178,9 +1181,7 @@ TEST(CudaModelKernels, SplitNormRopeQkvMatchesCpu) {
       expect_same_bits(what + " v", v.download(), columns(qkv, rows, ld, qw + kw, kw), kw);
     }
   }
-  std::printf("[   rope   ] %lld of %lld elements bit-identical to the CPU\n", (long long)st.identical,
-              (long long)st.elements);
-  EXPECT_EQ(st.bad, 0) << st.bad << " elements outside the bound; first " << st.first << seed_note();
+  expect_rope_within_bound(st);
 }
 
 // CudaOps' override against Ops' default on the same backend (split_columns,

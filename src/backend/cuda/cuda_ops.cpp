@@ -207,8 +207,8 @@ struct CudaOps::Impl {
   // ≤ 16 rows or more) whenever the stream is synchronized. The environment's
   // table (op_seconds) goes to stderr when the backend is destroyed;
   // op_profile() hands out api_seconds. The events add ~2 µs of gap per op.
-  bool profile = false;  // timing: profile_env || profile_api
   bool profile_env = false, profile_api = false;
+  bool profiling() const { return profile_env || profile_api; }
   int open_timers = 0;   // OpTimers alive: one opened inside another is nested
   enum StepKind : int { kPrefill, kDecodeSmall, kDecodeLarge };
   std::map<std::string, std::pair<double, int64_t>> op_seconds;
@@ -266,7 +266,7 @@ struct CudaOps::Impl {
   bool capturing = false;
 
   ~Impl() {
-    if (profile) {
+    if (profiling()) {
       (void)cudaStreamSynchronize(stream);
       collect_profile();
     }
@@ -309,7 +309,7 @@ struct CudaOps::Impl {
     }
     FP8LM_CUDA_CHECK(cudaMemcpyAsync(host_out, device, bytes, cudaMemcpyDeviceToHost, stream));
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (profile) collect_profile();
+    if (profiling()) collect_profile();
     return host_out;
   }
   // Returns what an op took for itself when it ends (ScratchArena::release).
@@ -336,7 +336,7 @@ struct CudaOps::Impl {
 class OpTimer {
  public:
   OpTimer(CudaOps::Impl& m, const std::string& op, int64_t rows) : m_(m) {
-    if (!m_.profile) return;
+    if (!m_.profiling()) return;
     // Decode steps (one new token per sequence) apart from prefill and mixed ones.
     kind_ = m_.batch.max_new_tokens > 1 ? CudaOps::Impl::kPrefill
             : rows <= kMaxGemvRows      ? CudaOps::Impl::kDecodeSmall
@@ -377,8 +377,7 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
   const char* profile = std::getenv("FP8LM_CUDA_PROFILE");
   impl_->profile_env = profile != nullptr && *profile != '\0' && *profile != '0';
-  impl_->profile = impl_->profile_env;
-  if (impl_->profile) impl_->options.cuda_graphs = false;
+  if (impl_->profile_env) impl_->options.cuda_graphs = false;
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
 }
@@ -437,7 +436,7 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear(const weights::LinearWei
   const LinearPlan& p = l->plan;
   cudaStream_t s = impl_->stream;
   DeviceAllocator& a = impl_->allocator;
-  if (impl_->profile) ++impl_->linear_plans[std::to_string(w.n) + "x" + std::to_string(w.k) + "  " + p.describe()];
+  if (impl_->profiling()) ++impl_->linear_plans[std::to_string(w.n) + "x" + std::to_string(w.k) + "  " + p.describe()];
   if (!w.bias.empty()) {
     std::vector<uint16_t> b(w.bias.size());
     for (size_t i = 0; i < b.size(); ++i) b[i] = float_to_bf16(w.bias[i]);
@@ -597,11 +596,11 @@ void CudaOps::begin_step(const backend::StepInputs& st) {
   b.max_context = int(max_ctx);
 }
 
-bool CudaOps::pads_decode_batches() const { return impl_->options.cuda_graphs && !impl_->profile; }
+bool CudaOps::pads_decode_batches() const { return impl_->options.cuda_graphs && !impl_->profiling(); }
 
 backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Tensor()>& body) {
   Impl& m = *impl_;
-  if (key == 0 || !m.options.cuda_graphs || m.profile) return body();  // timed ops run one by one
+  if (key == 0 || !m.options.cuda_graphs || m.profiling()) return body();  // timed ops run one by one
   // A recorded step's attention is sized for the whole bucket of contexts.
   m.batch.max_context = int(m.context_bucket * m.block_size);
   const uint64_t full_key = key ^ (uint64_t(m.context_bucket) << 40);
@@ -825,7 +824,7 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const Impl::TempScope temps(im.scratch);
   // The label (a few string operations) only when profiling: linear is the hot path.
   OpTimer timer(im,
-                !im.profile ? std::string()
+                !im.profiling() ? std::string()
                             : std::string(!p.fp8                                   ? "linear bf16 "
                                           : p.activation == ActivationQuant::kNone ? "linear w8a16 "
                                                                                    : "linear w8a8 ") +
@@ -854,7 +853,7 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
       a.quantize_x = true;
       a.x_layout = p.x_layout;
       a.x_scale = p.act_quant.static_scale;  // null: dynamic
-      a.x_rule = dynamic_scale_rule(p.act_quant);
+      a.x_rule = p.act_rule;
     } else if (codes == nullptr) {
       a.x = B(x) + r0 * w.k;
     } else {
@@ -995,12 +994,11 @@ uint64_t CudaOps::keep_step_scratch() {
 
 bool CudaOps::set_op_profiling(bool on) {
   Impl& m = *impl_;
-  if (m.profile) {  // what ran so far goes to the tables of the setting it ran under
+  if (m.profiling()) {  // what ran so far goes to the tables of the setting it ran under
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
     m.collect_profile();
   }
   m.profile_api = on;
-  m.profile = m.profile_env || m.profile_api;
   return true;
 }
 

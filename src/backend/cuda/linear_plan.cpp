@@ -115,6 +115,7 @@ LinearPlan plan_linear(const weights::LinearWeight& w) {
       p.x_layout = ActivationScaleLayout::kGroup128;
       break;
   }
+  p.act_rule = dynamic_scale_rule(p.act_quant);
   p.gemv_max_rows = kGemvRowsW8A8;
   // cuBLASLt's mode for this pairing of weight and activation scales.
   const bool x_tensor = p.x_layout == ActivationScaleLayout::kTensor;

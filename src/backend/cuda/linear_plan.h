@@ -47,6 +47,7 @@ struct LinearPlan {
   WeightScaleLayout w_layout = WeightScaleLayout::kTensor;  // the GEMV's weight scale grid
   ActivationQuant activation = ActivationQuant::kNone;      // kNone: W8A16 (or BF16)
   Fp8ActQuant act_quant;  // W8A8; static_scale is the device pointer upload_linear fills in
+  Fp8ScaleRule act_rule;  // W8A8: dynamic_scale_rule(act_quant), for the GEMV that quantizes x itself
   ActivationScaleLayout x_layout = ActivationScaleLayout::kNone;
   int64_t gemv_max_rows = 0;  // 0 BF16, kMaxGemvRows W8A16, kGemvRowsW8A8 W8A8
   LargeRows large_rows = LargeRows::kCublasBf16;
