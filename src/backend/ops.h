@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/paged_kv_types.h"
+#include "backend/sampling.h"
 #include "common/error.h"
 #include "spec/rope.h"
 #include "weights/linear_weight.h"
@@ -182,10 +183,16 @@ class Ops {
   // ---- ops (every output is written, never accumulated into, unless said)
   // out[r] = table row step.ids[r].
   virtual void embedding(const Weight& table, Tensor out) = 0;
+  // `next` (rms_norm, add_rms_norm, silu_mul_fused), where given: the linear that reads
+  // `out` next, before anything else writes it. A backend may then produce out in that
+  // linear's input format as well, in the same pass (the CUDA backend: FP8 codes and scales
+  // for a W8A8 linear), and linear(out, *next, …) reads those instead of quantizing out again.
+  // out itself is written either way.
   // out = x / sqrt(mean(x²) + eps) · w, per row.
-  virtual void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) = 0;
+  virtual void rms_norm(Tensor x, const Weight& w, float eps, Tensor out, const Weight* next = nullptr) = 0;
   // h += delta, then out = rms_norm(h): the residual add fused with the next norm.
-  virtual void add_rms_norm(Tensor h, Tensor delta, const Weight& w, float eps, Tensor out) = 0;
+  virtual void add_rms_norm(Tensor h, Tensor delta, const Weight& w, float eps, Tensor out,
+                            const Weight* next = nullptr) = 0;
   // The same over each head_dim-wide slice of every row, in place (Qwen3's q/k norm).
   virtual void head_rms_norm(Tensor x, int64_t head_dim, const Weight& w, float eps) = 0;
   virtual void add(Tensor acc, Tensor x) = 0;  // acc += x
@@ -196,8 +203,8 @@ class Ops {
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;  // out = silu(gate) · up
   // The same from a fused gate/up output: each row's first half gate, second half up.
   // Only backends that fuse (upload_fused_linear) need the two below.
-  virtual void silu_mul_fused(Tensor gate_up, Tensor out) {
-    (void)gate_up, (void)out;
+  virtual void silu_mul_fused(Tensor gate_up, Tensor out, const Weight* next = nullptr) {
+    (void)gate_up, (void)out, (void)next;
     throw_not_fused("silu_mul_fused");
   }
   // parts[i] = the next parts[i].cols columns of x (a fused output into its parts).
@@ -210,8 +217,13 @@ class Ops {
   // (head_rms_norm: Qwen3; both or neither), then q and k rotated (rope_qk).
   // The default is exactly that sequence of ops; a backend may override it with
   // one pass that gives the same results (the CUDA backend: one kernel).
+  // With `store_into`, a backend may also write k and v into layer `layer` of that cache
+  // in the same pass (what attention() does first, the same bits); attention() of this
+  // layer in this step then leaves the store out. The default does not.
   virtual void split_norm_rope_qkv(Tensor qkv, Tensor q, Tensor k, Tensor v, int64_t head_dim, const Weight* q_norm,
-                                   const Weight* k_norm, float eps, const RopeTable& rope) {
+                                   const Weight* k_norm, float eps, const RopeTable& rope,
+                                   KvCache* store_into = nullptr, int layer = -1) {
+    (void)store_into, (void)layer;
     if ((q_norm == nullptr) != (k_norm == nullptr))
       throw Error(name() + ": split_norm_rope_qkv takes both q/k norm weights or neither");
     const Tensor parts[] = {q, k, v};
@@ -233,6 +245,23 @@ class Ops {
   // value (the lowest on ties; NaN never wins, -1 for a row of NaN only). Only
   // rows.size() int32 values cross to the host instead of rows × vocab logits.
   virtual void argmax_rows(Tensor x, std::span<int32_t> out) = 0;
+  // Sampling where the logits are: tokens[r] = the token row r of `logits`
+  // draws as rows[r] says (backend/sampling.h: penalties, temperature, top-k,
+  // top-p, min-p, the inverse CDF in id order at rows[r].uniform; a greedy row
+  // is the argmax after its penalties, the lowest id on ties). Only the tokens
+  // cross to the host. Throws fp8lm::Error for a row the row math refuses
+  // (NaN, +inf, nothing left to sample, a penalty token outside the vocabulary).
+  // The default copies the logits to the host and runs the row math there.
+  virtual void sample_rows(Tensor logits, std::span<const RowSampling> rows, std::span<int32_t> tokens) {
+    if (rows.size() != size_t(logits.rows) || tokens.size() != size_t(logits.rows))
+      throw Error(name() + ": sample_rows of " + std::to_string(logits.rows) + " rows given " +
+                  std::to_string(rows.size()) + " row descriptions and " + std::to_string(tokens.size()) + " outputs");
+    std::vector<float> host(size_t(logits.rows * logits.cols));
+    to_host(logits, host);
+    RowSampler sampler;
+    for (size_t r = 0; r < rows.size(); ++r)
+      tokens[r] = sampler.sample(std::span<float>(host).subspan(r * size_t(logits.cols), size_t(logits.cols)), rows[r]);
+  }
 
  protected:
   [[noreturn]] void throw_not_fused(const char* op) const {

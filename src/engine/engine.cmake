@@ -4,7 +4,8 @@ add_library(fp8lm_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/stop_checker.cpp
   ${CMAKE_CURRENT_LIST_DIR}/block_allocator.cpp)
 target_include_directories(fp8lm_engine PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(fp8lm_engine PUBLIC fp8lm_io)
+# fp8lm_backend: the row math of sampling (backend/sampling.h), shared with the backends' sample_rows.
+target_link_libraries(fp8lm_engine PUBLIC fp8lm_io fp8lm_backend)
 
 # The runtime, the generation loop and the batched engine (continuous batching):
 # model + tokenizer + sampler + KV blocks. A second target of this folder so

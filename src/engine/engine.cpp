@@ -28,7 +28,7 @@ struct Engine::Active {
     seq.tokens = request.prompt;
   }
   Request request;
-  Sampler sampler;        // its own RNG: the draws do not depend on the batch
+  Sampler sampler;        // its own seed and draw counter: the draws do not depend on the batch
   SequenceOutput output;  // stop conditions and streamed text, as generate()
   Sequence seq;
 };
@@ -160,9 +160,23 @@ std::vector<RequestOutput> Engine::step() {
         const Active& a = *active_.at(batch[i].seq->id);
         argmax_only = plain_greedy(a.request.params, a.request.logprobs);
       }
+    // Otherwise, unless a row asks for logprobs (they need the raw
+    // log-softmax on the host), the backend samples every row itself from the
+    // sampler's description of its next draw; rows that sample nothing this
+    // step take the argmax, and their token is dropped.
+    bool on_device = !argmax_only;
+    for (size_t i = 0; i < batch.size() && on_device; ++i)
+      on_device = !samples[i] || active_.at(batch[i].seq->id)->request.logprobs < 0;
+    if (on_device) {
+      rows_.assign(batch.size(), backend::RowSampling{});
+      for (size_t i = 0; i < batch.size(); ++i)
+        if (samples[i]) rows_[i] = active_.at(batch[i].seq->id)->sampler.row_sampling();
+        else rows_[i].temperature = 0.0f;
+    }
     bool failed = false;
     try {
       if (argmax_only) rt_.model().forward_greedy(inputs_, rt_.kv_cache(), argmax_);
+      else if (on_device) rt_.model().forward_sample(inputs_, rt_.kv_cache(), rows_, argmax_);
       else rt_.model().forward(inputs_, rt_.kv_cache(), logits_);
     } catch (const OutOfMemoryError& e) {
       // The device had no memory for this step: its requests fail (their KV
@@ -186,7 +200,7 @@ std::vector<RequestOutput> Engine::step() {
         Active& a = *active_.at(batch[i].seq->id);
         std::vector<SampleResult> logprobs;
         int32_t token = 0;
-        if (argmax_only) {
+        if (argmax_only || on_device) {
           token = argmax_[i];
           a.sampler.accept(token);
         } else {

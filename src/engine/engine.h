@@ -1,7 +1,8 @@
 // The batched engine: many requests generated together by continuous batching
 // (engine/scheduler.h), each exactly as generate() would generate it alone —
 // same tokens for greedy and for seeded sampling (every request has its own
-// sampler and RNG), same stop handling and streamed text.
+// sampler; a draw's uniform depends only on the request's seed and the draw's
+// index, wherever the row is sampled), same stop handling and streamed text.
 //
 // Threading: add_request(), cancel() and the metrics accessors may be called
 // from any thread at any time. step(), has_work() and run_to_completion()
@@ -132,7 +133,8 @@ class Engine {
 
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<float> logits_;
-  std::vector<int32_t> argmax_;  // forward_greedy's tokens, one per row
+  std::vector<int32_t> argmax_;  // forward_greedy's or forward_sample's tokens, one per row
+  std::vector<backend::RowSampling> rows_;  // forward_sample's descriptions, one per row
   std::vector<model::SequenceInput> inputs_;
 
   std::atomic<int64_t> running_{0}, waiting_{0}, blocks_used_{0}, preemptions_{0}, generated_{0}, steps_{0},

@@ -1,15 +1,13 @@
-// The sampling pipeline. Order, as vLLM: penalties -> temperature -> top-k ->
-// top-p -> min-p -> draw. Each filter works on `candidates_` (the ids still in
-// play) rather than the whole vocabulary, and none sorts more than it must:
-// top-k is one nth_element, top-p partially sorts only the head that holds
-// its mass. Every filter keeps the most likely token, so the distribution
-// drawn from is never empty and never NaN.
+// A request's sampling state around the shared row math (backend/sampling.h):
+// parameters validated once, the penalty inputs kept sorted, and the draw
+// counter that, with the seed, fixes each draw's uniform.
 #include "engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 #include "common/error.h"
@@ -18,8 +16,6 @@ namespace fp8lm::engine {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-// vLLM treats temperatures below this as greedy (dividing by them overflows).
-constexpr float kGreedyBelow = 1e-5f;
 
 template <typename T>
 std::string show(T v) {
@@ -89,7 +85,7 @@ void SamplingParams::validate() const {
     if (s.empty()) bad("stop", "must not hold an empty string", "\"\"");
 }
 
-bool SamplingParams::greedy() const { return temperature < kGreedyBelow; }
+bool SamplingParams::greedy() const { return temperature < backend::kGreedyTemperature; }
 
 bool SamplingParams::stops_on(int32_t token, std::span<const int32_t> eos_ids) const {
   if (std::find(stop_token_ids.begin(), stop_token_ids.end(), token) != stop_token_ids.end()) return true;
@@ -106,203 +102,49 @@ Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt) : param
   if (!prompt_unique_.empty() && prompt_unique_.front() < 0)
     throw Error("prompt token id " + std::to_string(prompt_unique_.front()) + " is negative");
   if (params_.seed) {
-    rng_.seed(*params_.seed);
+    seed_ = *params_.seed;
   } else {
     std::random_device device;
-    rng_.seed((static_cast<uint64_t>(device()) << 32) ^ device());
+    seed_ = (static_cast<uint64_t>(device()) << 32) ^ device();
   }
 }
 
-void Sampler::apply_penalties(std::span<float> logits) const {
-  const float rep = params_.repetition_penalty;
-  const float freq = params_.frequency_penalty;
-  const float pres = params_.presence_penalty;
-  // HF and vLLM: a positive logit is divided, any other multiplied, so the
-  // penalty always makes a seen token less likely.
-  auto repeat = [&](int32_t token) {
-    float& x = logits[static_cast<size_t>(token)];
-    x = x > 0.0f ? x / rep : x * rep;
-  };
-  for (const int32_t t : prompt_unique_) check_token(t, logits.size());
-  for (const auto& [t, count] : output_counts_) check_token(t, logits.size());
-  if (rep != 1.0f) {
-    for (const int32_t t : prompt_unique_) repeat(t);
-    for (const auto& [t, count] : output_counts_)
-      if (!std::binary_search(prompt_unique_.begin(), prompt_unique_.end(), t)) repeat(t);
-  }
-  // OpenAI: only generated tokens, frequency by count then presence once (the
-  // float operations in vLLM's order, so the results match bit for bit).
-  if (freq != 0.0f || pres != 0.0f) {
-    for (const auto& [t, count] : output_counts_) {
-      float& x = logits[static_cast<size_t>(t)];
-      x -= freq * static_cast<float>(count);
-      x -= pres;
-    }
-  }
+backend::RowSampling Sampler::row_sampling() const {
+  backend::RowSampling row;
+  row.temperature = params_.temperature;
+  row.top_k = params_.top_k;
+  row.top_p = params_.top_p;
+  row.min_p = params_.min_p;
+  row.repetition_penalty = params_.repetition_penalty;
+  row.presence_penalty = params_.presence_penalty;
+  row.frequency_penalty = params_.frequency_penalty;
+  row.prompt_tokens = prompt_unique_;
+  row.output_tokens = output_tokens_;
+  row.output_counts = output_counts_;
+  row.uniform = backend::sampling_uniform(seed_, static_cast<uint64_t>(num_generated_));
+  return row;
 }
 
-void Sampler::collect_candidates(std::span<const float> logits) {
-  candidates_.clear();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
-    if (v == kNegInf) continue;
-    if (!std::isfinite(v)) throw Error("logit of token " + std::to_string(i) + " is " + show(v) + " after penalties and temperature");
-    candidates_.push_back(static_cast<int32_t>(i));
-  }
-  if (candidates_.empty()) throw Error("every logit is -inf: no token can be sampled");
-}
-
-// Drops candidates for which keep() is false, writing -inf into their logits.
-template <typename Keep>
-static void prune(std::vector<int32_t>& candidates, std::span<float> logits, Keep keep) {
-  size_t out = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (keep(i)) {
-      candidates[out++] = candidates[i];
-    } else {
-      logits[static_cast<size_t>(candidates[i])] = kNegInf;
-    }
-  }
-  candidates.resize(out);
-}
-
-void Sampler::softmax_candidates(std::span<const float> logits) {
-  float m = kNegInf;
-  for (const int32_t c : candidates_) m = std::max(m, logits[static_cast<size_t>(c)]);
-  probs_.resize(candidates_.size());
-  double sum = 0.0;
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    probs_[i] = std::exp(logits[static_cast<size_t>(candidates_[i])] - m);
-    sum += probs_[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (float& p : probs_) p *= inv;
-}
-
-// HF / vLLM: every token whose logit is >= the k-th largest survives, so ties
-// at the boundary all stay (k is a floor, not an exact count).
-void Sampler::filter_top_k(std::span<float> logits) {
-  const auto k = static_cast<size_t>(params_.top_k);
-  if (params_.top_k <= 0 || k >= candidates_.size()) return;
-  probs_.resize(candidates_.size());
-  for (size_t i = 0; i < candidates_.size(); ++i) probs_[i] = logits[static_cast<size_t>(candidates_[i])];
-  std::nth_element(probs_.begin(), probs_.begin() + static_cast<std::ptrdiff_t>(k - 1), probs_.end(), std::greater<>());
-  const float kth = probs_[k - 1];
-  prune(candidates_, logits, [&](size_t i) { return logits[static_cast<size_t>(candidates_[i])] >= kth; });
-}
-
-// HF's rule (vLLM's is the same): sort ascending (stable, so equal logits in
-// id order), remove every token whose inclusive cumulative probability is
-// <= 1 - top_p, but never the most likely one. Walking the same order from
-// the top instead, a token's ascending cumulative sum is total - (mass above
-// it), so the survivors are a head of the descending order, and only that
-// head needs sorting: partial sorts of growing size until the cut is found.
-void Sampler::filter_top_p(std::span<float> logits) {
-  if (params_.top_p >= 1.0f) return;
-  softmax_candidates(logits);
-  const size_t n = candidates_.size();
-  double total = 0.0;
-  for (const float p : probs_) total += p;
-  const auto threshold = static_cast<float>(1.0 - static_cast<double>(params_.top_p));
-  order_.resize(n);
-  std::iota(order_.begin(), order_.end(), 0);
-  // Descending logit; equal logits in descending id (the reverse of a stable
-  // ascending sort).
-  auto before = [&](int32_t a, int32_t b) {
-    const float va = logits[static_cast<size_t>(candidates_[static_cast<size_t>(a)])];
-    const float vb = logits[static_cast<size_t>(candidates_[static_cast<size_t>(b)])];
-    return va != vb ? va > vb : candidates_[static_cast<size_t>(a)] > candidates_[static_cast<size_t>(b)];
-  };
-  size_t head = std::min<size_t>(n, 64);
-  size_t cut = n;
-  for (;;) {
-    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(head), order_.end(), before);
-    double above = 0.0;
-    size_t i = 0;
-    for (; i < head; ++i) {
-      if (i > 0 && !(static_cast<float>(total - above) > threshold)) break;
-      above += probs_[static_cast<size_t>(order_[i])];
-    }
-    if (i < head || head == n) {
-      cut = i;
-      break;
-    }
-    head = std::min(n, head * 4);
-  }
-  if (cut == n) return;
-  std::vector<uint8_t>& keep = keep_;
-  keep.assign(n, 0);
-  for (size_t i = 0; i < cut; ++i) keep[static_cast<size_t>(order_[i])] = 1;
-  prune(candidates_, logits, [&](size_t i) { return keep[i] != 0; });
-}
-
-// Remove tokens whose probability is below min_p times the largest one; the
-// largest always stays (min_p <= 1).
-void Sampler::filter_min_p(std::span<float> logits) {
-  if (params_.min_p <= 0.0f) return;
-  softmax_candidates(logits);
-  const float top = *std::max_element(probs_.begin(), probs_.end());
-  const float floor = params_.min_p * top;
-  prune(candidates_, logits, [&](size_t i) { return !(probs_[i] < floor); });
-}
-
-void Sampler::process(std::span<float> logits) {
-  if (logits.empty()) throw Error("cannot sample from an empty vocabulary");
-  apply_penalties(logits);
-  if (params_.greedy()) {
-    const int32_t best = argmax(logits);
-    std::fill(logits.begin(), logits.end(), kNegInf);
-    logits[static_cast<size_t>(best)] = 0.0f;
-    candidates_.assign(1, best);
-    return;
-  }
-  if (params_.temperature != 1.0f)
-    for (float& x : logits) x /= params_.temperature;
-  collect_candidates(logits);
-  filter_top_k(logits);
-  filter_top_p(logits);
-  filter_min_p(logits);
-}
+void Sampler::process(std::span<float> logits) { row_.process(logits, row_sampling()); }
 
 std::vector<float> Sampler::probabilities(std::span<float> logits) {
-  process(logits);
-  softmax_candidates(logits);
-  std::vector<float> dense(logits.size(), 0.0f);
-  for (size_t i = 0; i < candidates_.size(); ++i) dense[static_cast<size_t>(candidates_[i])] = probs_[i];
-  return dense;
-}
-
-// Inverse CDF over the candidates with a 53-bit uniform: the stream of
-// mt19937_64 is fixed by the standard, so a seed gives the same tokens on
-// every platform (std::uniform_real_distribution would not promise that).
-int32_t Sampler::draw() {
-  const double u = static_cast<double>(rng_() >> 11) * 0x1p-53;
-  double total = 0.0;
-  for (const float p : probs_) total += p;
-  const double target = u * total;
-  double acc = 0.0;
-  int32_t last_nonzero = candidates_.front();
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    if (probs_[i] <= 0.0f) continue;
-    acc += probs_[i];
-    last_nonzero = candidates_[i];
-    if (acc > target) return candidates_[i];
-  }
-  return last_nonzero;  // only reached through rounding in the last bits
+  return row_.probabilities(logits, row_sampling());
 }
 
 void Sampler::record(int32_t token) {
-  ++output_counts_[token];
+  const auto it = std::lower_bound(output_tokens_.begin(), output_tokens_.end(), token);
+  const auto at = it - output_tokens_.begin();
+  if (it != output_tokens_.end() && *it == token) {
+    ++output_counts_[static_cast<size_t>(at)];
+  } else {
+    output_tokens_.insert(it, token);
+    output_counts_.insert(output_counts_.begin() + at, 1);
+  }
   ++num_generated_;
 }
 
 int32_t Sampler::sample(std::span<float> logits) {
-  process(logits);
-  int32_t token = candidates_.front();
-  if (!params_.greedy()) {
-    softmax_candidates(logits);
-    token = draw();
-  }
+  const int32_t token = row_.sample(logits, row_sampling());
   record(token);
   return token;
 }

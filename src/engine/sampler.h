@@ -1,15 +1,19 @@
 // Token sampling for one sequence: what an OpenAI request asks for (penalties,
 // temperature, top-k, top-p, min-p, seed), applied in vLLM's order and checked
-// against transformers' logits processors (tests/cpp/test_sampler.cpp).
+// against transformers' logits processors (tests/cpp/test_sampler.cpp). The
+// row math is backend/sampling.h, shared with the backends' sample_rows op:
+// this class keeps a request's state (its prompt and output tokens for the
+// penalties, its seed and how many tokens it drew) and describes its next draw
+// as a backend::RowSampling, which a backend may sample where the logits are.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include "backend/sampling.h"
 
 namespace fp8lm::engine {
 
@@ -23,7 +27,9 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // 1 = off; prompt and output tokens (HF/vLLM)
   float presence_penalty = 0.0f;    // 0 = off; output tokens only (OpenAI)
   float frequency_penalty = 0.0f;   // 0 = off; output tokens only (OpenAI)
-  std::optional<uint64_t> seed;     // same seed => same tokens
+  // Same seed => same tokens: the uniform of the n-th token drawn is
+  // backend::sampling_uniform(seed, n), whatever the batch. Unset: a random seed.
+  std::optional<uint64_t> seed;
   int32_t max_tokens = 16;          // OpenAI's default
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;    // stop strings (see StopChecker)
@@ -70,34 +76,29 @@ class Sampler {
   std::vector<float> probabilities(std::span<float> logits);
 
   // Records a token generated without sample() (e.g. one forced by the
-  // engine) so that the penalties see it.
+  // engine, or one a backend sampled from row_sampling()) so that the
+  // penalties and the draw counter see it.
   void accept(int32_t token) { record(token); }
+
+  // The next draw as the row math takes it: the parameters, the penalty
+  // inputs (spans into this sampler, valid until the next sample()/accept())
+  // and the uniform of draw num_generated().
+  backend::RowSampling row_sampling() const;
 
   const SamplingParams& params() const { return params_; }
   int32_t num_generated() const { return num_generated_; }
 
  private:
-  void apply_penalties(std::span<float> logits) const;
-  void collect_candidates(std::span<const float> logits);
-  void filter_top_k(std::span<float> logits);
-  void filter_top_p(std::span<float> logits);
-  void filter_min_p(std::span<float> logits);
-  void keep_only(std::span<float> logits, std::vector<int32_t> kept);
-  void softmax_candidates(std::span<const float> logits);
-  int32_t draw();
   void record(int32_t token);
 
   SamplingParams params_;
-  std::vector<int32_t> prompt_unique_;                  // sorted, for the repetition penalty
-  std::unordered_map<int32_t, int32_t> output_counts_;  // token -> times generated
+  uint64_t seed_ = 0;                   // params_.seed, or a random one
+  std::vector<int32_t> prompt_unique_;  // sorted, for the repetition penalty
+  std::vector<int32_t> output_tokens_;  // distinct generated tokens, sorted
+  std::vector<int32_t> output_counts_;  // times each was generated
   int32_t num_generated_ = 0;
-  std::mt19937_64 rng_;
-  // Scratch reused across calls (no allocation per token once warm):
-  std::vector<int32_t> candidates_;  // ids still in play, any order
-  std::vector<float> probs_;         // softmax over candidates_, same order
-  std::vector<int32_t> order_;       // partial sorts
-  std::vector<float> raw_;           // raw logits kept for logprobs
-  std::vector<uint8_t> keep_;        // top-p survivors
+  backend::RowSampler row_;             // scratch of the row math
+  std::vector<float> raw_;              // raw logits kept for logprobs
 };
 
 // Log-softmax of raw logits (computed in double): one token's value, and the

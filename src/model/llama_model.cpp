@@ -77,6 +77,18 @@ void LlamaModel::forward_greedy(std::span<const SequenceInput> batch, backend::K
   ops_.argmax_rows(out, tokens);
 }
 
+void LlamaModel::forward_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
+                                std::span<const backend::RowSampling> rows, std::vector<int32_t>& tokens) {
+  size_t logit_rows = 0;
+  for (const SequenceInput& s : batch) logit_rows += s.all_logits ? s.tokens.size() : 1;
+  if (rows.size() != logit_rows)
+    throw Error("model: the step has " + std::to_string(logit_rows) + " logits rows, but " +
+                std::to_string(rows.size()) + " sampling descriptions were given");
+  const backend::Tensor out = run_step(batch, cache);
+  tokens.resize(size_t(out.rows));
+  ops_.sample_rows(out, rows, tokens);
+}
+
 backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backend::KvCache& cache) {
   const ModelConfig& c = config_;
   const int block_size = cache.shape().block_size;
@@ -162,17 +174,20 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   backend::Tensor up = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, c.intermediate_size);
   const auto eps = float(c.rms_norm_eps);
 
+  // Each norm and SiLU·mul names the fused linear that reads its output next, so that a
+  // backend may quantize that input in the same pass (Ops::rms_norm's `next`).
   ops_.embedding(*embedding_, h);
-  ops_.rms_norm(h, *layers_[0].input_norm, eps, x);
+  ops_.rms_norm(h, *layers_[0].input_norm, eps, x, layers_[0].qkv.get());
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     Layer& l = layers_[size_t(i)];
     // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of x = norm(h).
     observe(i, LinearInput::kQkv, x);
     if (l.qkv) {
       ops_.linear(x, *l.qkv, qkv);
-      // Split, q/k norm and RoPE as one op: one kernel where the backend fuses them.
+      // Split, q/k norm, RoPE and the K/V cache store as one op: one kernel where the
+      // backend fuses them (attention() below then only attends).
       ops_.split_norm_rope_qkv(qkv, q, k, v, hd, c.qk_norm ? l.q_norm.get() : nullptr,
-                               c.qk_norm ? l.k_norm.get() : nullptr, eps, rope_);
+                               c.qk_norm ? l.k_norm.get() : nullptr, eps, rope_, &cache, i);
     } else {
       ops_.linear(x, *l.q, q);
       ops_.linear(x, *l.k, k);
@@ -196,11 +211,11 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);
     // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h).
-    ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x);
+    ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x, l.gate_up.get());
     observe(i, LinearInput::kGateUp, x);
     if (l.gate_up) {
       ops_.linear(x, *l.gate_up, gate_up);
-      ops_.silu_mul_fused(gate_up, act);
+      ops_.silu_mul_fused(gate_up, act, l.down.get());
     } else {
       ops_.linear(x, *l.gate, gate);
       ops_.linear(x, *l.up, up);
@@ -208,14 +223,18 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     }
     observe(i, LinearInput::kDown, act);
     ops_.linear(act, *l.down, proj);
-    if (i + 1 < c.num_hidden_layers) ops_.add_rms_norm(h, proj, *layers_[size_t(i) + 1].input_norm, eps, x);
-    else ops_.add(h, proj);
+    if (i + 1 < c.num_hidden_layers) {
+      const Layer& next = layers_[size_t(i) + 1];
+      ops_.add_rms_norm(h, proj, *next.input_norm, eps, x, next.qkv.get());
+    } else {
+      ops_.add(h, proj);
+    }
   }
   backend::Tensor last = ops_.alloc(logit_rows, hidden);
   ops_.gather_rows(h, last);
   backend::Tensor normed = ops_.alloc(last.rows, hidden);
-  ops_.rms_norm(last, *final_norm_, eps, normed);
   backend::Tensor out = ops_.alloc(last.rows, c.vocab_size);
+  ops_.rms_norm(last, *final_norm_, eps, normed, lm_head_.get());
   ops_.linear(normed, *lm_head_, out);
   return out;
 }

@@ -71,6 +71,13 @@ class LlamaModel {
   // never leave the backend (on a GPU: rows int32 values instead of rows × vocab).
   void forward_greedy(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<int32_t>& tokens);
 
+  // The same step with any sampling where the logits are: `tokens` receives
+  // the token each logits row draws as rows[r] says (backend::Ops::sample_rows;
+  // one description per logits row, greedy rows included), and only those
+  // tokens leave the backend.
+  void forward_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
+                      std::span<const backend::RowSampling> rows, std::vector<int32_t>& tokens);
+
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 

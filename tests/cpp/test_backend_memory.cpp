@@ -37,8 +37,8 @@ class FixedMemoryOps final : public Ops {
   void reset_scratch() override { unused(); }
   void begin_step(const StepInputs&) override { unused(); }
   void embedding(const Weight&, Tensor) override { unused(); }
-  void rms_norm(Tensor, const Weight&, float, Tensor) override { unused(); }
-  void add_rms_norm(Tensor, Tensor, const Weight&, float, Tensor) override { unused(); }
+  void rms_norm(Tensor, const Weight&, float, Tensor, const Weight*) override { unused(); }
+  void add_rms_norm(Tensor, Tensor, const Weight&, float, Tensor, const Weight*) override { unused(); }
   void head_rms_norm(Tensor, int64_t, const Weight&, float) override { unused(); }
   void add(Tensor, Tensor) override { unused(); }
   void linear(Tensor, const Weight&, Tensor) override { unused(); }

@@ -129,6 +129,61 @@ TEST_P(EngineBatching, PreemptionByRecomputationKeepsTokens) {
 INSTANTIATE_TEST_SUITE_P(Shipped, EngineBatching, testing::Values("", "fp8"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param.empty() ? "bf16" : "fp8"; });
 
+// Sampling on the backend (Ops::sample_rows: every step without a logprobs
+// row) draws each request's tokens from its seed and draw index alone: every
+// filter and penalty, alone in an engine, in a batch of others, and through
+// engine::generate (the host sampler on copied logits) give the same tokens.
+TEST(EngineBatchingShipped, SampledOnTheBackendAloneEqualsInABatchEqualsGenerate) {
+  auto rt = load_shipped("");
+  std::mt19937_64 rng(777);
+  std::uniform_int_distribution<int32_t> pick(100, int32_t(rt->config().vocab_size) - 1);
+  std::vector<Case> cases;
+  for (int i = 0; i < 8; ++i) {
+    Case c;
+    c.prompt.resize(size_t(3 + 5 * i));
+    for (int32_t& t : c.prompt) t = pick(rng);
+    c.params.max_tokens = 12;
+    c.params.ignore_eos = true;
+    c.params.seed = 50 + uint64_t(i);
+    c.params.temperature = i == 7 ? 0.0f : 0.7f + 0.1f * float(i);
+    if (i % 2 == 1) c.params.top_k = 20 + i;
+    if (i % 3 == 0) c.params.top_p = 0.85f;
+    if (i >= 4) c.params.min_p = 0.05f;
+    if (i >= 2) {
+      c.params.repetition_penalty = 1.15f;
+      c.params.frequency_penalty = 0.4f;
+      c.params.presence_penalty = 0.2f;
+    }
+    cases.push_back(std::move(c));
+  }
+  std::vector<engine::GenerationResult> alone_generate;
+  std::vector<std::vector<int32_t>> alone_engine;
+  for (const Case& c : cases) {
+    alone_generate.push_back(engine::generate(*rt, c.prompt, c.params));
+    engine::Engine eng(*rt);
+    eng.add_request({c.prompt, c.params, {}});
+    alone_engine.push_back(eng.run_to_completion().at(0).tokens);
+  }
+  rt->ops().clear_op_profile();
+  ASSERT_TRUE(rt->ops().set_op_profiling(true));
+  engine::Engine eng(*rt, engine::SchedulerConfig{/*max_num_batched_tokens=*/24, /*max_num_seqs=*/5});
+  // Request 3 asks for logprobs: the steps where it samples take the host path
+  // for every row, so the others mix both paths and must not notice.
+  for (size_t i = 0; i < cases.size(); ++i) eng.add_request({cases[i].prompt, cases[i].params, {}, i == 3 ? 2 : -1});
+  const std::vector<engine::Completion> batched = eng.run_to_completion();
+  int64_t device_draws = 0;
+  for (const backend::OpProfileEntry& e : rt->ops().op_profile())
+    if (e.op == "sample_rows") device_draws += e.calls;
+  rt->ops().set_op_profiling(false);
+  EXPECT_GT(device_draws, 0) << "the engine never sampled on the backend";
+  ASSERT_EQ(batched.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(alone_engine[i], alone_generate[i].tokens);
+    EXPECT_EQ(batched[i].tokens, alone_generate[i].tokens);
+  }
+}
+
 engine::SamplingParams greedy(int32_t n) {
   engine::SamplingParams p;
   p.temperature = 0.0f;

@@ -46,8 +46,10 @@ class HostSplitOps final : public backend::Ops {
   void reset_scratch() override { cpu_.reset_scratch(); }
   void begin_step(const backend::StepInputs& step) override { cpu_.begin_step(step); }
   void embedding(const Weight& table, Tensor out) override { cpu_.embedding(table, out); }
-  void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) override { cpu_.rms_norm(x, w, eps, out); }
-  void add_rms_norm(Tensor h, Tensor d, const Weight& w, float eps, Tensor out) override {
+  void rms_norm(Tensor x, const Weight& w, float eps, Tensor out, const Weight*) override {
+    cpu_.rms_norm(x, w, eps, out);
+  }
+  void add_rms_norm(Tensor h, Tensor d, const Weight& w, float eps, Tensor out, const Weight*) override {
     cpu_.add_rms_norm(h, d, w, eps, out);
   }
   void head_rms_norm(Tensor x, int64_t hd, const Weight& w, float eps) override { cpu_.head_rms_norm(x, hd, w, eps); }

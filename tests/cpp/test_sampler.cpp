@@ -282,6 +282,55 @@ TEST(SamplerSeeds, SameSeedSameTokensDifferentSeedDifferentTokens) {
   EXPECT_NE(draw_many(p, logits, 200), draw_many(p, logits, 200));
 }
 
+// The n-th draw's uniform is the n-th SplitMix64 output of the seed (the
+// well-known first output from seed 0 pins the stream), whatever came before.
+TEST(SamplerSeeds, UniformIsSplitMix64OfSeedAndDrawIndex) {
+  EXPECT_EQ(splitmix(0, 0), 0xE220A8397B1DCDAFull);
+  for (const uint64_t seed : {uint64_t{0}, uint64_t{42}, ~uint64_t{0}})
+    for (const uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{1000}}) {
+      const double u = backend::sampling_uniform(seed, n);
+      EXPECT_EQ(u, static_cast<double>(splitmix(seed, n) >> 11) * 0x1p-53);
+      EXPECT_GE(u, 0.0);
+      EXPECT_LT(u, 1.0);
+    }
+  SamplingParams p;
+  p.seed = 9;
+  Sampler a(p, {}), b(p, {});
+  std::vector<float> x(50, 0.0f), y(50, 1.0f);
+  a.sample(x);  // different logits and tokens before …
+  b.accept(3);
+  EXPECT_EQ(a.row_sampling().uniform, b.row_sampling().uniform);  // … the same second draw
+  EXPECT_EQ(a.row_sampling().uniform, backend::sampling_uniform(9, 1));
+}
+
+// What the engine hands a backend (row_sampling, then accept) draws what
+// sample() draws: penalties, filters and seed included, token after token.
+TEST(SamplerSeeds, RowSamplingDrawsWhatSampleDraws) {
+  std::vector<float> logits(300);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 37) % 101) * 0.05f;
+  const std::vector<int32_t> prompt = {5, 7, 7, 250, 3};
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 60;
+  p.top_p = 0.9f;
+  p.min_p = 0.02f;
+  p.repetition_penalty = 1.2f;
+  p.frequency_penalty = 0.3f;
+  p.presence_penalty = 0.1f;
+  p.seed = 77;
+  Sampler host(p, prompt), device(p, prompt);
+  backend::RowSampler row_math;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<float> a = logits, b = logits;
+    const int32_t want = host.sample(a);
+    const backend::RowSampling row = device.row_sampling();
+    ASSERT_TRUE(std::is_sorted(row.output_tokens.begin(), row.output_tokens.end()));
+    const int32_t got = row_math.sample(b, row);
+    device.accept(got);
+    ASSERT_EQ(got, want) << "draw " << i;
+  }
+}
+
 // Pearson's chi-square of observed counts against expected probabilities.
 double chi_square(const std::vector<int64_t>& counts, const std::vector<float>& probs, int64_t n) {
   double chi = 0.0;

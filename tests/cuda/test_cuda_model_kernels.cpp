@@ -78,6 +78,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_kernels.h"
 #include "backend/cuda/model_kernels.h"
+#include "backend/cuda/paged_attention.h"
 #include "backend/cuda/qkv_rope_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
@@ -1131,6 +1132,90 @@ TEST(CudaModelKernels, SplitNormRopeQkvMatchesThreeKernels) {
       expect_same_bits(what + " k", k.download(), k3.download(), kw);
       expect_same_bits(what + " v", v.download(), v3.download(), kw);
       expect_same_bits(what + " qkv (input, unchanged)", d_qkv.download(), qkv, ld);
+    }
+  }
+}
+
+// With a KV store, the fused kernel leaves the cache exactly as split_norm_rope_qkv followed
+// by store_kv does (the reference: the store kernel the attention tests check against the CPU
+// cache), for every cache element type; a position past its block table row is skipped by both;
+// unaligned k and v (offset 1), which store_kv's layout cannot take, are refused before any launch.
+TEST(CudaModelKernels, SplitNormRopeQkvStoresKvAsStoreKv) {
+  REQUIRE_HOPPER();
+  using backend::KvElement;
+  auto rng = make_rng();
+  constexpr int kBlockSize = 16, kBlocksPerSeq = 4;
+  for (const QkvCase& qc : qkv_cases()) {
+    const RopeTable table(qc.config);
+    const int64_t hd = table.rotary_dim(), qw = qc.nq * hd, kw = qc.nk * hd, ld = qw + 2 * kw;
+    if (hd % 8 != 0 || hd > 256) continue;  // the cache's head_dim: a multiple of 8 up to 256
+    DeviceArray<float> inv(table.inv_freq().size()), d_wq(static_cast<size_t>(hd)), d_wk(static_cast<size_t>(hd));
+    inv.upload(table.inv_freq());
+    d_wq.upload(random_weights(rng, hd));
+    d_wk.upload(random_weights(rng, hd));
+    const float* wq = qc.norm ? d_wq.ptr() : nullptr;
+    const float* wk = qc.norm ? d_wk.ptr() : nullptr;
+    for (int64_t rows : {1, 3, 33}) {
+      // Row r is sequence r; its blocks a shuffled share of the cache; the last row of three
+      // or more sits one position past its table (skipped).
+      const int64_t blocks = rows * kBlocksPerSeq;
+      std::vector<int32_t> tables(static_cast<size_t>(blocks));
+      for (int64_t b = 0; b < blocks; ++b) tables[size_t(b)] = int32_t(b);
+      std::shuffle(tables.begin(), tables.end(), rng);
+      std::uniform_int_distribution<int32_t> pick(0, kBlocksPerSeq * kBlockSize - 1);
+      std::vector<int32_t> pos(static_cast<size_t>(rows)), seq(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = pick(rng), seq[size_t(r)] = int32_t(r);
+      if (rows >= 3) pos.back() = kBlocksPerSeq * kBlockSize;
+      DeviceArray<int32_t> d_pos(pos.size()), d_seq(seq.size()), d_tables(tables.size());
+      d_pos.upload(pos);
+      d_seq.upload(seq);
+      d_tables.upload(tables);
+      cuda::DeviceAttentionBatch batch;
+      batch.num_seqs = int(rows);
+      batch.num_rows = rows;
+      batch.row_seq = d_seq.ptr();
+      batch.row_position = d_pos.ptr();
+      batch.block_tables = d_tables.ptr();
+      batch.max_blocks_per_seq = kBlocksPerSeq;
+      const std::vector<uint16_t> qkv = random_bf16(rng, rows, ld, true);
+      const size_t off = qc.offset;
+      Bf16Array d_qkv(qkv.size(), off);
+      d_qkv.upload(qkv);
+      for (const KvElement e : {KvElement::kBF16, KvElement::kF32, KvElement::kE4M3, KvElement::kE5M2}) {
+        const size_t bytes = size_t(blocks * qc.nk * kBlockSize * hd) * element_bytes(e);
+        // Both caches start from the same random bytes, so that skipped slots are seen unchanged.
+        std::vector<uint8_t> init(bytes);
+        for (auto& b : init) b = uint8_t(rng());
+        DeviceArray<uint8_t> k_ref(bytes), v_ref(bytes), k_cache(bytes), v_cache(bytes);
+        for (auto* a : {&k_ref, &v_ref, &k_cache, &v_cache}) {
+          a->upload(init);
+        }
+        const float k_scale = e == KvElement::kE4M3 ? 0.0125f : 0.5f, v_scale = e == KvElement::kE4M3 ? 0.02f : 0.25f;
+        const cuda::DeviceKvLayer ref_layer{k_ref.ptr(), v_ref.ptr(), e, k_scale, v_scale};
+        const cuda::DeviceKvLayer layer{k_cache.ptr(), v_cache.ptr(), e, k_scale, v_scale};
+        Bf16Array q3(size_t(rows * qw), off), k3(size_t(rows * kw), off), v3(size_t(rows * kw), off);
+        cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q3), bf(k3), bf(v3), wq, wk, 1e-6f, d_pos.ptr(),
+                                  inv.ptr(), table.attention_factor(), nullptr);
+        cuda::store_kv(bf(k3), bf(v3), batch, int(qc.nk), hd, kBlockSize, ref_layer, nullptr);
+        Bf16Array q(size_t(rows * qw), off), k(size_t(rows * kw), off), v(size_t(rows * kw), off);
+        const cuda::KvStore store{&batch, int(qc.nk), kBlockSize, layer};
+        if (off != 0) {  // store_kv's layout needs aligned k and v: refused before any launch
+          EXPECT_THROW(cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q), bf(k), bf(v), wq, wk, 1e-6f,
+                                                 d_pos.ptr(), inv.ptr(), table.attention_factor(), nullptr, &store),
+                       Error);
+          continue;
+        }
+        cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q), bf(k), bf(v), wq, wk, 1e-6f, d_pos.ptr(),
+                                  inv.ptr(), table.attention_factor(), nullptr, &store);
+        sync();
+        const std::string what = qc.name + " rows " + std::to_string(rows) + " cache " + std::to_string(int(e));
+        expect_same_bits(what + " q", q.download(), q3.download(), qw);
+        expect_same_bits(what + " k", k.download(), k3.download(), kw);
+        expect_same_bits(what + " v", v.download(), v3.download(), kw);
+        EXPECT_TRUE(k_cache.download() == k_ref.download()) << what << ": K cache differs from store_kv's";
+        EXPECT_TRUE(v_cache.download() == v_ref.download()) << what << ": V cache differs from store_kv's";
+        EXPECT_FALSE(k_ref.download() == init) << what << ": nothing was stored";
+      }
     }
   }
 }

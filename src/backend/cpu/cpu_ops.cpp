@@ -171,7 +171,8 @@ void CpuOps::embedding(const backend::Weight& table, std::span<const int32_t> id
   }
 }
 
-void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) {
+void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out,
+                      const backend::Weight* /*next: the CPU linear reads float activations*/) {
   const OpClock clock(*this, "rms_norm");
   const std::vector<float>& g = as<VectorWeight>(w, "norm weight").v;
   require_shape(out, x.rows, x.cols, "rms_norm");
@@ -180,7 +181,7 @@ void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, ba
 }
 
 void CpuOps::add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
-                          backend::Tensor out) {
+                          backend::Tensor out, const backend::Weight* /*next*/) {
   const OpClock clock(*this, "add_rms_norm");
   add(h, delta);
   rms_norm(h, w, eps, out);
@@ -288,6 +289,19 @@ void CpuOps::argmax_rows(backend::Tensor x, std::span<int32_t> out) {
     for (int64_t i = 0; i < x.cols; ++i)
       if (!std::isnan(row[i]) && (best < 0 || row[i] > row[best])) best = int32_t(i);
     out[size_t(r)] = best;
+  }
+}
+
+void CpuOps::sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows,
+                         std::span<int32_t> tokens) {
+  const OpClock clock(*this, "sample_rows");
+  if (rows.size() != size_t(logits.rows) || tokens.size() != size_t(logits.rows))
+    throw Error("cpu ops: sample_rows of " + std::to_string(logits.rows) + " rows given " +
+                std::to_string(rows.size()) + " row descriptions and " + std::to_string(tokens.size()) + " outputs");
+  for (int64_t r = 0; r < logits.rows; ++r) {
+    const float* row = f32(logits) + r * logits.cols;
+    sample_row_.assign(row, row + logits.cols);
+    tokens[size_t(r)] = row_sampler_.sample(sample_row_, rows[size_t(r)]);
   }
 }
 

@@ -41,9 +41,10 @@ class CpuOps final : public backend::Ops {
   bool pads_decode_batches() const override { return pad_decode_batches_; }
 
   void embedding(const backend::Weight& table, backend::Tensor out) override { embedding(table, step_.ids, out); }
-  void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;
+  void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out,
+                const backend::Weight* next = nullptr) override;
   void add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
-                    backend::Tensor out) override;
+                    backend::Tensor out, const backend::Weight* next = nullptr) override;
   void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
   void add(backend::Tensor acc, backend::Tensor x) override;
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
@@ -56,6 +57,9 @@ class CpuOps final : public backend::Ops {
   void gather_rows(backend::Tensor x, backend::Tensor out) override { gather_rows(x, step_.logit_rows, out); }
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
+  // The row math (backend/sampling.h) on a copy of each row, one row at a time.
+  void sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows,
+                   std::span<int32_t> tokens) override;
 
   // Each op's wall time (steady_clock), per step kind and op.
   bool set_op_profiling(bool on) override {
@@ -80,6 +84,8 @@ class CpuOps final : public backend::Ops {
   KernelChoice kernels_;
   bool pad_decode_batches_ = false;
   std::vector<std::vector<float>> scratch_;
+  backend::RowSampler row_sampler_;  // sample_rows' scratch
+  std::vector<float> sample_row_;    // the row it works on
   size_t next_scratch_ = 0;
 
   // Times one op while profiling; only the outermost (add_rms_norm calls add

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -183,6 +184,25 @@ struct CudaOps::Impl {
   size_t meta_capacity = 0;      // int32 elements
   backend::StepInputs step;
   DeviceAttentionBatch batch;
+  // K/V that split_norm_rope_qkv already stored into the cache (its store_into): attention()
+  // of that layer with those tensors skips store_kv. Cleared by begin_step and by attention.
+  struct StoredKv {
+    int layer = -1;
+    const void* k = nullptr;
+    const void* v = nullptr;
+  } stored_kv;
+  // Activations a producer (rms_norm, add_rms_norm, silu_mul_fused given `next`) already
+  // quantized for the W8A8 linear that reads them next: linear(x, *next) takes these codes and
+  // scales instead of quantizing x again. They sit on top of the scratch arena (between the
+  // marks), and the linear gives them back. Cleared by begin_step, reset_scratch and linear.
+  struct Prequantized {
+    const void* x = nullptr;
+    const backend::Weight* next = nullptr;
+    int64_t rows = 0;
+    uint8_t* codes = nullptr;
+    float* scales = nullptr;
+    ScratchArena::Mark before{}, after{};
+  } prequantized;
   const int32_t* d_ids = nullptr;
   const int32_t* d_logit_rows = nullptr;
   int64_t context_bucket = 0;
@@ -521,11 +541,16 @@ backend::Tensor CudaOps::alloc(int64_t rows, int64_t cols) {
   return {impl_->take(size_t(rows * cols) * sizeof(bf16)), rows, cols};
 }
 
-void CudaOps::reset_scratch() { impl_->scratch.reset(); }
+void CudaOps::reset_scratch() {
+  impl_->scratch.reset();
+  impl_->prequantized = {};
+}
 
 void CudaOps::begin_step(const backend::StepInputs& st) {
   Impl& m = *impl_;
   m.step = st;
+  m.stored_kv = {};
+  m.prequantized = {};
   const auto rows = int64_t(st.ids.size());
   const auto seqs = int64_t(st.sequences.size());
   if (int64_t(st.positions.size()) != rows) throw Error("cuda ops: one position per row is needed");
@@ -650,21 +675,35 @@ void CudaOps::embedding(const backend::Weight& table, Tensor out) {
     embedding_bf16(e.table.as<bf16>(), impl_->d_ids, out.rows, e.dim, B(out), impl_->stream, e.vocab);
 }
 
-void CudaOps::rms_norm(Tensor x, const backend::Weight& w, float eps, Tensor out) {
+namespace {
+
+// Where `next` is a W8A8 linear that would quantize `out` with a kernel of its own (not the
+// GEMV that quantizes while staging, not a dynamic per-tensor scale: two passes), the
+// quantization the producer of `out` runs as well — its codes and scales taken from the top of
+// the arena and recorded for linear() — else nothing.
+std::optional<RowQuantOutput> prequantize_for(CudaOps::Impl& m, const backend::Weight* next, Tensor out);
+
+}  // namespace
+
+void CudaOps::rms_norm(Tensor x, const backend::Weight& w, float eps, Tensor out, const backend::Weight* next) {
   OpTimer timer(*impl_, "rms_norm", x.rows);
   const VectorWeight& g = as<VectorWeight>(w, "norm weight");
   require_shape(out, x.rows, x.cols, "rms_norm");
   if (g.size != x.cols) throw Error("cuda ops: rms_norm weight size does not match the row width");
-  cuda::rms_norm(B(x), g.values.as<float>(), eps, x.rows, x.cols, B(out), impl_->stream);
+  const std::optional<RowQuantOutput> q = prequantize_for(*impl_, next, out);
+  cuda::rms_norm(B(x), g.values.as<float>(), eps, x.rows, x.cols, B(out), impl_->stream, q ? &*q : nullptr);
 }
 
-void CudaOps::add_rms_norm(Tensor h, Tensor delta, const backend::Weight& w, float eps, Tensor out) {
+void CudaOps::add_rms_norm(Tensor h, Tensor delta, const backend::Weight& w, float eps, Tensor out,
+                           const backend::Weight* next) {
   OpTimer timer(*impl_, "add_rms_norm", h.rows);
   const VectorWeight& g = as<VectorWeight>(w, "norm weight");
   require_shape(delta, h.rows, h.cols, "add_rms_norm");
   require_shape(out, h.rows, h.cols, "add_rms_norm");
   if (g.size != h.cols) throw Error("cuda ops: rms_norm weight size does not match the row width");
-  cuda::add_rms_norm(B(h), B(delta), g.values.as<float>(), eps, h.rows, h.cols, B(out), impl_->stream);
+  const std::optional<RowQuantOutput> q = prequantize_for(*impl_, next, out);
+  cuda::add_rms_norm(B(h), B(delta), g.values.as<float>(), eps, h.rows, h.cols, B(out), impl_->stream,
+                     q ? &*q : nullptr);
 }
 
 void CudaOps::head_rms_norm(Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {
@@ -700,10 +739,20 @@ void CudaOps::rope_qk(Tensor q, Tensor k, int64_t head_dim, const RopeTable& rop
                 rope.attention_factor(), impl_->stream);
 }
 
+namespace {
+// The CUDA cache behind `cache`, with `layer` checked against it.
+const CudaKvCache& cuda_cache(backend::KvCache& cache, int layer) {
+  auto* c = dynamic_cast<CudaKvCache*>(&cache);
+  if (c == nullptr) throw Error("cuda ops: the KV cache was not made by the CUDA backend");
+  if (layer < 0 || layer >= int(c->layers.size())) throw Error("cuda ops: KV layer out of range");
+  return *c;
+}
+}  // namespace
+
 void CudaOps::split_norm_rope_qkv(Tensor qkv, Tensor q, Tensor k, Tensor v, int64_t head_dim,
                                   const backend::Weight* q_norm, const backend::Weight* k_norm, float eps,
-                                  const RopeTable& rope) {
-  OpTimer timer(*impl_, "split_norm_rope_qkv", qkv.rows);
+                                  const RopeTable& rope, backend::KvCache* store_into, int layer) {
+  OpTimer timer(*impl_, store_into != nullptr ? "split_norm_rope_qkv + store_kv" : "split_norm_rope_qkv", qkv.rows);
   require_shape(q, qkv.rows, q.cols, "split_norm_rope_qkv q");
   require_shape(k, qkv.rows, k.cols, "split_norm_rope_qkv k");
   require_shape(v, qkv.rows, v.cols, "split_norm_rope_qkv v");
@@ -726,9 +775,16 @@ void CudaOps::split_norm_rope_qkv(Tensor qkv, Tensor q, Tensor k, Tensor v, int6
     q_w = gq.values.as<float>();
     k_w = gk.values.as<float>();
   }
+  Impl& m = *impl_;
+  KvStore store;
+  if (store_into != nullptr) {
+    const CudaKvCache& c = cuda_cache(*store_into, layer);
+    store = {&m.batch, int(k.cols / head_dim), c.shape_.block_size, c.layers[size_t(layer)]};
+  }
   cuda::split_norm_rope_qkv(B(qkv), qkv.rows, q.cols, k.cols, v.cols, head_dim, B(q), B(k), B(v), q_w, k_w, eps,
-                            impl_->batch.row_position, rope_inv_freq(*impl_, rope), rope.attention_factor(),
-                            impl_->stream);
+                            m.batch.row_position, rope_inv_freq(m, rope), rope.attention_factor(), m.stream,
+                            store_into != nullptr ? &store : nullptr);
+  if (store_into != nullptr) m.stored_kv = {layer, k.data, v.data};
 }
 
 void CudaOps::silu_mul(Tensor gate, Tensor up, Tensor out) {
@@ -738,9 +794,12 @@ void CudaOps::silu_mul(Tensor gate, Tensor up, Tensor out) {
   cuda::silu_mul(B(gate), B(up), gate.rows * gate.cols, B(out), impl_->stream);
 }
 
-void CudaOps::silu_mul_fused(Tensor gate_up, Tensor out) {
+void CudaOps::silu_mul_fused(Tensor gate_up, Tensor out, const backend::Weight* next) {
   OpTimer timer(*impl_, "silu_mul_fused", out.rows);
   require_shape(gate_up, out.rows, 2 * out.cols, "silu_mul_fused");
+  if (const std::optional<RowQuantOutput> q = prequantize_for(*impl_, next, out))
+    return cuda::silu_mul_fused_quantize(B(gate_up), out.rows, out.cols, B(out), q->q, q->codes, q->scales,
+                                         impl_->stream);
   cuda::silu_mul_fused(B(gate_up), out.rows, out.cols, B(out), impl_->stream);
 }
 
@@ -762,16 +821,16 @@ void CudaOps::split_columns(Tensor x, std::span<const Tensor> parts) {
 
 void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,
                         backend::KvCache& cache, int layer) {
-  auto* c = dynamic_cast<CudaKvCache*>(&cache);
-  if (c == nullptr) throw Error("cuda ops: the KV cache was not made by the CUDA backend");
-  if (layer < 0 || layer >= int(c->layers.size())) throw Error("cuda ops: KV layer out of range");
+  const CudaKvCache* c = &cuda_cache(cache, layer);
   const int64_t kv_width = int64_t(params.num_kv_heads) * params.head_dim;
   require_shape(k, q.rows, kv_width, "attention k");
   require_shape(v, q.rows, kv_width, "attention v");
   require_shape(out, q.rows, int64_t(params.num_heads) * params.head_dim, "attention out");
   Impl& m = *impl_;
   const int bs = c->shape_.block_size;
-  {
+  const bool stored = m.stored_kv.layer == layer && m.stored_kv.k == k.data && m.stored_kv.v == v.data;
+  m.stored_kv = {};
+  if (!stored) {
     OpTimer timer(m, "store_kv", q.rows);
     store_kv(B(k), B(v), m.batch, params.num_kv_heads, params.head_dim, bs, c->layers[size_t(layer)], m.stream);
   }
@@ -811,6 +870,33 @@ void CudaOps::argmax_rows(Tensor x, std::span<int32_t> out) {
 
 // ---- linear ------------------------------------------------------------------------------------
 
+namespace {
+
+std::optional<RowQuantOutput> prequantize_for(CudaOps::Impl& m, const backend::Weight* next, Tensor out) {
+  if (next == nullptr || out.rows == 0) return std::nullopt;
+  const auto* lw = dynamic_cast<const LinearWeight*>(next);
+  if (lw == nullptr || lw->k != out.cols) return std::nullopt;
+  const LinearPlan& p = lw->plan;
+  const int64_t rows = out.rows;
+  // linear()'s own choices: BF16 GEMMs and W8A16 read x as is; the GEMV quantizes small x itself.
+  if (!p.fp8 || p.activation == ActivationQuant::kNone || p.large_rows == LargeRows::kCublasBf16) return std::nullopt;
+  if (rows <= p.gemv_max_rows && rows <= kGemvQuantizeRows) return std::nullopt;
+  if (p.act_quant.static_scale == nullptr && p.act_quant.granularity == Granularity::kTensor) return std::nullopt;
+  CudaOps::Impl::Prequantized pre;
+  pre.before = m.scratch.mark();
+  pre.codes = static_cast<uint8_t*>(m.take(size_t(rows * out.cols)));
+  const int64_t nscales = std::max<int64_t>(p.act_quant.scale_count(rows, out.cols), 1);
+  pre.scales = static_cast<float*>(m.take(size_t(nscales) * sizeof(float)));
+  pre.after = m.scratch.mark();
+  pre.x = out.data;
+  pre.next = next;
+  pre.rows = rows;
+  m.prequantized = pre;
+  return RowQuantOutput{p.act_quant, pre.codes, pre.scales};
+}
+
+}  // namespace
+
 void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const LinearWeight& w = as<LinearWeight>(weight, "linear weight");
   const LinearPlan& p = w.plan;
@@ -821,6 +907,22 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const int64_t m = x.rows;
   if (m == 0) return;
   const bf16* bias = w.bias ? w.bias.as<bf16>() : nullptr;
+  // x quantized for this linear by its producer (prequantize_for), given back to the arena
+  // after the linear's own temporaries (declared first: destroyed last).
+  const Impl::Prequantized pre = im.prequantized.x == x.data && im.prequantized.next == &weight &&
+                                         im.prequantized.rows == m
+                                     ? im.prequantized
+                                     : Impl::Prequantized{};
+  im.prequantized = {};
+  struct GiveBack {
+    ScratchArena& arena;
+    const Impl::Prequantized& pre;
+    ~GiveBack() {
+      const ScratchArena::Mark now = arena.mark();
+      if (pre.codes != nullptr && now.chunk == pre.after.chunk && now.offset == pre.after.offset)
+        arena.release(pre.before);
+    }
+  } give_back{im.scratch, pre};
   const Impl::TempScope temps(im.scratch);
   // The label (a few string operations) only when profiling: linear is the hot path.
   OpTimer timer(im,
@@ -890,7 +992,10 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   // W8A8: quantize the activations as the scheme says, then GEMV or GEMM; W8A16 reads x as is.
   const uint8_t* codes = nullptr;
   const float* x_scales = nullptr;
-  if (p.activation != ActivationQuant::kNone) {
+  if (p.activation != ActivationQuant::kNone && pre.codes != nullptr) {
+    codes = pre.codes;
+    x_scales = p.act_quant.static_scale != nullptr ? p.act_quant.static_scale : pre.scales;
+  } else if (p.activation != ActivationQuant::kNone) {
     auto* out_codes = static_cast<uint8_t*>(im.take(size_t(m * w.k)));
     const int64_t nscales = std::max<int64_t>(p.act_quant.scale_count(m, w.k), 1);
     auto* scales = static_cast<float*>(im.take(size_t(nscales) * sizeof(float)));

@@ -80,9 +80,10 @@ class CudaOps final : public backend::Ops {
   bool pads_decode_batches() const override;
 
   void embedding(const backend::Weight& table, backend::Tensor out) override;
-  void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out) override;
+  void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out,
+                const backend::Weight* next = nullptr) override;
   void add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
-                    backend::Tensor out) override;
+                    backend::Tensor out, const backend::Weight* next = nullptr) override;
   void head_rms_norm(backend::Tensor x, int64_t head_dim, const backend::Weight& w, float eps) override;
   void add(backend::Tensor acc, backend::Tensor x) override;
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
@@ -90,15 +91,19 @@ class CudaOps final : public backend::Ops {
   // One kernel (qkv_rope_kernels.h) for split_columns + head_rms_norm ×2 + rope_qk, the same bits.
   void split_norm_rope_qkv(backend::Tensor qkv, backend::Tensor q, backend::Tensor k, backend::Tensor v,
                            int64_t head_dim, const backend::Weight* q_norm, const backend::Weight* k_norm, float eps,
-                           const RopeTable& rope) override;
+                           const RopeTable& rope, backend::KvCache* store_into = nullptr, int layer = -1) override;
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
-  void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out) override;
+  void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out, const backend::Weight* next = nullptr) override;
   void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
                  const backend::AttentionParams& params, backend::KvCache& cache, int layer) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
+  // The sampling kernel (sampling_kernels.h) on its own stream once this
+  // one's work is done; only the tokens come back (cuda_ops_sampling.cpp).
+  void sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows,
+                   std::span<int32_t> tokens) override;
 
   std::optional<backend::MemoryInfo> memory_info() const override;
   uint64_t keep_step_scratch() override;
@@ -123,6 +128,10 @@ class CudaOps final : public backend::Ops {
 
  private:
   std::unique_ptr<Impl> impl_;
+  // sample_rows' stream and buffers, made at its first call (cuda_ops_sampling.cpp;
+  // a shared_ptr, so that it is deleted where its type is complete).
+  struct Sampling;
+  std::shared_ptr<Sampling> sampling_;
 };
 
 }  // namespace fp8lm::cuda

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/fp8_convert.cuh"
+#include "backend/cuda/launch.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {
@@ -26,6 +27,8 @@ __global__ void broadcast_kernel(const float* scale, int64_t m, float* out) {
 }
 
 __global__ void split_kernel(const __nv_bfloat16* x, int64_t rows, int64_t cols, ColumnSplit split) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   const int64_t total = rows * cols;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols;
@@ -58,7 +61,7 @@ void split_columns(const __nv_bfloat16* x, int64_t rows, const ColumnSplit& spli
   int64_t cols = 0;
   for (int i = 0; i < split.count; ++i) cols += split.width[i];
   if (rows <= 0 || cols <= 0) return;
-  split_kernel<<<grid_for(rows * cols), 256, 0, stream>>>(x, rows, cols, split);
+  launch_dependent(split_kernel, grid_for(rows * cols), 256, 0, stream, x, rows, cols, split);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 

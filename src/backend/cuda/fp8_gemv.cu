@@ -16,7 +16,9 @@
 // last block of a row group (a counter, not atomics on data) sums them in split order.
 #include "backend/cuda/fp8_gemv.h"
 
+#include <cuda.h>  // CUtensorMap and its enums (types only: the encoder comes from the runtime)
 #include <cuda_bf16.h>
+#include <cudaTypedefs.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -29,6 +31,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/quantize_device.cuh"
 #include "common/error.h"
 
@@ -70,6 +73,7 @@ struct Params {
   __nv_bfloat16* y;
   float* partial;      // [splits, m, n]
   unsigned* counters;  // [row groups]
+  CUtensorMap w_map;   // the bulk kernel's view of w: [n rows, k bytes], 128 × 128-byte swizzled boxes
 };
 
 constexpr int kWTensor = int(WeightScaleLayout::kTensor);
@@ -520,13 +524,13 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
   };
   // Programmatic dependent launch: the next kernel's blocks may start as ours finish; they
   // wait (griddepcontrol.wait) for our results only where they read activations.
-  asm volatile("griddepcontrol.launch_dependents;");
+  pdl_release();
   // Start the weight stream (weights and their scales are constants) before waiting for the
   // previous kernel and staging the activations. Without a programmatic launch the wait is a no-op.
 #pragma unroll
   for (int s = 0; s < kStages; ++s)
     if (wc0 + s < wc1) load(s, wc0 + s);
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  pdl_wait();
 
   stage_item<kA8>(p, smem, cc0, len, s_tok_scale, s_tok_amax);
   const TileScales<kA8, kMT> ts(p, xs, rowA, rowB, g, t, s_tok_scale);
@@ -583,10 +587,12 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
 
 // ---- The bulk-copy ring kernel ----------------------------------------------------------------
 //
-// The weights reach shared memory through the copy engine (cp.async.bulk, one contiguous
-// row segment per copy) instead of through registers: a producer warp keeps a ring of
-// kBulkStages slabs (kBulkRows rows × kBulkSlabChunks chunks) in flight on mbarriers, and the
-// 8 compute warps (one 16-row tile each) read them from shared memory. More bytes in flight
+// The weights reach shared memory through the tensor-memory accelerator (TMA) instead of
+// through registers: a producer lane keeps a ring of kBulkStages slabs (kBulkRows rows ×
+// kBulkSlabChunks chunks) in flight on mbarriers — one 2-D tensor-map box (128 rows × 128
+// bytes, the 128-byte swizzle) per chunk — and the 8 compute warps (one 16-row tile each) read
+// them from shared memory. (The first form issued one cp.async.bulk of 256 bytes per row, 128
+// per slab, and streamed at 13–21 % of the bandwidth: the copy engine's per-request cost.) More bytes in flight
 // per multiprocessor and no load instructions on the compute warps. The grid is persistent:
 // at most one block per multiprocessor walks the work items (a 128-row group × a K split),
 // and the producer streams the next item's weights while the compute warps finish the
@@ -594,10 +600,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
 // gemv_kernel with row_tiles = 8 and the same K splits: the same bytes.
 constexpr int kBulkRows = kWarps * 16;
 constexpr int kBulkSlabChunks = 2;
-constexpr int kBulkRowPitch = kBulkSlabChunks * kChunk + 64;  // bytes; +64: rows g, g+1 in other banks
-constexpr int kBulkStageBytes = kBulkRows * kBulkRowPitch;
+constexpr int kBulkBoxBytes = kBulkRows * kChunk;  // one tensor-map box: 128 rows × 128 bytes, swizzled
+constexpr int kBulkStageBytes = kBulkSlabChunks * kBulkBoxBytes;
 constexpr int kBulkStages = 4;
-constexpr size_t kBulkRingBytes = size_t(kBulkStages) * kBulkStageBytes;
+constexpr int kBulkAlign = 1024;  // the 128-byte swizzle repeats every 1024 bytes: boxes start on it
+constexpr size_t kBulkRingBytes = size_t(kBulkStages) * kBulkStageBytes + kBulkAlign;  // + the alignment slack
 constexpr size_t kBulkSmemLimit = 226 * 1024;  // 227 KB per block, less the static shared memory
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
@@ -620,11 +627,22 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
+// One box of the weight's tensor map (x: the K byte, y: the row of its first element) into
+// shared memory, completing `bar`'s transaction bytes; rows and bytes past the weight's ends
+// arrive as zeros.
+__device__ __forceinline__ void tma_box(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// The 16 bytes at K offset 16·q (q < 8) of row `r` of a swizzled box: the 128-byte swizzle
+// XORs the 16-byte unit with the row's index mod 8, so the 8 rows g = 0…7 a warp reads at one
+// q fall on 8 different unit slots (every bank once: no conflicts).
+__device__ __forceinline__ const uint4* box_unit(const unsigned char* box, int r, int q) {
+  return reinterpret_cast<const uint4*>(box + r * kChunk + ((q ^ (r & 7)) << 4));
 }
 
 // Work item `item` → its row group and K chunk range.
@@ -638,14 +656,16 @@ struct BulkItem {
 };
 
 template <bool kA8, int kMT, bool kPerBlock>
-__global__ void __launch_bounds__(kThreads + 32, 1) gemv_bulk_kernel(const Params p) {
-  extern __shared__ __align__(128) unsigned char smem[];
+__global__ void __launch_bounds__(kThreads + 32, 1) gemv_bulk_kernel(const __grid_constant__ Params p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // The ring on a 1024-byte boundary (kBulkRingBytes holds the slack), then the activations.
+  unsigned char* smem = smem_raw + ((kBulkAlign - (smem_addr(smem_raw) & (kBulkAlign - 1))) & (kBulkAlign - 1));
   __shared__ __align__(8) uint64_t full[kBulkStages], empty[kBulkStages];
   __shared__ bool s_last;
   __shared__ float s_tok_scale[kMaxGemvRows];
   __shared__ unsigned s_tok_amax[kMaxGemvRows];
   unsigned char* ring = smem;
-  unsigned char* xb = smem + kBulkRingBytes;
+  unsigned char* xb = smem_raw + kBulkRingBytes;
   const uint16_t* xs = reinterpret_cast<const uint16_t*>(xb);
   const float* xsc = reinterpret_cast<const float*>(xb + p.xsc_offset);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -659,30 +679,30 @@ __global__ void __launch_bounds__(kThreads + 32, 1) gemv_bulk_kernel(const Param
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  asm volatile("griddepcontrol.launch_dependents;");
+  pdl_release();
 
   if (warp == kWarps) {  // the producer: weights are constants, so no wait for the kernel before
+    if (lane != 0) return;
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.w_map)) : "memory");
     int i = 0;
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
       const BulkItem it(p, item);
-      const int64_t row0 = int64_t(it.group) * kBulkRows;
-      const int rows = int(min(int64_t(kBulkRows), int64_t(p.n) - row0));
+      const int row0 = it.group * kBulkRows;
       for (int c = it.c0; c < it.c1; c += kBulkSlabChunks, ++i) {
         const int st = i % kBulkStages;
         if (i >= kBulkStages) mbar_wait(empty + st, unsigned((i / kBulkStages - 1) & 1));
-        const int64_t kb = int64_t(c) * kChunk;
-        const unsigned bytes = unsigned(min(int64_t(min(kBulkSlabChunks, it.c1 - c)) * kChunk, p.k - kb));
-        if (lane == 0) mbar_expect_tx(full + st, bytes * unsigned(rows));
-        __syncwarp();
-        for (int r = lane; r < rows; r += 32)
-          bulk_copy(ring + size_t(st) * kBulkStageBytes + size_t(r) * kBulkRowPitch, p.w + (row0 + r) * p.k + kb,
-                    bytes, full + st);
+        const int here = min(kBulkSlabChunks, it.c1 - c);
+        // A box's transaction bytes are the whole box, zeros past the ends included.
+        mbar_expect_tx(full + st, unsigned(here * kBulkBoxBytes));
+        for (int j = 0; j < here; ++j)
+          tma_box(ring + size_t(st) * kBulkStageBytes + size_t(j) * kBulkBoxBytes, &p.w_map, (c + j) * kChunk, row0,
+                  full + st);
       }
     }
     return;
   }
 
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  pdl_wait();
   const int g = lane >> 2, t = lane & 3;
   int i = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
@@ -700,17 +720,16 @@ __global__ void __launch_bounds__(kThreads + 32, 1) gemv_bulk_kernel(const Param
     for (int c = it.c0; c < it.c1; c += kBulkSlabChunks, ++i) {
       const int st = i % kBulkStages;
       mbar_wait(full + st, unsigned((i / kBulkStages) & 1));
-      const unsigned char* slab = ring + size_t(st) * kBulkStageBytes + size_t(warp * 16 + g) * kBulkRowPitch + 16 * t;
+      const unsigned char* slab = ring + size_t(st) * kBulkStageBytes;
       const int here = min(kBulkSlabChunks, it.c1 - c);
+      const int r = warp * 16 + g;  // rows r and r + 8 of the box
       for (int j = 0; j < here; ++j) {
         uint4 w[2][2];
-        const int64_t kpos = int64_t(c + j) * kChunk + 16 * t;
+        const unsigned char* box = slab + size_t(j) * kBulkBoxBytes;
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const bool in = kpos + 64 * u < p.k;  // k % 16 == 0: a piece is wholly in or past the row
-          const unsigned char* q = slab + j * kChunk + 64 * u;
-          w[0][u] = in ? *reinterpret_cast<const uint4*>(q) : make_uint4(0, 0, 0, 0);
-          w[1][u] = in ? *reinterpret_cast<const uint4*>(q + 8 * kBulkRowPitch) : make_uint4(0, 0, 0, 0);
+        for (int u = 0; u < 2; ++u) {  // past k the box holds zeros (the tensor map's fill)
+          w[0][u] = *box_unit(box, r, 4 * u + t);
+          w[1][u] = *box_unit(box, r + 8, 4 * u + t);
         }
         if constexpr (kPerBlock) {
           float acc[kMT][4] = {};
@@ -900,7 +919,7 @@ void launch_kernel(Kernel kernel, std::atomic<uint64_t>& configured, size_t smem
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = p.pdl ? 1 : 0;
+  cfg.numAttrs = p.pdl && pdl_enabled() ? 1 : 0;
   FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
@@ -937,6 +956,37 @@ void launch_mt(const Params& p, dim3 grid, size_t smem, cudaStream_t stream, boo
 // The FP16 (E4M3 activation) path: codes given or made while staging.
 bool fp16_path(const Fp8GemvArgs& a) { return a.x_codes != nullptr || a.quantize_x; }
 bool group_scales(const Fp8GemvArgs& a) { return fp16_path(a) && a.x_layout == ActivationScaleLayout::kGroup128; }
+
+// The driver's tensor-map encoder, through the runtime (no link against the driver library).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    FP8LM_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || f == nullptr)
+      throw Error("fp8_gemv: the CUDA driver has no cuTensorMapEncodeTiled (needed by the bulk plan)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// w [n, k] bytes as the bulk kernel reads it: boxes of kChunk bytes × kBulkRows rows, the
+// 128-byte swizzle, zeros past the ends. Needs k % 16 == 0 and w 16-byte aligned (bulk_possible).
+CUtensorMap weight_tensor_map(const Fp8GemvArgs& a) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cuuint64_t(a.k), cuuint64_t(a.n)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.k)};  // bytes from one row to the next
+  const cuuint32_t box[2] = {cuuint32_t(kChunk), cuuint32_t(kBulkRows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(a.w), dims,
+                                          strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("fp8_gemv: cuTensorMapEncodeTiled refused the weight [" + std::to_string(a.n) + ", " +
+                std::to_string(a.k) + "] (CUresult " + std::to_string(int(r)) + ")");
+  return map;
+}
 
 bool bulk_possible(const Fp8GemvArgs& a) {
   return a.k % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;  // whole 16-byte row segments
@@ -1035,6 +1085,7 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
   const dim3 grid(unsigned(cdiv(a.n, 16 * pl.row_tiles)), unsigned(pl.k_splits));
   const int mt = a.m > 8 ? 2 : 1;
   if (pl.bulk) {
+    p.w_map = weight_tensor_map(a);
     const int blocks = int(std::min<int64_t>(cdiv(a.n, kBulkRows) * pl.k_splits, multiprocessors()));
     const size_t smem = kBulkRingBytes + l.bytes;
     if (a8) {

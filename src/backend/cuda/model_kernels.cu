@@ -40,6 +40,8 @@
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
 #include "backend/cuda/norm_rope_device.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/row_quant_device.cuh"
 #include "common/error.h"
 #include "numerics/silu.h"
 
@@ -95,6 +97,8 @@ struct NormArgs {
   float eps = 0.0f;
   int cols = 0;
   int nv = 0;  // cdiv(cols, 8)
+  bool quant = false;  // the normed rows also quantized (RowQuantOutput; register kernel only)
+  RowParams q;
 };
 
 // The row's values at e0..e0+7; kAdd: bf16(h + delta), also written back to h.
@@ -123,6 +127,8 @@ __device__ __forceinline__ void norm_output(const NormArgs& a, int64_t row, int 
 // The row in registers: VPT vectors of 8 per thread.
 template <int VPT, bool kVec, bool kAdd>
 __global__ void __launch_bounds__(kNormMaxThreads) rms_norm_kernel(NormArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   __shared__ double red[33];
   const int64_t row = blockIdx.x;
   float v[VPT][8];
@@ -144,11 +150,35 @@ __global__ void __launch_bounds__(kNormMaxThreads) rms_norm_kernel(NormArgs a) {
     const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
     if (e0 < a.cols) norm_output<kVec>(a, row, e0, inv, v[i]);
   }
+  if (!a.quant) return;
+  // The row's quantization (row_quant_device.cuh), of the BF16 values just stored: the steps
+  // and the vector layout of quant_kernels' row kernel, so the same codes and scales.
+  extern __shared__ unsigned cells[];
+  for (int c = int(threadIdx.x); c < a.q.ngroups; c += int(blockDim.x)) cells[c] = 0u;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[i][j] = round_bf16(v[i][j]);
+  __syncthreads();
+  if (a.q.mode != RowQuantMode::kStatic) {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) amax_vector<kVec>(v[i], (i * int(blockDim.x) + int(threadIdx.x)) * 8, a.q, cells);
+  }
+  __syncthreads();
+  float s0 = 0.0f;
+  if (!make_scales(row, a.q, cells, s0)) return;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
+    if (e0 < a.cols) store_codes<kVec>(v[i], row, e0, a.q, cells, s0);
+  }
 }
 
 // Long rows: the second pass re-reads the row (add_rms_norm: the h this thread wrote).
 template <bool kVec, bool kAdd>
 __global__ void __launch_bounds__(kNormStreamThreads) rms_norm_streaming_kernel(NormArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   __shared__ double red[33];
   const int64_t row = blockIdx.x;
   double ss = 0.0;
@@ -182,6 +212,8 @@ struct HeadNormArgs {
 
 template <int VPL, bool kVec>
 __global__ void __launch_bounds__(kHeadNormThreads) head_rms_norm_kernel(HeadNormArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   const int g = a.group;
   const int lane = int(threadIdx.x) & (g - 1);
   const int64_t head = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / g;
@@ -244,6 +276,8 @@ struct RopeArgs {
 
 template <bool kVec>
 __global__ void __launch_bounds__(kRopeMaxThreads) rope_kernel(RopeArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   extern __shared__ float cs[];  // cos [half], then sin [half]
   const int64_t row = blockIdx.x;
   const int half = a.half;
@@ -345,6 +379,8 @@ struct ToFloatOp {
 
 template <bool kVec, class Op>
 __global__ void __launch_bounds__(kElementwiseThreads) elementwise_kernel(Op op, int64_t n) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   if constexpr (kVec) {
@@ -363,6 +399,8 @@ __device__ __forceinline__ bool id_ok(int32_t id, int64_t limit) { return id >= 
 template <bool kVec>
 __global__ void __launch_bounds__(kCopyMaxThreads) gather_bf16_kernel(const uint16_t* table, const int32_t* ids,
                                                                      int64_t limit, int dim, uint16_t* out) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   const int64_t r = blockIdx.x;
   const int32_t id = ids[r];
   const bool ok = id_ok(id, limit);
@@ -381,6 +419,8 @@ template <bool kVec, Fp8Format kFormat>
 __global__ void __launch_bounds__(kCopyMaxThreads) embedding_fp8_kernel(const uint8_t* codes, const float* scales,
                                                                        const int32_t* ids, int64_t limit, int dim,
                                                                        uint16_t* out) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   const int64_t r = blockIdx.x;
   const int32_t id = ids[r];
   const bool ok = id_ok(id, limit);
@@ -440,6 +480,8 @@ __device__ __forceinline__ void consider_vector(const uint4& r, int32_t i0, cons
 // Grid: rows × cluster CTAs, clusters of `cluster` CTAs along x, one cluster per row.
 template <typename T>
 __global__ void __launch_bounds__(kArgmaxMaxThreads) argmax_kernel(const T* logits, int cols, int32_t* out) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   constexpr int kEpv = 16 / int(sizeof(T));  // elements per 16-byte vector
   __shared__ float warp_v[32];
   __shared__ int32_t warp_i[32];
@@ -563,8 +605,10 @@ void check_head_dim(const char* op, int64_t head_dim) {
 
 // -- row norms
 
+// Returns false where the rows take the streaming kernel, which does not quantize (a.quant:
+// the caller quantizes out afterwards).
 template <bool kVec, bool kAdd>
-void launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
+bool launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
   // Up to 4 vectors per thread in CTAs of up to 256 threads, then up to 512
   // threads with 4, then 8 (quant_kernels' measurements on the H200: 2 × 256
   // beats 1 × 512, 4 × 448 beats 8 × 224).
@@ -576,24 +620,41 @@ void launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(rows);
   if (detail::model_kernel_tuning().force_streaming_norm || threads > kNormMaxThreads) {
     const int st = std::min(kNormStreamThreads, std::max(32, round_up32(a.nv)));
-    rms_norm_streaming_kernel<kVec, kAdd><<<grid, st, 0, stream>>>(a);
-  } else {
-    switch (vpt) {
-      case 1: rms_norm_kernel<1, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
-      case 2: rms_norm_kernel<2, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
-      case 4: rms_norm_kernel<4, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
-      default: rms_norm_kernel<8, kVec, kAdd><<<grid, threads, 0, stream>>>(a); break;
-    }
+    NormArgs plain = a;
+    plain.quant = false;
+    launch_dependent(rms_norm_streaming_kernel<kVec, kAdd>, grid, st, 0, stream, plain);
+    check_launch();
+    return false;
+  }
+  const size_t smem = a.quant ? size_t(a.q.ngroups) * sizeof(unsigned) : 0;
+  switch (vpt) {
+    case 1: launch_dependent(rms_norm_kernel<1, kVec, kAdd>, grid, threads, smem, stream, a); break;
+    case 2: launch_dependent(rms_norm_kernel<2, kVec, kAdd>, grid, threads, smem, stream, a); break;
+    case 4: launch_dependent(rms_norm_kernel<4, kVec, kAdd>, grid, threads, smem, stream, a); break;
+    default: launch_dependent(rms_norm_kernel<8, kVec, kAdd>, grid, threads, smem, stream, a); break;
   }
   check_launch();
+  return true;
 }
 
+// The norm, and with `quant` the quantization of its output: in the same kernel where the rows
+// take the register kernel, else by the quantization kernel right after (the same bits).
 template <bool kAdd>
-void launch_norm(const NormArgs& a, int64_t rows, cudaStream_t stream) {
+void launch_norm(NormArgs a, int64_t rows, const RowQuantOutput* quant, cudaStream_t stream) {
+  const char* op = kAdd ? "add_rms_norm" : "rms_norm";
+  if (quant != nullptr) {
+    a.q = row_quant_params(op, rows, a.cols, quant->q, quant->codes, quant->scales);
+    a.quant = true;
+  }
   const bool vec = a.cols % 8 == 0 && aligned16(a.x) && aligned16(a.w) && aligned16(a.out) &&
-                   (!kAdd || aligned16(a.delta));
-  if (vec) launch_norm_vec<true, kAdd>(a, rows, stream);
-  else launch_norm_vec<false, kAdd>(a, rows, stream);
+                   (!kAdd || aligned16(a.delta)) && (quant == nullptr || aligned16(quant->codes));
+  const bool fused = vec ? launch_norm_vec<true, kAdd>(a, rows, stream) : launch_norm_vec<false, kAdd>(a, rows, stream);
+  if (quant == nullptr || fused) return;
+  const auto* out = reinterpret_cast<const __nv_bfloat16*>(a.out);
+  if (quant->q.static_scale != nullptr)
+    quantize_fp8_static(out, rows, a.cols, quant->q.static_scale, quant->codes, stream, quant->q.format);
+  else
+    quantize_fp8_dynamic(out, rows, a.cols, quant->q, quant->codes, quant->scales, stream);
 }
 
 // -- head norms
@@ -602,8 +663,8 @@ template <int VPL>
 void launch_head_norm_vpl(const HeadNormArgs& a, bool vec, cudaStream_t stream) {
   const int64_t threads_needed = a.total * a.group;
   const auto grid = static_cast<unsigned>(cdiv(threads_needed, kHeadNormThreads));
-  if (vec) head_rms_norm_kernel<VPL, true><<<grid, kHeadNormThreads, 0, stream>>>(a);
-  else head_rms_norm_kernel<VPL, false><<<grid, kHeadNormThreads, 0, stream>>>(a);
+  if (vec) launch_dependent(head_rms_norm_kernel<VPL, true>, grid, kHeadNormThreads, 0, stream, a);
+  else launch_dependent(head_rms_norm_kernel<VPL, false>, grid, kHeadNormThreads, 0, stream, a);
   check_launch();
 }
 
@@ -675,8 +736,8 @@ void rope_impl(const char* op, __nv_bfloat16* q, int64_t q_cols, int64_t q_ld, _
   const int threads = std::clamp(round_up32(tasks), 32, kRopeMaxThreads);
   const size_t smem = size_t(head_dim) * sizeof(float);
   const auto grid = static_cast<unsigned>(rows);
-  if (vec) rope_kernel<true><<<grid, threads, smem, stream>>>(a);
-  else rope_kernel<false><<<grid, threads, smem, stream>>>(a);
+  if (vec) launch_dependent(rope_kernel<true>, grid, threads, smem, stream, a);
+  else launch_dependent(rope_kernel<false>, grid, threads, smem, stream, a);
   check_launch();
 }
 
@@ -687,8 +748,8 @@ void launch_elementwise(const Op& op, int64_t n, bool vec, cudaStream_t stream) 
   if (n == 0) return;
   const int64_t units = vec ? std::max<int64_t>(n / 8, 1) : n;
   const auto grid = static_cast<unsigned>(std::min<int64_t>(cdiv(units, kElementwiseThreads), 132 * 32));
-  if (vec) elementwise_kernel<true><<<grid, kElementwiseThreads, 0, stream>>>(op, n);
-  else elementwise_kernel<false><<<grid, kElementwiseThreads, 0, stream>>>(op, n);
+  if (vec) launch_dependent(elementwise_kernel<true, Op>, grid, kElementwiseThreads, 0, stream, op, n);
+  else launch_dependent(elementwise_kernel<false, Op>, grid, kElementwiseThreads, 0, stream, op, n);
   check_launch();
 }
 
@@ -714,9 +775,9 @@ void gather_impl(const char* op, const __nv_bfloat16* table, const int32_t* ids,
   const bool vec = cols % 8 == 0 && aligned16(table) && aligned16(out);
   const auto grid = static_cast<unsigned>(rows);
   if (vec)
-    gather_bf16_kernel<true><<<grid, copy_threads(cols / 8), 0, stream>>>(bits(table), ids, limit, int(cols), bits(out));
+    launch_dependent(gather_bf16_kernel<true>, grid, copy_threads(cols / 8), 0, stream, bits(table), ids, limit, int(cols), bits(out));
   else
-    gather_bf16_kernel<false><<<grid, copy_threads(cols), 0, stream>>>(bits(table), ids, limit, int(cols), bits(out));
+    launch_dependent(gather_bf16_kernel<false>, grid, copy_threads(cols), 0, stream, bits(table), ids, limit, int(cols), bits(out));
   check_launch();
 }
 
@@ -774,11 +835,11 @@ void embedding_fp8(const uint8_t* codes, const float* row_scales, Fp8Format form
   uint16_t* o = bits(out);
   const int d = int(dim);
   if (format == Fp8Format::kE4M3) {
-    if (vec) embedding_fp8_kernel<true, Fp8Format::kE4M3><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
-    else embedding_fp8_kernel<false, Fp8Format::kE4M3><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
+    if (vec) launch_dependent(embedding_fp8_kernel<true, Fp8Format::kE4M3>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
+    else launch_dependent(embedding_fp8_kernel<false, Fp8Format::kE4M3>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
   } else {
-    if (vec) embedding_fp8_kernel<true, Fp8Format::kE5M2><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
-    else embedding_fp8_kernel<false, Fp8Format::kE5M2><<<grid, threads, 0, stream>>>(codes, row_scales, ids, vocab, d, o);
+    if (vec) launch_dependent(embedding_fp8_kernel<true, Fp8Format::kE5M2>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
+    else launch_dependent(embedding_fp8_kernel<false, Fp8Format::kE5M2>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
   }
   check_launch();
 }
@@ -789,7 +850,7 @@ void gather_rows(const __nv_bfloat16* x, int64_t cols, const int32_t* rows_idx, 
 }
 
 void rms_norm(const __nv_bfloat16* x, const float* w, float eps, int64_t rows, int64_t cols, __nv_bfloat16* out,
-              cudaStream_t stream) {
+              cudaStream_t stream, const RowQuantOutput* quant) {
   constexpr const char* op = "rms_norm";
   check_shape(op, rows, cols);
   if (rows == 0 || cols == 0) return;
@@ -801,11 +862,11 @@ void rms_norm(const __nv_bfloat16* x, const float* w, float eps, int64_t rows, i
   a.eps = eps;
   a.cols = int(cols);
   a.nv = int(cdiv(cols, 8));
-  launch_norm<false>(a, rows, stream);
+  launch_norm<false>(a, rows, quant, stream);
 }
 
 void add_rms_norm(__nv_bfloat16* h, const __nv_bfloat16* delta, const float* w, float eps, int64_t rows,
-                  int64_t cols, __nv_bfloat16* out, cudaStream_t stream) {
+                  int64_t cols, __nv_bfloat16* out, cudaStream_t stream, const RowQuantOutput* quant) {
   constexpr const char* op = "add_rms_norm";
   check_shape(op, rows, cols);
   if (rows == 0 || cols == 0) return;
@@ -819,7 +880,7 @@ void add_rms_norm(__nv_bfloat16* h, const __nv_bfloat16* delta, const float* w, 
   a.eps = eps;
   a.cols = int(cols);
   a.nv = int(cdiv(cols, 8));
-  launch_norm<true>(a, rows, stream);
+  launch_norm<true>(a, rows, quant, stream);
 }
 
 void head_rms_norm(__nv_bfloat16* x, int64_t rows, int64_t cols, int64_t head_dim, const float* w, float eps,

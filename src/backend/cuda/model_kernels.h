@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "numerics/fp8_format.h"
+#include "backend/cuda/quant_kernels.h"
 
 namespace fp8lm::cuda {
 
@@ -55,13 +56,22 @@ void gather_rows(const __nv_bfloat16* x, int64_t cols, const int32_t* rows_idx, 
 // the reduction is one value per thread, so double costs nothing measurable here.
 // One CTA per row; rows of up to 32,768 are held in registers,
 // longer ones are re-read.
+// With `quant`, the normed rows are also quantized for the FP8 linear that reads them:
+// codes and scales exactly as quantize_fp8_dynamic / quantize_fp8_static of `out`
+// (quant_kernels.h) write them — in the norm kernel itself (no second pass over the
+// activations) wherever the row is held in registers. q: static, per token or per group.
+struct RowQuantOutput {
+  Fp8ActQuant q;
+  uint8_t* codes = nullptr;  // [rows, cols], 16-byte aligned for the fused form
+  float* scales = nullptr;   // q.scale_count(rows, cols) floats (none for static)
+};
 void rms_norm(const __nv_bfloat16* x, const float* w, float eps, int64_t rows, int64_t cols, __nv_bfloat16* out,
-              cudaStream_t stream);
+              cudaStream_t stream, const RowQuantOutput* quant = nullptr);
 // The residual add fused with the next norm: h = bf16(h + delta) in place, then
 // out = rms_norm(h) of the rounded h. Every element is read before it is
 // written, by the same thread, so out may alias delta (or x for rms_norm).
 void add_rms_norm(__nv_bfloat16* h, const __nv_bfloat16* delta, const float* w, float eps, int64_t rows,
-                  int64_t cols, __nv_bfloat16* out, cudaStream_t stream);
+                  int64_t cols, __nv_bfloat16* out, cudaStream_t stream, const RowQuantOutput* quant = nullptr);
 // rms_norm over every head_dim-wide slice of each row, in place, with the
 // head_dim weights w (Qwen3's q/k norm). Row r starts at x + r · ld (ld = 0:
 // cols). head_dim ≤ 1024. One group of ≤ 32 lanes per head.

@@ -40,6 +40,8 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
+#include "backend/cuda/kv_store_device.cuh"
+#include "backend/cuda/launch.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {
@@ -142,35 +144,9 @@ struct StoreArgs {
 };
 
 template <KvElement E>
-__device__ __forceinline__ void store_kv8(void* cache, int64_t at, const __nv_bfloat16* src, float scale) {
-  const uint4 x = __ldg(reinterpret_cast<const uint4*>(src));
-  if constexpr (E == KvElement::kBF16) {
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(cache) + at) = x;
-  } else {
-    Raw8 r;
-    r.a = x;
-    float f[8];
-    to_float8<KvElement::kBF16>(r, f);
-    if constexpr (E == KvElement::kF32) {
-      auto* dst = reinterpret_cast<float4*>(static_cast<float*>(cache) + at);
-      dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-      dst[1] = make_float4(f[4], f[5], f[6], f[7]);
-    } else {
-      constexpr Fp8Format fmt = E == KvElement::kE4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
-      uint32_t w[2] = {0, 0};
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        // A true IEEE division, as the CPU cache (never a multiply by the reciprocal).
-        const uint32_t code = device_float_to_fp8(__fdiv_rn(f[i], scale), fmt, Saturation::kSatFinite);
-        w[i / 4] |= code << (8 * (i % 4));
-      }
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + at) = make_uint2(w[0], w[1]);
-    }
-  }
-}
-
-template <KvElement E>
 __global__ void __launch_bounds__(256) store_kv_kernel(const StoreArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   const int per_head = a.head_dim / 8;
   const int per_row = a.num_kv_heads * per_head;  // 8-element chunks per row
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -182,10 +158,10 @@ __global__ void __launch_bounds__(256) store_kv_kernel(const StoreArgs a) {
   const int64_t seq = a.row_seq[row];
   const int64_t block = a.block_tables[seq * a.max_blocks_per_seq + pos / a.block_size];
   const int h = c / per_head, d = (c % per_head) * 8;
-  const int64_t at = ((block * a.num_kv_heads + h) * a.block_size + pos % a.block_size) * a.head_dim + d;
+  const int64_t at = kv_cache_index(block, h, a.num_kv_heads, pos, a.block_size, a.head_dim, d);
   const int64_t src = row * per_row * 8 + int64_t(c) * 8;
-  store_kv8<E>(a.k_cache, at, a.k + src, a.k_scale);
-  store_kv8<E>(a.v_cache, at, a.v + src, a.v_scale);
+  store_kv8<E>(a.k_cache, at, __ldg(reinterpret_cast<const uint4*>(a.k + src)), a.k_scale);
+  store_kv8<E>(a.v_cache, at, __ldg(reinterpret_cast<const uint4*>(a.v + src)), a.v_scale);
 }
 
 // ---- Decode / SIMT attention ---------------------------------------------------------------
@@ -257,6 +233,8 @@ __device__ __forceinline__ float warp_sum(float x) {
 // E: cache element; TG: lanes per key (a power of two ≥ head_dim / 8); GC: query heads per pass.
 template <KvElement E, int TG, int GC>
 __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   extern __shared__ float smem[];  // scores [GC][kScoreStride]; at the end [kRowWarps][GC][head_dim]
   __shared__ float sh_m[GC], sh_l[GC], sh_alpha[GC];
   constexpr int kGroups = 32 / TG;                  // keys per warp per pass
@@ -456,6 +434,8 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
 
 // Merges the partitions of the decode rows that have more than one: one CTA per (slot, head).
 __global__ void __launch_bounds__(128) reduce_kernel(const RowArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   const int slot = int(blockIdx.x), h = int(blockIdx.y);
   const int seq = a.seq_base + slot / a.tcap, t = slot % a.tcap;
   const int n = a.seq_num_tokens[seq];
@@ -557,6 +537,8 @@ __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t pair) {
 // warps would leave three of them computing masked rows.
 template <int HD, KvElement E, bool kKeySplit>
 __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const FlashArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   using S = FlashSmem<HD, E>;
   constexpr int kRows = kKeySplit ? kKeySplitRows : kBM;  // packed rows per CTA
   constexpr int kWarpKeys = kKeySplit ? kBN / 4 : kBN;  // keys of a tile per warp
@@ -945,7 +927,7 @@ void check_attention(const __nv_bfloat16* q, const __nv_bfloat16* out, const Dev
 template <KvElement E, int TG, int GC>
 void launch_rows(const RowArgs& a, unsigned blocks, cudaStream_t stream) {
   const int floats = std::max(GC * kScoreStride, kRowWarps * GC * a.head_dim);
-  row_attention_kernel<E, TG, GC><<<dim3(blocks, unsigned(a.num_kv_heads)), kRowThreads, size_t(floats) * 4, stream>>>(a);
+  launch_dependent(row_attention_kernel<E, TG, GC>, dim3(blocks, unsigned(a.num_kv_heads)), kRowThreads, size_t(floats) * 4, stream, a);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -984,7 +966,7 @@ void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   // A host call (not a stream operation: allowed while capturing a graph), per device.
   FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E, kKeySplit>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  flash_attention_kernel<HD, E, kKeySplit><<<dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream>>>(a);
+  launch_dependent(flash_attention_kernel<HD, E, kKeySplit>, dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream, a);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1049,10 +1031,10 @@ void store_kv(const __nv_bfloat16* k, const __nv_bfloat16* v, const DeviceAttent
               num_kv_heads, int(head_dim), block_size, layer.k, layer.v, layer.k_scale, layer.v_scale};
   const unsigned grid = unsigned(blocks);
   switch (layer.element) {
-    case KvElement::kF32: store_kv_kernel<KvElement::kF32><<<grid, kThreads, 0, stream>>>(a); break;
-    case KvElement::kBF16: store_kv_kernel<KvElement::kBF16><<<grid, kThreads, 0, stream>>>(a); break;
-    case KvElement::kE4M3: store_kv_kernel<KvElement::kE4M3><<<grid, kThreads, 0, stream>>>(a); break;
-    case KvElement::kE5M2: store_kv_kernel<KvElement::kE5M2><<<grid, kThreads, 0, stream>>>(a); break;
+    case KvElement::kF32: launch_dependent(store_kv_kernel<KvElement::kF32>, grid, kThreads, 0, stream, a); break;
+    case KvElement::kBF16: launch_dependent(store_kv_kernel<KvElement::kBF16>, grid, kThreads, 0, stream, a); break;
+    case KvElement::kE4M3: launch_dependent(store_kv_kernel<KvElement::kE4M3>, grid, kThreads, 0, stream, a); break;
+    case KvElement::kE5M2: launch_dependent(store_kv_kernel<KvElement::kE5M2>, grid, kThreads, 0, stream, a); break;
     default: fail(op, "unknown kv element type " + std::to_string(int(layer.element)));  // see launch_rows_any
   }
   FP8LM_CUDA_CHECK(cudaGetLastError());
@@ -1126,7 +1108,7 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
       const int64_t slots = std::min<int64_t>(plan.group_seqs, batch.num_seqs - first) * plan.tcap;
       launch_rows_any(layer.element, ra, unsigned(slots * plan.parts), stream);
       if (plan.parts > 1) {
-        reduce_kernel<<<dim3(unsigned(slots), unsigned(p.num_heads)), 128, 0, stream>>>(ra);
+        launch_dependent(reduce_kernel, dim3(unsigned(slots), unsigned(p.num_heads)), 128, 0, stream, ra);
         FP8LM_CUDA_CHECK(cudaGetLastError());
       }
     }

@@ -14,7 +14,9 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
+#include "backend/cuda/kv_store_device.cuh"
 #include "backend/cuda/norm_rope_device.cuh"
+#include "backend/cuda/launch.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {
@@ -38,10 +40,27 @@ struct QkvArgs {
   const int32_t* positions = nullptr;
   const float* inv_freq = nullptr;
   float attention_factor = 1.0f;
+  // store_kv fused in (k_cache null: not): the rotated k and the v heads also go to the cache.
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  backend::KvElement element = backend::KvElement::kBF16;
+  float k_scale = 1.0f, v_scale = 1.0f;
+  const int32_t* row_seq = nullptr;
+  const int32_t* block_tables = nullptr;
+  int max_blocks_per_seq = 0, block_size = 0;
 };
+
+// The cache block of the row's position, or -1 where store_kv skips the row (a position
+// outside its block table row).
+__device__ __forceinline__ int64_t cache_block(const QkvArgs& a, int64_t row, int64_t pos) {
+  if (a.k_cache == nullptr || pos < 0 || pos >= int64_t(a.max_blocks_per_seq) * a.block_size) return -1;
+  return a.block_tables[int64_t(a.row_seq[row]) * a.max_blocks_per_seq + pos / a.block_size];
+}
 
 template <int VPL, bool kVec, bool kNorm>
 __global__ void __launch_bounds__(kThreads) split_norm_rope_kernel(QkvArgs a) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   extern __shared__ float smem[];  // cos [half], sin [half], then one head [head_dim] per group
   const int hd = a.head_dim, half = a.half, g = a.group;
   float* cs = smem;
@@ -65,13 +84,21 @@ __global__ void __launch_bounds__(kThreads) split_norm_rope_kernel(QkvArgs a) {
   else if (is_k) dst = a.k + (row * a.k_heads + (j - a.q_heads)) * hd;
   else if (is_v) dst = a.v + (row * a.v_heads + (j - a.q_heads - a.k_heads)) * hd;
 
+  // The fused store_kv (vector path only: the host stores separately otherwise).
+  const int64_t block = kVec && (is_k || is_v) ? cache_block(a, row, pos) : -1;
+  const int kv_head = is_k ? j - a.q_heads : j - a.q_heads - a.k_heads;
+
   if (is_v) {  // split_columns' copy: the bits as they are
 #pragma unroll
     for (int i = 0; i < VPL; ++i) {
       const int e0 = (lane + i * g) * 8;
       if (e0 >= hd) continue;
       if constexpr (kVec) {
-        *reinterpret_cast<uint4*>(dst + e0) = *reinterpret_cast<const uint4*>(src + e0);
+        const uint4 bits = *reinterpret_cast<const uint4*>(src + e0);
+        *reinterpret_cast<uint4*>(dst + e0) = bits;
+        if (block >= 0)
+          store_kv8(a.element, a.v_cache, kv_cache_index(block, kv_head, a.v_heads, pos, a.block_size, hd, e0), bits,
+                    a.v_scale);
       } else {
         for (int e = e0; e < e0 + 8 && e < hd; ++e) dst[e] = src[e];
       }
@@ -135,6 +162,12 @@ __global__ void __launch_bounds__(kThreads) split_norm_rope_kernel(QkvArgs a) {
       else o[e] = rope_second(hs[c - half], hs[c], cs[c - half], sn[c - half]);
     }
     store8<kVec>(dst + e0, hd - e0, o);
+    if (is_k && block >= 0) {  // the BF16 values just stored, as store_kv would read them back
+      const uint4 bits = make_uint4(bf16_bits(o[0]) | (bf16_bits(o[1]) << 16), bf16_bits(o[2]) | (bf16_bits(o[3]) << 16),
+                                    bf16_bits(o[4]) | (bf16_bits(o[5]) << 16), bf16_bits(o[6]) | (bf16_bits(o[7]) << 16));
+      store_kv8(a.element, a.k_cache, kv_cache_index(block, kv_head, a.k_heads, pos, a.block_size, hd, e0), bits,
+                a.k_scale);
+    }
   }
 }
 
@@ -151,8 +184,8 @@ int heads_of(int64_t cols, int64_t head_dim, const char* name) {
 
 template <int VPL, bool kVec>
 void launch_kernel(const QkvArgs& a, bool norm, dim3 grid, size_t smem, cudaStream_t stream) {
-  if (norm) split_norm_rope_kernel<VPL, kVec, true><<<grid, kThreads, smem, stream>>>(a);
-  else split_norm_rope_kernel<VPL, kVec, false><<<grid, kThreads, smem, stream>>>(a);
+  if (norm) launch_dependent(split_norm_rope_kernel<VPL, kVec, true>, grid, kThreads, smem, stream, a);
+  else launch_dependent(split_norm_rope_kernel<VPL, kVec, false>, grid, kThreads, smem, stream, a);
 }
 
 template <bool kVec>
@@ -169,7 +202,7 @@ void launch_vpl(const QkvArgs& a, int vpl, bool norm, dim3 grid, size_t smem, cu
 void split_norm_rope_qkv(const __nv_bfloat16* qkv, int64_t rows, int64_t q_cols, int64_t k_cols, int64_t v_cols,
                          int64_t head_dim, __nv_bfloat16* q, __nv_bfloat16* k, __nv_bfloat16* v, const float* q_norm,
                          const float* k_norm, float eps, const int32_t* positions, const float* inv_freq,
-                         float attention_factor, cudaStream_t stream) {
+                         float attention_factor, cudaStream_t stream, const KvStore* store) {
   if (head_dim <= 0 || head_dim > kMaxHeadDim || head_dim % 2 != 0)
     fail("head_dim must be even and in [2, " + std::to_string(kMaxHeadDim) + "], got " + std::to_string(head_dim));
   if (rows < 0) fail("negative row count " + std::to_string(rows));
@@ -218,9 +251,36 @@ void split_norm_rope_qkv(const __nv_bfloat16* qkv, int64_t rows, int64_t q_cols,
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
   // ≤ (1024 + 4 · 1024) floats: 20 KiB at head_dim 1024, under the default 48 KiB.
   const size_t smem = size_t(head_dim + int64_t(a.heads_per_cta) * head_dim) * sizeof(float);
+  // store_kv fused in where the kernel takes the vector path, the cache's heads are k's and the
+  // positions are the batch's (store_kv's).
+  const bool fuse_store = store != nullptr && vec && a.k_heads == a.v_heads && a.k_heads == store->num_kv_heads &&
+                          store->batch != nullptr && positions == store->batch->row_position;
+  if (store != nullptr && !(aligned16(k) && aligned16(v) && head_dim % 8 == 0))
+    fail("with a KV store, k and v must be 16-byte aligned and head_dim a multiple of 8 (store_kv's layout)");
+  if (fuse_store) {
+    const DeviceAttentionBatch& b = *store->batch;
+    if (b.num_rows != rows) fail("the KV store's batch has " + std::to_string(b.num_rows) + " rows, qkv " +
+                                 std::to_string(rows));
+    if (b.row_seq == nullptr || b.block_tables == nullptr || b.max_blocks_per_seq <= 0 || store->block_size <= 0)
+      fail("the KV store's batch metadata are incomplete");
+    if (store->layer.k == nullptr || store->layer.v == nullptr) fail("the KV store's layer has no K or V array");
+    a.k_cache = store->layer.k;
+    a.v_cache = store->layer.v;
+    a.element = store->layer.element;
+    a.k_scale = store->layer.k_scale;
+    a.v_scale = store->layer.v_scale;
+    a.row_seq = b.row_seq;
+    a.block_tables = b.block_tables;
+    a.max_blocks_per_seq = b.max_blocks_per_seq;
+    a.block_size = store->block_size;
+  }
   if (vec) launch_vpl<true>(a, lanes.vpl, norm, grid, smem, stream);
   else launch_vpl<false>(a, lanes.vpl, norm, grid, smem, stream);
   FP8LM_CUDA_CHECK(cudaGetLastError());
+  if (store != nullptr && !fuse_store) {
+    if (store->batch == nullptr) fail("the KV store has no batch");
+    store_kv(k, v, *store->batch, store->num_kv_heads, head_dim, store->block_size, store->layer, stream);
+  }
 }
 
 }  // namespace fp8lm::cuda

@@ -25,6 +25,8 @@
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
 #include "backend/cuda/quantize_device.cuh"
+#include "backend/cuda/row_quant_device.cuh"
+#include "backend/cuda/launch.cuh"
 #include "numerics/silu.h"
 #include "common/error.h"
 
@@ -55,37 +57,6 @@ constexpr int kRegisterMaxThreads = 512;   // launch bound of the register kerne
 constexpr int kStreamingThreads = 1024;    // and of the streaming kernel
 constexpr int kMaxCells = 12000;           // scale cells per row in shared memory (< 48 KB with the rest)
 
-enum class Mode : int {
-  kAmax,     // per-tensor pass 1: the row's amax into *amax_out (atomicMax)
-  kStatic,   // one scale read from *static_scale
-  kDynamic,  // per-token / per-group scales computed and written
-};
-
-struct RowParams {
-  int k = 0;            // row length
-  int nv = 0;           // vectors of 8 per row, cdiv(k, 8)
-  Mode mode = Mode::kDynamic;
-  int group = 1;        // elements per scale cell along the row
-  int ngroups = 1;      // scale cells per row
-  int seg_lanes = 32;   // lanes whose vectors share a cell (power of two); 0: track cells per element
-  Fp8Format format = Fp8Format::kE4M3;
-  float fmax = 448.0f;
-  float amax_floor = 0.0f;
-  float scale_floor = 0.0f;
-  float scale_cap = 0.0f;  // > 0: scale = max(min(scale, cap), floor)
-  const float* static_scale = nullptr;
-  unsigned* amax_out = nullptr;
-  uint8_t* codes = nullptr;
-  float* scales = nullptr;
-};
-
-// ---- element helpers -------------------------------------------------------------
-
-// numerics/quantize.cpp's scale_from_amax for float32 arithmetic.
-__device__ __forceinline__ float scale_from_amax(float amax, const RowParams& p) {
-  return scale_from_amax(amax, Fp8ScaleRule{p.fmax, p.amax_floor, p.scale_floor, p.scale_cap});
-}
-
 // ---- the value producer ------------------------------------------------------------
 
 // The kernels read a row's values through an Op (load), so that an op that
@@ -99,92 +70,11 @@ struct PlainOp {
   }
 };
 
-// Adds a vector's |v| to the amax of its cell(s). Called by every lane of the
-// warp (the pre-reduction shuffles); elements at or beyond k are left out.
-template <bool kVec>
-__device__ __forceinline__ void amax_vector(const float (&v)[8], int e0, const RowParams& p,
-                                            unsigned* cells) {
-  const int n = p.k - e0;
-  if (p.seg_lanes > 0) {
-    float m = 0.0f;
-    if (kVec && n > 0) {  // k % 8 == 0: the whole vector is in the row
-#pragma unroll
-      for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(v[j]));  // fmaxf skips NaN
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (j < n) m = fmaxf(m, fabsf(v[j]));
-    }
-    for (int o = p.seg_lanes / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    if (n > 0 && (threadIdx.x & unsigned(p.seg_lanes - 1)) == 0)
-      atomicMax(&cells[p.ngroups == 1 ? 0 : e0 / p.group], __float_as_uint(m));
-  } else {
-    int cell = -1;
-    float m = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      if (j >= n) break;
-      const int c = (e0 + j) / p.group;
-      if (c != cell) {
-        if (cell >= 0) atomicMax(&cells[cell], __float_as_uint(m));
-        cell = c;
-        m = 0.0f;
-      }
-      m = fmaxf(m, fabsf(v[j]));
-    }
-    if (cell >= 0) atomicMax(&cells[cell], __float_as_uint(m));
-  }
-}
-
-template <bool kVec>
-__device__ __forceinline__ void store_codes(const float (&v)[8], int64_t row, int e0, const RowParams& p,
-                                            const unsigned* cells, float s0) {
-  const int n = p.k - e0;
-  uint2 w;
-  if (p.ngroups == 1 || p.group % 8 == 0) {
-    w = quantize8(v, p.ngroups == 1 ? s0 : __uint_as_float(cells[e0 / p.group]), p.format);
-  } else {  // cells narrower than or unaligned with the vector
-    uint8_t c[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      c[j] = j < n ? quantize1(v[j], __uint_as_float(cells[(e0 + j) / p.group]), p.format) : 0;
-    w.x = uint32_t(c[0]) | (uint32_t(c[1]) << 8) | (uint32_t(c[2]) << 16) | (uint32_t(c[3]) << 24);
-    w.y = uint32_t(c[4]) | (uint32_t(c[5]) << 8) | (uint32_t(c[6]) << 16) | (uint32_t(c[7]) << 24);
-  }
-  uint8_t* out = p.codes + row * p.k + e0;
-  if constexpr (kVec) {
-    *reinterpret_cast<uint2*>(out) = w;
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (j < n) out[j] = static_cast<uint8_t>((j < 4 ? w.x : w.y) >> (8 * (j % 4)));
-  }
-}
-
-// Between the amax pass and the stores: per-tensor pass 1 ends (false), else
-// the cells turn into scales; returns the row's single scale for ngroups == 1.
-__device__ __forceinline__ bool make_scales(int64_t row, const RowParams& p, unsigned* cells, float& s0) {
-  if (p.mode == Mode::kAmax) {
-    if (threadIdx.x == 0) atomicMax(p.amax_out, cells[0]);
-    return false;
-  }
-  if (p.mode == Mode::kStatic) {
-    s0 = *p.static_scale;
-    return true;
-  }
-  for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) {
-    const float s = scale_from_amax(__uint_as_float(cells[c]), p);
-    cells[c] = __float_as_uint(s);
-    p.scales[row * p.ngroups + c] = s;
-  }
-  __syncthreads();
-  s0 = p.ngroups > 0 ? __uint_as_float(cells[0]) : 0.0f;  // no cells: k = 0, nothing to store
-  return true;
-}
-
 // The row held in registers: VPT vectors of 8 per thread.
 template <int VPT, bool kVec, class Op>
 __global__ void __launch_bounds__(kRegisterMaxThreads) row_kernel(Op op, RowParams p) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   extern __shared__ unsigned cells[];
   const int64_t row = blockIdx.x;
   for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) cells[c] = 0u;
@@ -201,7 +91,7 @@ __global__ void __launch_bounds__(kRegisterMaxThreads) row_kernel(Op op, RowPara
     }
   }
   __syncthreads();
-  if (p.mode != Mode::kStatic) {
+  if (p.mode != RowQuantMode::kStatic) {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) amax_vector<kVec>(v[i], (i * int(blockDim.x) + int(threadIdx.x)) * 8, p, cells);
   }
@@ -228,11 +118,13 @@ __device__ __forceinline__ void compute_vector(const Op& op, int64_t row, int k,
 
 template <bool kVec, class Op>
 __global__ void __launch_bounds__(kStreamingThreads) row_kernel_streaming(Op op, RowParams p) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   extern __shared__ unsigned cells[];
   const int64_t row = blockIdx.x;
   for (int c = threadIdx.x; c < p.ngroups; c += blockDim.x) cells[c] = 0u;
   __syncthreads();
-  if (p.mode != Mode::kStatic) {
+  if (p.mode != RowQuantMode::kStatic) {
     for (int base = 0; base < p.nv; base += blockDim.x) {  // all lanes iterate: amax_vector shuffles
       const int e0 = (base + int(threadIdx.x)) * 8;
       float v[8];
@@ -251,6 +143,8 @@ __global__ void __launch_bounds__(kStreamingThreads) row_kernel_streaming(Op op,
 }
 
 __global__ void finalize_tensor_scale(float* scale, RowParams p) {
+  pdl_wait();  // launch.cuh: nothing of the stream is touched before it
+  pdl_release();
   *scale = scale_from_amax(__uint_as_float(*reinterpret_cast<const unsigned*>(scale)), p);
 }
 
@@ -263,7 +157,7 @@ bool aligned(const void* p, uintptr_t bytes) { return p == nullptr || reinterpre
 template <class Kernel>
 void launch(Kernel kernel, int64_t m, int threads, size_t smem, cudaStream_t stream, const auto& op,
             const RowParams& p) {
-  kernel<<<static_cast<unsigned>(m), static_cast<unsigned>(threads), smem, stream>>>(op, p);
+  launch_dependent(kernel, static_cast<unsigned>(m), static_cast<unsigned>(threads), smem, stream, op, p);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -336,12 +230,12 @@ RowParams make_params(const char* op, int64_t m, int64_t k, const Fp8ActQuant& q
   p.format = q.format;
   p.fmax = traits(q.format).max_finite;
   if (q.static_scale != nullptr) {
-    p.mode = Mode::kStatic;
+    p.mode = RowQuantMode::kStatic;
     p.static_scale = q.static_scale;
     return p;
   }
   if (scales == nullptr) fail(op, "scales is null");
-  p.mode = Mode::kDynamic;
+  p.mode = RowQuantMode::kDynamic;
   switch (q.granularity) {
     case Granularity::kTensor:
     case Granularity::kToken:
@@ -385,15 +279,15 @@ template <class Op>
 void run(const char* op_name, const Op& op, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
          float* scales, bool vec, cudaStream_t stream) {
   RowParams p = make_params(op_name, m, k, q, codes, scales);
-  if (p.mode == Mode::kDynamic && q.granularity == Granularity::kTensor) {
+  if (p.mode == RowQuantMode::kDynamic && q.granularity == Granularity::kTensor) {
     FP8LM_CUDA_CHECK(cudaMemsetAsync(scales, 0, sizeof(float), stream));
     RowParams a = p;
-    a.mode = Mode::kAmax;
+    a.mode = RowQuantMode::kAmax;
     a.amax_out = reinterpret_cast<unsigned*>(scales);
     if (k > 0) launch_rows(op, m, a, vec, stream);
-    finalize_tensor_scale<<<1, 1, 0, stream>>>(scales, p);
+    launch_dependent(finalize_tensor_scale, 1, 1, 0, stream, scales, p);
     FP8LM_CUDA_CHECK(cudaGetLastError());
-    p.mode = Mode::kStatic;
+    p.mode = RowQuantMode::kStatic;
     p.static_scale = scales;
   }
   launch_rows(op, m, p, vec, stream);
@@ -402,6 +296,24 @@ void run(const char* op_name, const Op& op, int64_t m, int64_t k, const Fp8ActQu
 bool vec_ok(int64_t k, const void* x, const uint8_t* codes) {
   return k % 8 == 0 && aligned(x, 16) && aligned(codes, 8);
 }
+
+// silu(gate) · up of a fused gate/up row ([m, 2k], gate first), rounded to BF16 and written to
+// `out` as model_kernels' silu_mul_fused does (the same silu_mul_f32), and those BF16 values
+// handed on for quantization. The streaming kernel calls it twice per element: the same bits.
+struct SiluMulGateUpOp {
+  const uint16_t* gate_up;
+  uint16_t* out;
+  template <bool kVec>
+  __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
+    const uint16_t* g = gate_up + row * 2 * int64_t(k) + e0;
+    float u[8];
+    load8<kVec>(g, k - e0, v);
+    load8<kVec>(g + k, k - e0, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = round_bf16(silu_mul_f32(v[j], u[j]));
+    store8<kVec>(out + row * int64_t(k) + e0, k - e0, v);
+  }
+};
 
 template <typename T>
 void quantize_impl(const T* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes, float* scales,
@@ -444,6 +356,24 @@ void silu_mul_f32_array(const float* gate, const float* up, size_t n, float* out
 }
 
 }  // namespace detail
+
+RowParams row_quant_params(const char* op, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
+                           float* scales) {
+  if (q.static_scale == nullptr && q.granularity == Granularity::kTensor)
+    fail(op, "a dynamic per-tensor scale needs every row's amax first: it is not quantized by the producer");
+  return make_params(op, m, k, q, codes, scales);
+}
+
+void silu_mul_fused_quantize(const __nv_bfloat16* gate_up, int64_t rows, int64_t cols, __nv_bfloat16* out,
+                             const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream) {
+  constexpr const char* op = "silu_mul_fused_quantize";
+  const RowParams p = row_quant_params(op, rows, cols, q, codes, scales);
+  if (rows * cols == 0) return;
+  if (gate_up == nullptr || out == nullptr) fail(op, "gate_up or out is null");
+  const SiluMulGateUpOp sop{reinterpret_cast<const uint16_t*>(gate_up), reinterpret_cast<uint16_t*>(out)};
+  const bool vec = cols % 8 == 0 && aligned(gate_up, 16) && aligned(out, 16) && aligned(codes, 8);
+  launch_rows(sop, rows, p, vec, stream);
+}
 
 void quantize_fp8_dynamic(const __nv_bfloat16* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
                           float* scales, cudaStream_t stream) {

@@ -1,0 +1,156 @@
+// CudaOps::sample_rows (cuda_ops.h): the rows' descriptions packed on the host
+// (while the step still runs on the device), one upload, the sampling kernel
+// (sampling_kernels.h), rows int32 tokens back.
+//
+// It runs on a stream of its own after waiting for the backend's (the logits'
+// producer): the caller needs the tokens on the host before it can do
+// anything else, so the wait costs only the launch latency of one kernel, and
+// the op needs nothing of the backend's internals.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/sampling_kernels.h"
+#include "backend/cuda/stream.h"
+#include "common/error.h"
+
+namespace fp8lm::cuda {
+
+struct CudaOps::Sampling {
+  Stream stream;
+  // One device buffer [params | ids | counts | tokens] and its pinned host
+  // mirror, grown as needed (rarely: by the batch and the requests' lengths).
+  void* device = nullptr;
+  void* host = nullptr;
+  size_t bytes = 0;
+  std::vector<DeviceRowSampling> params;
+  std::vector<int32_t> ids, counts;
+
+  Sampling() = default;
+  Sampling(const Sampling&) = delete;
+  Sampling& operator=(const Sampling&) = delete;
+  ~Sampling() {
+    (void)cudaStreamSynchronize(stream);
+    if (device != nullptr) (void)cudaFree(device);
+    if (host != nullptr) (void)cudaFreeHost(host);
+  }
+  void reserve(size_t need) {
+    if (need <= bytes) return;
+    need = std::max(need, bytes * 2);
+    if (device != nullptr) FP8LM_CUDA_CHECK(cudaFree(device));
+    if (host != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(host));
+    device = host = nullptr;
+    bytes = 0;
+    FP8LM_CUDA_CHECK(cudaMalloc(&device, need));
+    FP8LM_CUDA_CHECK(cudaMallocHost(&host, need));
+    bytes = need;
+  }
+};
+
+namespace {
+
+size_t align8(size_t v) { return (v + 7) / 8 * 8; }
+
+// The checks the host row math makes on its inputs, which the kernel takes as
+// given: the penalty lists only where a penalty reads them (a long prompt is
+// not walked every step for nothing).
+void check_row(const backend::RowSampling& r, size_t row, int64_t vocab) {
+  auto where = [&] { return "cuda ops: sample_rows row " + std::to_string(row) + ": "; };
+  if (!r.greedy() && !(r.uniform >= 0.0 && r.uniform < 1.0))
+    throw Error(where() + "the uniform " + std::to_string(r.uniform) + " is outside [0, 1)");
+  if (!r.penalized()) return;
+  auto in_vocab = [&](int32_t t, const char* what) {
+    if (t < 0 || int64_t(t) >= vocab)
+      throw Error(where() + what + " token id " + std::to_string(t) + " is outside the vocabulary of " +
+                  std::to_string(vocab));
+  };
+  if (r.repetition_penalty != 1.0f)
+    for (const int32_t t : r.prompt_tokens) in_vocab(t, "prompt");
+  if (r.output_counts.size() != r.output_tokens.size())
+    throw Error(where() + std::to_string(r.output_tokens.size()) + " output tokens but " +
+                std::to_string(r.output_counts.size()) + " counts");
+  for (size_t i = 0; i < r.output_tokens.size(); ++i) {
+    in_vocab(r.output_tokens[i], "output");
+    if (i > 0 && r.output_tokens[i] <= r.output_tokens[i - 1])
+      throw Error(where() + "output tokens must be distinct and ascending (" + std::to_string(r.output_tokens[i - 1]) +
+                  " then " + std::to_string(r.output_tokens[i]) + ")");
+  }
+}
+
+}  // namespace
+
+void CudaOps::sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows,
+                          std::span<int32_t> tokens) {
+  if (rows.size() != size_t(logits.rows) || tokens.size() != size_t(logits.rows))
+    throw Error("cuda ops: sample_rows of " + std::to_string(logits.rows) + " rows given " +
+                std::to_string(rows.size()) + " row descriptions and " + std::to_string(tokens.size()) + " outputs");
+  if (logits.rows == 0) return;
+  if (!sampling_) sampling_ = std::make_shared<Sampling>();
+  Sampling& s = *sampling_;
+
+  // Pack: each row's prompt ids, then its output ids (their counts beside them).
+  s.params.resize(rows.size());
+  s.ids.clear();
+  s.counts.clear();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const backend::RowSampling& in = rows[r];
+    check_row(in, r, logits.cols);
+    DeviceRowSampling& d = s.params[r];
+    d = DeviceRowSampling{};
+    d.uniform = in.uniform;
+    d.temperature = in.temperature;
+    d.top_k = in.top_k;
+    d.top_p = in.top_p;
+    d.min_p = in.min_p;
+    d.repetition_penalty = in.repetition_penalty;
+    d.presence_penalty = in.presence_penalty;
+    d.frequency_penalty = in.frequency_penalty;
+    // The kernel reads the prompt ids for the repetition penalty only, the
+    // output ids for any penalty.
+    if (in.repetition_penalty != 1.0f) {
+      d.prompt_begin = int32_t(s.ids.size());
+      d.prompt_count = int32_t(in.prompt_tokens.size());
+      s.ids.insert(s.ids.end(), in.prompt_tokens.begin(), in.prompt_tokens.end());
+      s.counts.insert(s.counts.end(), in.prompt_tokens.size(), 0);
+    }
+    if (in.penalized()) {
+      d.output_begin = int32_t(s.ids.size());
+      d.output_count = int32_t(in.output_tokens.size());
+      s.ids.insert(s.ids.end(), in.output_tokens.begin(), in.output_tokens.end());
+      s.counts.insert(s.counts.end(), in.output_counts.begin(), in.output_counts.end());
+    }
+  }
+  const size_t params_bytes = align8(rows.size() * sizeof(DeviceRowSampling));
+  const size_t ids_bytes = align8(s.ids.size() * sizeof(int32_t));
+  const size_t upload = params_bytes + 2 * ids_bytes;
+  const size_t tokens_bytes = tokens.size() * sizeof(int32_t);
+  s.reserve(upload + tokens_bytes);
+  auto* host = static_cast<char*>(s.host);
+  auto* device = static_cast<char*>(s.device);
+  std::memcpy(host, s.params.data(), rows.size() * sizeof(DeviceRowSampling));
+  std::memcpy(host + params_bytes, s.ids.data(), s.ids.size() * sizeof(int32_t));
+  std::memcpy(host + params_bytes + ids_bytes, s.counts.data(), s.counts.size() * sizeof(int32_t));
+
+  synchronize();  // the logits are ready
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(device, host, upload, cudaMemcpyHostToDevice, s.stream));
+  auto* d_tokens = reinterpret_cast<int32_t*>(device + upload);
+  cuda::sample_rows(static_cast<const __nv_bfloat16*>(logits.data), logits.rows, logits.cols,
+                    reinterpret_cast<const DeviceRowSampling*>(device),
+                    reinterpret_cast<const int32_t*>(device + params_bytes),
+                    reinterpret_cast<const int32_t*>(device + params_bytes + ids_bytes), d_tokens, s.stream);
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(host + upload, d_tokens, tokens_bytes, cudaMemcpyDeviceToHost, s.stream));
+  s.stream.synchronize();
+  std::memcpy(tokens.data(), host + upload, tokens_bytes);
+  for (size_t r = 0; r < tokens.size(); ++r)
+    if (tokens[r] < 0)
+      throw Error("cuda ops: sample_rows row " + std::to_string(r) +
+                  ": a logit is NaN or +inf after penalties and temperature, or every logit is -inf: no token "
+                  "can be sampled");
+}
+
+}  // namespace fp8lm::cuda
