@@ -80,6 +80,7 @@
 #include "backend/cuda/model_kernels.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/qkv_rope_kernels.h"
+#include "backend/cuda/quant_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "numerics/fp8_format.h"
@@ -1193,10 +1194,6 @@ TEST(CudaModelKernels, SplitNormRopeQkvStoresKvAsStoreKv) {
         const float k_scale = e == KvElement::kE4M3 ? 0.0125f : 0.5f, v_scale = e == KvElement::kE4M3 ? 0.02f : 0.25f;
         const cuda::DeviceKvLayer ref_layer{k_ref.ptr(), v_ref.ptr(), e, k_scale, v_scale};
         const cuda::DeviceKvLayer layer{k_cache.ptr(), v_cache.ptr(), e, k_scale, v_scale};
-        Bf16Array q3(size_t(rows * qw), off), k3(size_t(rows * kw), off), v3(size_t(rows * kw), off);
-        cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q3), bf(k3), bf(v3), wq, wk, 1e-6f, d_pos.ptr(),
-                                  inv.ptr(), table.attention_factor(), nullptr);
-        cuda::store_kv(bf(k3), bf(v3), batch, int(qc.nk), hd, kBlockSize, ref_layer, nullptr);
         Bf16Array q(size_t(rows * qw), off), k(size_t(rows * kw), off), v(size_t(rows * kw), off);
         const cuda::KvStore store{&batch, int(qc.nk), kBlockSize, layer};
         if (off != 0) {  // store_kv's layout needs aligned k and v: refused before any launch
@@ -1205,6 +1202,10 @@ TEST(CudaModelKernels, SplitNormRopeQkvStoresKvAsStoreKv) {
                        Error);
           continue;
         }
+        Bf16Array q3(size_t(rows * qw), off), k3(size_t(rows * kw), off), v3(size_t(rows * kw), off);
+        cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q3), bf(k3), bf(v3), wq, wk, 1e-6f, d_pos.ptr(),
+                                  inv.ptr(), table.attention_factor(), nullptr);
+        cuda::store_kv(bf(k3), bf(v3), batch, int(qc.nk), hd, kBlockSize, ref_layer, nullptr);
         cuda::split_norm_rope_qkv(bf(d_qkv), rows, qw, kw, kw, hd, bf(q), bf(k), bf(v), wq, wk, 1e-6f, d_pos.ptr(),
                                   inv.ptr(), table.attention_factor(), nullptr, &store);
         sync();
@@ -1597,6 +1598,8 @@ TEST(CudaModelKernelsTiming, DecodeAndPrefillShapes) {
   const RopeTable table(rope_config(hd, 500000.0));
   inv.upload(table.inv_freq());
   DeviceArray<int32_t> ids(static_cast<size_t>(kMaxRows)), out(static_cast<size_t>(kMaxRows));
+  DeviceArray<uint8_t> codes(static_cast<size_t>(kMaxRows * kInter));
+  DeviceArray<float> scales(static_cast<size_t>(kMaxRows));
   std::vector<int32_t> idv(static_cast<size_t>(kMaxRows));
   for (size_t i = 0; i < idv.size(); ++i) idv[i] = int32_t((i * 7919) % 4096);
   ids.upload(idv);
@@ -1644,6 +1647,25 @@ TEST(CudaModelKernelsTiming, DecodeAndPrefillShapes) {
                     }});
     list.push_back({"silu_mul_fused i14336", m, tok * kInter * 6, [=, &a, &c] {
                       cuda::silu_mul_fused(bf(a), m, kInter, bf(c), stream);
+                    }});
+    // The quantization fused into the producer (per-token E4M3, the engine's W8A8 default)
+    // against the producer followed by the quantization kernel.
+    const cuda::RowQuantOutput rq{cuda::Fp8ActQuant::token(), codes.ptr(), scales.ptr()};
+    list.push_back({"add_rms_norm+quant h4096 fused", m, tok * kHidden * 9, [=, &b, &c, &w] {
+                      cuda::add_rms_norm(bf(b), bf(c), w.ptr(), 1e-6f, m, kHidden, bf(c), stream, &rq);
+                    }});
+    list.push_back({"add_rms_norm, quant h4096", m, tok * kHidden * 9, [=, &b, &c, &w, &codes, &scales] {
+                      cuda::add_rms_norm(bf(b), bf(c), w.ptr(), 1e-6f, m, kHidden, bf(c), stream);
+                      cuda::quantize_fp8_dynamic(bf(c), m, kHidden, cuda::Fp8ActQuant::token(), codes.ptr(),
+                                                 scales.ptr(), stream);
+                    }});
+    list.push_back({"silu_mul+quant i14336 fused", m, tok * kInter * 7, [=, &a, &c] {
+                      cuda::silu_mul_fused_quantize(bf(a), m, kInter, bf(c), rq.q, rq.codes, rq.scales, stream);
+                    }});
+    list.push_back({"silu_mul, quant i14336", m, tok * kInter * 7, [=, &a, &c, &codes, &scales] {
+                      cuda::silu_mul_fused(bf(a), m, kInter, bf(c), stream);
+                      cuda::quantize_fp8_dynamic(bf(c), m, kInter, cuda::Fp8ActQuant::token(), codes.ptr(),
+                                                 scales.ptr(), stream);
                     }});
     list.push_back({"add h4096", m, tok * kHidden * 6, [=, &b, &c] { cuda::add(bf(c), bf(b), m * kHidden, stream); }});
     list.push_back({"embedding h4096", m, tok * kHidden * 4, [=, &a, &c, &ids] {
