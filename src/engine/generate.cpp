@@ -64,7 +64,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   };
 
   SequenceBlocks blocks(rt.blocks(), rt.block_size());
-  std::vector<float> logits;
+  std::vector<int32_t> sampled;
   std::vector<int32_t> step(prompt.begin(), prompt.end());
   int64_t position = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -72,9 +72,14 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   while (true) {
     blocks.reserve(position + int64_t(step.size()));
     const model::SequenceInput in{step, position, blocks.table(), false};
-    rt.model().forward({&in, 1}, rt.kv_cache(), logits);
+    // Sampled where the logits are (the engine's path: the same row math and draw, so a
+    // request gives the same tokens here as through the engine), then recorded for the
+    // penalties and the draw counter.
+    const backend::RowSampling row = sampler.row_sampling();
+    rt.model().forward_sample({&in, 1}, rt.kv_cache(), {&row, 1}, sampled);
     position += int64_t(step.size());
-    const int32_t token = sampler.sample(logits);
+    const int32_t token = sampled.at(0);
+    sampler.accept(token);
     if (output.tokens().empty()) {
       r.prefill_seconds = seconds_since(start);
       decode_start = std::chrono::steady_clock::now();
