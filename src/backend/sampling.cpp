@@ -28,27 +28,6 @@ std::string show(float v) {
   return out.str();
 }
 
-void check_token(int32_t token, size_t vocab) {
-  if (token < 0 || static_cast<size_t>(token) >= vocab)
-    throw Error("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(vocab));
-}
-
-// Ties go to the lower id, as torch.argmax.
-int32_t argmax(std::span<const float> logits) {
-  int32_t best = -1;
-  float best_value = kNegInf;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
-    if (std::isnan(v)) throw Error("logit of token " + std::to_string(i) + " is NaN");
-    if (v > best_value) {
-      best_value = v;
-      best = static_cast<int32_t>(i);
-    }
-  }
-  if (best < 0) throw Error("every logit is -inf: no token can be sampled");
-  return best;
-}
-
 // Drops candidates for which keep() is false, writing -inf into their logits.
 // The survivors keep their (ascending) order.
 template <typename Keep>
@@ -65,6 +44,27 @@ void prune(std::vector<int32_t>& candidates, std::span<float> logits, Keep keep)
 }
 
 }  // namespace
+
+void check_token(int32_t token, size_t vocab) {
+  if (token < 0 || static_cast<size_t>(token) >= vocab)
+    throw Error("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(vocab));
+}
+
+int32_t argmax_logit(std::span<const float> logits) {
+  int32_t best = -1;
+  float best_value = kNegInf;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = logits[i];
+    if (std::isnan(v)) throw Error("logit of token " + std::to_string(i) + " is NaN");
+    if (v > best_value) {
+      best_value = v;
+      best = static_cast<int32_t>(i);
+    }
+  }
+  if (best < 0) throw Error("every logit is -inf: no token can be sampled");
+  return best;
+}
+
 
 // The n-th output of SplitMix64 (Steele, Lea, Flood 2014) from state `seed`:
 // the state advances by the golden-ratio increment, and each output is that
@@ -203,7 +203,7 @@ void RowSampler::process(std::span<float> logits, const RowSampling& row) {
   if (logits.empty()) throw Error("cannot sample from an empty vocabulary");
   apply_penalties(logits, row);
   if (row.greedy()) {
-    const int32_t best = argmax(logits);
+    const int32_t best = argmax_logit(logits);
     std::fill(logits.begin(), logits.end(), kNegInf);
     logits[static_cast<size_t>(best)] = 0.0f;
     candidates_.assign(1, best);

@@ -43,6 +43,12 @@ struct RowSampling {
   }
 };
 
+// Throws fp8lm::Error naming the token unless 0 <= token < vocab.
+void check_token(int32_t token, size_t vocab);
+// The index of the largest logit, the lower id on ties (as torch.argmax); throws
+// fp8lm::Error on a NaN logit or when every logit is -inf.
+int32_t argmax_logit(std::span<const float> logits);
+
 // The n-th output (n = 0, 1, …) of SplitMix64 started at `seed`, as a 53-bit
 // double in [0, 1). Counter-based: any draw of a stream is computed alone.
 double sampling_uniform(uint64_t seed, uint64_t n);

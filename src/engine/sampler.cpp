@@ -15,7 +15,6 @@
 namespace fp8lm::engine {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <typename T>
 std::string show(T v) {
@@ -35,30 +34,9 @@ void check_range(const char* name, float v, float lo, float hi, bool lo_open) {
   if (!ok) bad(name, std::string("must be in ") + (lo_open ? "(" : "[") + show(lo) + ", " + show(hi) + "]", show(v));
 }
 
-void check_token(int32_t token, size_t vocab) {
-  if (token < 0 || static_cast<size_t>(token) >= vocab)
-    throw Error("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(vocab));
-}
-
-// Ties go to the lower id, as torch.argmax.
-int32_t argmax(std::span<const float> logits) {
-  int32_t best = -1;
-  float best_value = kNegInf;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
-    if (std::isnan(v)) throw Error("logit of token " + std::to_string(i) + " is NaN");
-    if (v > best_value) {
-      best_value = v;
-      best = static_cast<int32_t>(i);
-    }
-  }
-  if (best < 0) throw Error("every logit is -inf: no token can be sampled");
-  return best;
-}
-
 // log(sum(exp(logits))) in double, for log-softmax.
 double log_sum_exp(std::span<const float> logits) {
-  const float m = logits[static_cast<size_t>(argmax(logits))];
+  const float m = logits[static_cast<size_t>(backend::argmax_logit(logits))];
   if (std::isinf(m)) throw Error("logits contain +inf");
   double sum = 0.0;
   for (const float v : logits) sum += std::exp(static_cast<double>(v) - static_cast<double>(m));
@@ -161,7 +139,7 @@ SampleResult Sampler::sample_with_logprobs(std::span<float> logits, int32_t top_
 // ---- logprobs -----------------------------------------------------------------
 
 float logprob_of(std::span<const float> logits, int32_t token) {
-  check_token(token, logits.size());
+  backend::check_token(token, logits.size());
   return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - log_sum_exp(logits));
 }
 

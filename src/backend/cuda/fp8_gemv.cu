@@ -910,17 +910,7 @@ void launch_kernel(Kernel kernel, std::atomic<uint64_t>& configured, size_t smem
     FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_limit)));
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = p.pdl && pdl_enabled() ? 1 : 0;
-  FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+  launch_maybe_dependent(p.pdl, kernel, grid, dim3(unsigned(threads)), smem, stream, p);
 }
 
 template <bool kA8, int kMT, bool kPerBlock, bool kVec>

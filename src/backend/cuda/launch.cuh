@@ -41,11 +41,11 @@ inline bool pdl_enabled() {
   return on;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent of the kernel
-// before it on the stream (when pdl_enabled()); the kernel keeps the contract above.
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent of the kernel
+// before it on the stream when `programmatic` and pdl_enabled(); the kernel keeps the contract above.
 template <typename... Params, typename... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      Args&&... args) {
+void launch_maybe_dependent(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                            cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -55,8 +55,14 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = programmatic && pdl_enabled() ? 1 : 0;
   FP8LM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
+  launch_maybe_dependent(true, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace fp8lm::cuda
