@@ -136,6 +136,11 @@ class Ops {
   }
   virtual std::vector<OpProfileEntry> op_profile() { return {}; }
   virtual void clear_op_profile() {}
+  // The device time of the steps so far, each from its metadata going up (begin_step) to its
+  // results coming back, summed, where a backend times it (the CUDA backend: two events a
+  // step); nullopt where the ops run on the host, whose steps are busy the whole time. A run's
+  // wall time less the change in it is the time the device waited for the host between steps.
+  virtual std::optional<double> device_step_seconds() { return std::nullopt; }
 
   // ---- weights, from the loader's host descriptions
   virtual std::unique_ptr<Weight> upload_linear(const weights::LinearWeight& w) = 0;

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -102,12 +103,18 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   params.max_tokens = int32_t(tf.output_len);
   params.ignore_eos = true;
 
+  const std::optional<double> device0 = rt->ops().device_step_seconds();
   const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   for (const auto& p : prompts) eng.add_request({p, params, {}});
   const std::vector<engine::Completion> done = eng.run_to_completion();
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = process_cpu_seconds() - cpu0;
+  // Where the backend times its steps on a device: how long the device waited for the host
+  // (scheduling, step metadata, sampling, detokenization) between steps.
+  const std::optional<double> device1 = rt->ops().device_step_seconds();
+  std::optional<double> device_busy;
+  if (device0 && device1) device_busy = *device1 - *device0;
 
   int64_t output_tokens = 0;
   for (const engine::Completion& c : done) {
@@ -143,6 +150,11 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   std::printf("  %-26s %12.3f\n", "elapsed s", elapsed);
   std::printf("  %-26s %12.3f\n", "CPU s", cpu);
   std::printf("  %-26s %12lld\n", "forward steps", static_cast<long long>(steps));
+  if (device_busy) {
+    std::printf("  %-26s %12.1f\n", "device busy %", 100.0 * *device_busy / elapsed);
+    std::printf("  %-26s %12.3f\n", "device idle ms / step",
+                steps > 0 ? 1e3 * (elapsed - *device_busy) / double(steps) : 0.0);
+  }
   std::printf("  %-26s %12lld\n", "preemptions", static_cast<long long>(eng.num_preemptions()));
   if (tf.enable_prefix_caching)
     std::printf("  %-26s %12.3f\n", "prefix cache hit rate",
@@ -190,6 +202,9 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"prefix_cache_hits", eng.prefix_cache_hits()},
         {"peak_running", eng.peak_running()},
         {"weight_bandwidth_gb_s", weight_gb_s},
+        // The device's time in steps (Ops::device_step_seconds; null where the ops run on the host).
+        {"device_busy_s", device_busy ? nlohmann::json(*device_busy) : nlohmann::json(nullptr)},
+        {"device_idle_s", device_busy ? nlohmann::json(elapsed - *device_busy) : nlohmann::json(nullptr)},
         {"load_s", load_seconds}}},
       {"memory", {{"weight_bytes", rt->weight_bytes()}, {"kv_cache_bytes", rt->kv_cache_bytes()}}}};
   const std::string text = out.dump(2) + "\n";

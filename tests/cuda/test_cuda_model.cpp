@@ -27,10 +27,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -371,6 +373,36 @@ TEST(CudaModelPrefetch, L2PrefetchChangesNoLogits) {
     EXPECT_TRUE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0) << "step " << step;
     tokens.push_back(int32_t(std::max_element(want.begin(), want.end()) - want.begin()));
   }
+}
+
+// device_step_seconds sums each step's span on the device: it grows with every step and never
+// exceeds the wall time the steps took.
+TEST(CudaModelTiming, DeviceStepSecondsGrowWithinTheWallTime) {
+  REQUIRE_HOPPER();
+  const Reference& ref = reference();
+  engine::RuntimeOptions opt;
+  opt.device = backend::Device::kCuda;
+  opt.kv_cache_tokens = 4096;
+  auto rt = engine::Runtime::load(shipped_dir(), io::LoadOverrides{}, opt);
+  const std::optional<double> before = rt->ops().device_step_seconds();
+  ASSERT_TRUE(before.has_value());
+  std::vector<int32_t> tokens(ref.prompt.begin(), ref.prompt.begin() + 8);
+  const std::vector<int64_t> table = {0, 1, 2, 3};
+  std::vector<int32_t> next;
+  const auto t0 = std::chrono::steady_clock::now();
+  double last = *before;
+  for (int step = 0; step < 4; ++step) {
+    const model::SequenceInput in = step == 0 ? model::SequenceInput{tokens, 0, table, false}
+                                              : model::SequenceInput{{&tokens.back(), 1}, int64_t(tokens.size()) - 1,
+                                                                     table, false};
+    rt->model().forward_greedy({&in, 1}, rt->kv_cache(), next);
+    tokens.push_back(next.at(0));
+    const double now = rt->ops().device_step_seconds().value();
+    EXPECT_GT(now, last) << "step " << step;
+    last = now;
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LE(last - *before, wall);
 }
 
 TEST(CudaModelErrors, UnknownDeviceAndBadIds) {

@@ -53,6 +53,9 @@ def test_table_and_json(run, tmp_path, quant):
     assert res["requests_per_s"] == pytest.approx(6 / res["elapsed_s"], rel=1e-6)
     assert res["weight_bandwidth_gb_s"] == pytest.approx(
         j["memory"]["weight_bytes"] * res["forward_steps"] / res["elapsed_s"] / 1e9, rel=1e-6)
+    # The CPU backend's steps run on the host: no device time to report, no line for it.
+    assert res["device_busy_s"] is None and res["device_idle_s"] is None
+    assert "device busy" not in r.stdout
 
 
 def test_small_kv_cache_preempts_and_every_request_finishes(run, tmp_path):

@@ -203,6 +203,30 @@ struct CudaOps::Impl {
     float* scales = nullptr;
     ScratchArena::Mark before{}, after{};
   } prequantized;
+  // device_step_seconds(): an event where a step's metadata go up (begin_step) and one where
+  // its results come back (fetch, synchronize); the spans summed.
+  cudaEvent_t step_start = nullptr, step_end = nullptr;
+  bool step_open = false;
+  double step_seconds = 0.0;
+  void open_step() {
+    if (step_open) close_step();
+    if (step_start == nullptr) {
+      FP8LM_CUDA_CHECK(cudaEventCreate(&step_start));
+      FP8LM_CUDA_CHECK(cudaEventCreate(&step_end));
+    }
+    FP8LM_CUDA_CHECK(cudaEventRecord(step_start, stream));
+    step_open = true;
+  }
+  // Waits for the step's work queued so far (callers wait for it anyway: they need its results).
+  void close_step() {
+    if (!step_open) return;
+    step_open = false;
+    FP8LM_CUDA_CHECK(cudaEventRecord(step_end, stream));
+    FP8LM_CUDA_CHECK(cudaEventSynchronize(step_end));
+    float ms = 0.0f;
+    FP8LM_CUDA_CHECK(cudaEventElapsedTime(&ms, step_start, step_end));
+    step_seconds += double(ms) * 1e-3;
+  }
   // prefetch_weights(): on (set_l2_prefetch, FP8LM_CUDA_L2_PREFETCH=1), and the L2's bytes.
   bool l2_prefetch = false;
   size_t l2_bytes = 0;
@@ -331,6 +355,7 @@ struct CudaOps::Impl {
       host_out_bytes = bytes;
     }
     FP8LM_CUDA_CHECK(cudaMemcpyAsync(host_out, device, bytes, cudaMemcpyDeviceToHost, stream));
+    close_step();
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (profiling()) collect_profile();
     return host_out;
@@ -409,6 +434,8 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
 
 CudaOps::~CudaOps() {
   (void)cudaStreamSynchronize(impl_->stream);
+  if (impl_->step_start != nullptr) (void)cudaEventDestroy(impl_->step_start);
+  if (impl_->step_end != nullptr) (void)cudaEventDestroy(impl_->step_end);
 }
 
 std::string CudaOps::name() const {
@@ -608,6 +635,7 @@ void CudaOps::begin_step(const backend::StepInputs& st) {
       bt[b] = b < int64_t(s.block_table.size()) ? int32_t(s.block_table[size_t(b)]) : 0;
   }
   for (size_t i = 0; i < st.logit_rows.size(); ++i) h[o_logit + i] = int32_t(st.logit_rows[i]);
+  m.open_step();  // the step's device time starts with its metadata (device_step_seconds)
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(d, h, at * 4, cudaMemcpyHostToDevice, m.stream));
 
   m.d_ids = d + o_ids;
@@ -1162,6 +1190,11 @@ size_t CudaOps::graphs() const {
   for (const auto& [k, g] : impl_->graphs) n += g.exec != nullptr ? 1 : 0;
   return n;
 }
-void CudaOps::synchronize() { impl_->stream.synchronize(); }
+void CudaOps::synchronize() {
+  impl_->close_step();
+  impl_->stream.synchronize();
+}
+
+std::optional<double> CudaOps::device_step_seconds() { return impl_->step_seconds; }
 
 }  // namespace fp8lm::cuda

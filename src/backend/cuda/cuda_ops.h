@@ -128,6 +128,7 @@ class CudaOps final : public backend::Ops {
   // given): an experiment to measure, off by default; FP8LM_CUDA_L2_PREFETCH=1 turns it on for
   // a whole process. Steps recorded before a change keep what they recorded.
   void set_l2_prefetch(bool on);
+  std::optional<double> device_step_seconds() override;
 
   struct Impl;  // defined in cuda_ops.cpp
 
