@@ -1,9 +1,16 @@
 // What every GPU test needs: whether this machine has a GPU this build runs on
-// (sm_90a: a Hopper GPU), and a skip that says why not.
+// (sm_90a: a Hopper GPU), a skip that says why not, and device memory that frees itself.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/check.h"
 #include "backend/cuda/device_info.h"
 
 namespace fp8lm::test {
@@ -12,6 +19,30 @@ inline bool have_hopper() {
   const cuda::DeviceList list = cuda::list_devices();
   return !list.devices.empty() && list.devices[0].runs_this_build();
 }
+
+// n elements of device memory (cudaMalloc: 256-byte aligned), freed when it goes out of scope.
+template <typename T>
+struct DeviceVector {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit DeviceVector(size_t count) : n(count) {
+    FP8LM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(count, 1) * sizeof(T)));
+  }
+  explicit DeviceVector(const std::vector<T>& v) : DeviceVector(v.size()) { upload(v); }
+  ~DeviceVector() { cudaFree(ptr); }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+  // The first v.size() (≤ n) elements.
+  void upload(const std::vector<T>& v) {
+    if (!v.empty()) FP8LM_CUDA_CHECK(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> out(n);
+    if (n > 0) FP8LM_CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return out;
+  }
+  void fill_bytes(uint8_t byte) { FP8LM_CUDA_CHECK(cudaMemset(ptr, byte, std::max<size_t>(n, 1) * sizeof(T))); }
+};
 
 }  // namespace fp8lm::test
 

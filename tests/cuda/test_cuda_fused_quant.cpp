@@ -33,26 +33,9 @@
 namespace fp8lm {
 namespace {
 
+using test::DeviceVector;
 template <typename T>
-struct Dev {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit Dev(size_t count) : n(count) {
-    FP8LM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(count, 1) * sizeof(T)));
-  }
-  Dev(const std::vector<T>& v) : Dev(v.size()) {
-    if (!v.empty()) FP8LM_CUDA_CHECK(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~Dev() { cudaFree(ptr); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> v(n);
-    if (n > 0) FP8LM_CUDA_CHECK(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-  }
-  void fill(uint8_t byte) { FP8LM_CUDA_CHECK(cudaMemset(ptr, byte, std::max<size_t>(n, 1) * sizeof(T))); }
-};
+using Dev = DeviceVector<T>;
 
 __nv_bfloat16* bf(const Dev<uint16_t>& d) { return reinterpret_cast<__nv_bfloat16*>(d.ptr); }
 
@@ -150,15 +133,15 @@ TEST(CudaFusedQuant, NormsQuantizeAsTheQuantizationKernel) {
             Dev<uint16_t> h(x), d(delta), out(size_t(rows * cols));
             Dev<uint8_t> codes(size_t(rows * cols));
             Dev<float> scales(nscales);
-            codes.fill(0xA5);
-            scales.fill(0);
+            codes.fill_bytes(0xA5);
+            scales.fill_bytes(0);
             const cuda::RowQuantOutput rq{qc.q, codes.ptr, scales.ptr};
             const cuda::RowQuantOutput* arg = fused ? &rq : nullptr;
             if (add) cuda::add_rms_norm(bf(h), bf(d), d_w.ptr, 1e-5f, rows, cols, bf(out), nullptr, arg);
             else cuda::rms_norm(bf(h), d_w.ptr, 1e-5f, rows, cols, bf(out), nullptr, arg);
             if (!fused) quantize_after(bf(out), rows, cols, qc.q, codes.ptr, scales.ptr);
             FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
-            return Outputs{out.get(), h.get(), codes.get(), scales.get()};
+            return Outputs{out.download(), h.download(), codes.download(), scales.download()};
           };
           const std::string what = std::string(add ? "add_rms_norm" : "rms_norm") + " " + qc.name + " [" +
                                    std::to_string(rows) + ", " + std::to_string(cols) + "]";
@@ -183,8 +166,8 @@ TEST(CudaFusedQuant, SiluMulQuantizesAsTheQuantizationKernel) {
           Dev<uint16_t> out(size_t(rows * cols));
           Dev<uint8_t> codes(size_t(rows * cols));
           Dev<float> scales(nscales);
-          codes.fill(0xA5);
-          scales.fill(0);
+          codes.fill_bytes(0xA5);
+          scales.fill_bytes(0);
           if (fused) {
             cuda::silu_mul_fused_quantize(bf(gu), rows, cols, bf(out), qc.q, codes.ptr, scales.ptr, nullptr);
           } else {
@@ -192,7 +175,7 @@ TEST(CudaFusedQuant, SiluMulQuantizesAsTheQuantizationKernel) {
             quantize_after(bf(out), rows, cols, qc.q, codes.ptr, scales.ptr);
           }
           FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
-          return Outputs{out.get(), {}, codes.get(), scales.get()};
+          return Outputs{out.download(), {}, codes.download(), scales.download()};
         };
         expect_equal("silu_mul " + qc.name + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]",
                      run(true), run(false));

@@ -53,24 +53,7 @@ constexpr double kSafety = 2.0;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <typename T>
-struct Device {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit Device(size_t count) : n(count) {
-    FP8LM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(count, 1) * sizeof(T)));
-  }
-  ~Device() { cudaFree(ptr); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-  void upload(const std::vector<T>& v) {
-    if (!v.empty()) FP8LM_CUDA_CHECK(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> out(n);
-    if (n > 0) FP8LM_CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-};
+using Device = DeviceVector<T>;
 
 // Logits exactly representable in BF16 (what the GPU holds), as floats for the host.
 std::vector<float> make_logits(std::mt19937_64& rng, int64_t vocab, int shape) {
