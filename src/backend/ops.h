@@ -188,7 +188,7 @@ class Ops {
   // ---- ops (every output is written, never accumulated into, unless said)
   // out[r] = table row step.ids[r].
   virtual void embedding(const Weight& table, Tensor out) = 0;
-  // `next` (rms_norm, add_rms_norm, silu_mul_fused), where given: the linear that reads
+  // `next` (rms_norm, add_rms_norm), where given: the linear that reads
   // `out` next, before anything else writes it. A backend may then produce out in that
   // linear's input format as well, in the same pass (the CUDA backend: FP8 codes and scales
   // for a W8A8 linear), and linear(out, *next, …) reads those instead of quantizing out again.
@@ -208,8 +208,8 @@ class Ops {
   virtual void silu_mul(Tensor gate, Tensor up, Tensor out) = 0;  // out = silu(gate) · up
   // The same from a fused gate/up output: each row's first half gate, second half up.
   // Only backends that fuse (upload_fused_linear) need the two below.
-  virtual void silu_mul_fused(Tensor gate_up, Tensor out, const Weight* next = nullptr) {
-    (void)gate_up, (void)out, (void)next;
+  virtual void silu_mul_fused(Tensor gate_up, Tensor out) {
+    (void)gate_up, (void)out;
     throw_not_fused("silu_mul_fused");
   }
   // parts[i] = the next parts[i].cols columns of x (a fused output into its parts).

@@ -174,7 +174,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   backend::Tensor up = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, c.intermediate_size);
   const auto eps = float(c.rms_norm_eps);
 
-  // Each norm and SiLU·mul names the fused linear that reads its output next, so that a
+  // Each norm names the fused linear that reads its output next, so that a
   // backend may quantize that input in the same pass (Ops::rms_norm's `next`).
   ops_.embedding(*embedding_, h);
   ops_.rms_norm(h, *layers_[0].input_norm, eps, x, layers_[0].qkv.get());
@@ -219,7 +219,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     observe(i, LinearInput::kGateUp, x);
     if (l.gate_up) {
       ops_.linear(x, *l.gate_up, gate_up);
-      ops_.silu_mul_fused(gate_up, act, l.down.get());
+      ops_.silu_mul_fused(gate_up, act);
     } else {
       ops_.linear(x, *l.gate, gate);
       ops_.linear(x, *l.up, up);

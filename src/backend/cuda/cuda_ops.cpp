@@ -191,7 +191,7 @@ struct CudaOps::Impl {
     const void* k = nullptr;
     const void* v = nullptr;
   } stored_kv;
-  // Activations a producer (rms_norm, add_rms_norm, silu_mul_fused given `next`) already
+  // Activations a producer (rms_norm, add_rms_norm given `next`) already
   // quantized for the W8A8 linear that reads them next: linear(x, *next) takes these codes and
   // scales instead of quantizing x again. They sit on top of the scratch arena (between the
   // marks), and the linear gives them back. Cleared by begin_step, reset_scratch and linear.
@@ -827,14 +827,12 @@ void CudaOps::silu_mul(Tensor gate, Tensor up, Tensor out) {
   cuda::silu_mul(B(gate), B(up), gate.rows * gate.cols, B(out), impl_->stream);
 }
 
-void CudaOps::silu_mul_fused(Tensor gate_up, Tensor out, const backend::Weight* next) {
+void CudaOps::silu_mul_fused(Tensor gate_up, Tensor out) {
   OpTimer timer(*impl_, "silu_mul_fused", out.rows);
   require_shape(gate_up, out.rows, 2 * out.cols, "silu_mul_fused");
-  // `next` is not taken up: silu_mul_fused_quantize (one CTA per row, so that the row's amax is
-  // the CTA's) measured slower than this element-wise kernel + the quantization kernel — 72 vs
-  // ~60 µs a call at 1024 × 14336 on the H200 (docs/benchmarks.md) — and at decode sizes it runs
-  // the SiLU of m rows on m multiprocessors. The norms' fused quantization is kept (it wins).
-  (void)next;
+  // Not fused with the down projection's quantization: silu_mul_fused_quantize (one CTA per
+  // row, so that the row's amax is the CTA's) measured slower than this element-wise kernel +
+  // the quantization kernel at every size (docs/benchmarks.md, issue 18's second round).
   cuda::silu_mul_fused(B(gate_up), out.rows, out.cols, B(out), impl_->stream);
 }
 
@@ -940,7 +938,7 @@ std::optional<RowQuantOutput> prequantize_for(CudaOps::Impl& m, const backend::W
   const int64_t rows = out.rows;
   // linear()'s own choices: BF16 GEMMs and W8A16 read x as is; the GEMV quantizes small x itself.
   if (!p.fp8 || p.activation == ActivationQuant::kNone || p.large_rows == LargeRows::kCublasBf16) return std::nullopt;
-  if (rows <= p.gemv_max_rows && rows <= kGemvQuantizeRows) return std::nullopt;
+  if (p.gemv_quantizes_input(rows)) return std::nullopt;
   if (p.act_quant.static_scale == nullptr && p.act_quant.granularity == Granularity::kTensor) return std::nullopt;
   CudaOps::Impl::Prequantized pre;
   pre.before = m.scratch.mark();
@@ -1046,8 +1044,7 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   // W8A8 at the smallest decode sizes: one GEMV call that quantizes x while staging it (the same
   // codes and scales as the kernels below, bit for bit; one kernel and one round trip
   // of the activations fewer per projection).
-  if (p.activation != ActivationQuant::kNone && m <= p.gemv_max_rows && m <= kGemvQuantizeRows)
-    return gemv(0, m, nullptr, nullptr, true);
+  if (p.gemv_quantizes_input(m)) return gemv(0, m, nullptr, nullptr, true);
 
   // W8A8: quantize the activations as the scheme says, then GEMV or GEMM; W8A16 reads x as is.
   const uint8_t* codes = nullptr;

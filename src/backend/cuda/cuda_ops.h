@@ -93,7 +93,7 @@ class CudaOps final : public backend::Ops {
                            int64_t head_dim, const backend::Weight* q_norm, const backend::Weight* k_norm, float eps,
                            const RopeTable& rope, backend::KvCache* store_into = nullptr, int layer = -1) override;
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
-  void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out, const backend::Weight* next = nullptr) override;
+  void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out) override;
   void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;
   void prefetch_weights(std::span<const backend::Weight* const> next) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,

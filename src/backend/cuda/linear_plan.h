@@ -61,6 +61,11 @@ struct LinearPlan {
 
   // One line, e.g. "w8a8 e4m3 w:channel a:dynamic-token | m<=8 gemv | m>8 cublaslt outer-vector".
   std::string describe() const;
+  // Whether a W8A8 input of m rows is quantized by the GEMV while it stages it
+  // (kGemvQuantizeRows), so that nothing before it needs to quantize it.
+  bool gemv_quantizes_input(int64_t m) const {
+    return activation != ActivationQuant::kNone && m <= gemv_max_rows && m <= kGemvQuantizeRows;
+  }
 };
 
 // Throws fp8lm::Error for what weights::validate refuses and for what the CUDA

@@ -40,11 +40,8 @@ struct QkvArgs {
   const int32_t* positions = nullptr;
   const float* inv_freq = nullptr;
   float attention_factor = 1.0f;
-  // store_kv fused in (k_cache null: not): the rotated k and the v heads also go to the cache.
-  void* k_cache = nullptr;
-  void* v_cache = nullptr;
-  backend::KvElement element = backend::KvElement::kBF16;
-  float k_scale = 1.0f, v_scale = 1.0f;
+  // store_kv fused in (cache.k null: not): the rotated k and the v heads also go to the cache.
+  DeviceKvLayer cache;
   const int32_t* row_seq = nullptr;
   const int32_t* block_tables = nullptr;
   int max_blocks_per_seq = 0, block_size = 0;
@@ -53,7 +50,7 @@ struct QkvArgs {
 // The cache block of the row's position, or -1 where store_kv skips the row (a position
 // outside its block table row).
 __device__ __forceinline__ int64_t cache_block(const QkvArgs& a, int64_t row, int64_t pos) {
-  if (a.k_cache == nullptr || pos < 0 || pos >= int64_t(a.max_blocks_per_seq) * a.block_size) return -1;
+  if (a.cache.k == nullptr || pos < 0 || pos >= int64_t(a.max_blocks_per_seq) * a.block_size) return -1;
   return a.block_tables[int64_t(a.row_seq[row]) * a.max_blocks_per_seq + pos / a.block_size];
 }
 
@@ -97,8 +94,8 @@ __global__ void __launch_bounds__(kThreads) split_norm_rope_kernel(QkvArgs a) {
         const uint4 bits = *reinterpret_cast<const uint4*>(src + e0);
         *reinterpret_cast<uint4*>(dst + e0) = bits;
         if (block >= 0)
-          store_kv8(a.element, a.v_cache, kv_cache_index(block, kv_head, a.v_heads, pos, a.block_size, hd, e0), bits,
-                    a.v_scale);
+          store_kv8(a.cache.element, a.cache.v, kv_cache_index(block, kv_head, a.v_heads, pos, a.block_size, hd, e0),
+                    bits, a.cache.v_scale);
       } else {
         for (int e = e0; e < e0 + 8 && e < hd; ++e) dst[e] = src[e];
       }
@@ -165,8 +162,8 @@ __global__ void __launch_bounds__(kThreads) split_norm_rope_kernel(QkvArgs a) {
     if (is_k && block >= 0) {  // the BF16 values just stored, as store_kv would read them back
       const uint4 bits = make_uint4(bf16_bits(o[0]) | (bf16_bits(o[1]) << 16), bf16_bits(o[2]) | (bf16_bits(o[3]) << 16),
                                     bf16_bits(o[4]) | (bf16_bits(o[5]) << 16), bf16_bits(o[6]) | (bf16_bits(o[7]) << 16));
-      store_kv8(a.element, a.k_cache, kv_cache_index(block, kv_head, a.k_heads, pos, a.block_size, hd, e0), bits,
-                a.k_scale);
+      store_kv8(a.cache.element, a.cache.k, kv_cache_index(block, kv_head, a.k_heads, pos, a.block_size, hd, e0),
+                bits, a.cache.k_scale);
     }
   }
 }
@@ -264,11 +261,7 @@ void split_norm_rope_qkv(const __nv_bfloat16* qkv, int64_t rows, int64_t q_cols,
     if (b.row_seq == nullptr || b.block_tables == nullptr || b.max_blocks_per_seq <= 0 || store->block_size <= 0)
       fail("the KV store's batch metadata are incomplete");
     if (store->layer.k == nullptr || store->layer.v == nullptr) fail("the KV store's layer has no K or V array");
-    a.k_cache = store->layer.k;
-    a.v_cache = store->layer.v;
-    a.element = store->layer.element;
-    a.k_scale = store->layer.k_scale;
-    a.v_scale = store->layer.v_scale;
+    a.cache = store->layer;
     a.row_seq = b.row_seq;
     a.block_tables = b.block_tables;
     a.max_blocks_per_seq = b.max_blocks_per_seq;
