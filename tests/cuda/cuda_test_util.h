@@ -20,6 +20,16 @@ inline bool have_hopper() {
   return !list.devices.empty() && list.devices[0].runs_this_build();
 }
 
+// cudaMemcpy from the host, finished before any stream uses dst. A pageable H2D cudaMemcpy
+// may return while its last DMA still runs on the legacy stream, which the backend's
+// non-blocking streams do not wait for: a kernel launched next on such a stream can read
+// the old bytes (seen at 786 KB on the H200).
+inline void upload_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  FP8LM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // n elements of device memory (cudaMalloc: 256-byte aligned), freed when it goes out of scope.
 template <typename T>
 struct DeviceVector {
@@ -34,7 +44,7 @@ struct DeviceVector {
   DeviceVector& operator=(const DeviceVector&) = delete;
   // The first v.size() (≤ n) elements.
   void upload(const std::vector<T>& v) {
-    if (!v.empty()) FP8LM_CUDA_CHECK(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    upload_bytes(ptr, v.data(), v.size() * sizeof(T));
   }
   std::vector<T> download() const {
     std::vector<T> out(n);

@@ -101,7 +101,7 @@ struct DeviceBuffer {
   }
   template <class T>
   explicit DeviceBuffer(const std::vector<T>& v) : DeviceBuffer(v.size() * sizeof(T)) {
-    if (bytes) FP8LM_CUDA_CHECK(cudaMemcpy(ptr, v.data(), bytes, cudaMemcpyHostToDevice));
+    test::upload_bytes(ptr, v.data(), bytes);
   }
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -116,7 +116,7 @@ struct DeviceBuffer {
   template <class T>
   void overwrite(const std::vector<T>& v) {
     ASSERT_EQ(v.size() * sizeof(T), bytes);
-    if (bytes) FP8LM_CUDA_CHECK(cudaMemcpy(ptr, v.data(), bytes, cudaMemcpyHostToDevice));
+    test::upload_bytes(ptr, v.data(), bytes);
   }
   template <class T>
   T* as() const { return static_cast<T*>(ptr); }

@@ -114,7 +114,7 @@ struct DeviceArray {
   T* ptr() const { return buf.ptr + offset; }
   void upload(const std::vector<T>& v) {
     ASSERT_EQ(v.size(), n);
-    if (n > 0) FP8LM_CUDA_CHECK(cudaMemcpy(ptr(), v.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    test::upload_bytes(ptr(), v.data(), n * sizeof(T));
   }
   std::vector<T> download() const {
     std::vector<T> out(n);
@@ -1287,7 +1287,7 @@ TEST(CudaModelKernels, CudaOpsSplitNormRopeQkvEqualsTheOpSequence) {
     ops.begin_step({ids, pos, {}, {}});
     const backend::Tensor qkv = ops.alloc(rows, ld);
     const std::vector<uint16_t> host = random_bf16(rng, rows, ld, true);
-    FP8LM_CUDA_CHECK(cudaMemcpy(qkv.data, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+    test::upload_bytes(qkv.data, host.data(), host.size() * 2);
     const backend::Tensor q1 = ops.alloc(rows, qw), k1 = ops.alloc(rows, kw), v1 = ops.alloc(rows, kw);
     const backend::Tensor q2 = ops.alloc(rows, qw), k2 = ops.alloc(rows, kw), v2 = ops.alloc(rows, kw);
     auto fetch = [&](backend::Tensor t) {

@@ -267,7 +267,7 @@ std::vector<int32_t> run_op(cuda::CudaOps& ops, const Batch& b, std::span<const 
     host.insert(host.end(), h.begin(), h.end());
     rows.push_back(b.rows[r]);
   }
-  FP8LM_CUDA_CHECK(cudaMemcpy(t.data, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  upload_bytes(t.data, host.data(), host.size() * 2);
   std::vector<int32_t> tokens(which.size(), -7);
   ops.sample_rows(t, rows, tokens);
   return tokens;
