@@ -239,11 +239,6 @@ class Ops {
     }
     rope_qk(q, k, head_dim, rope);
   }
-  // A hint before ops that leave the memory bandwidth idle (attention at small
-  // batches): the linears in `next` run soon, so a backend may start bringing their
-  // weights closer. Changes no result. The CUDA backend can prefetch them into L2
-  // (CudaOps::set_l2_prefetch; an experiment, off unless asked for); the default does nothing.
-  virtual void prefetch_weights(std::span<const Weight* const> next) { (void)next; }
   // Stores the new K/V into the cache, then attends over the cached positions
   // (sequences: step.sequences).
   virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& params, KvCache& cache,

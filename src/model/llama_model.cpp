@@ -207,10 +207,6 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       ops_.to_host(v, observed_v_);
       observer_->key_value(i, observed_, observed_v_, k.rows, k.cols);
     }
-    // Attention at small batches leaves the memory bandwidth idle: the next two linears'
-    // weights may start on their way meanwhile (a hint; Ops::prefetch_weights).
-    const backend::Weight* soon[] = {l.o.get(), l.gate_up ? l.gate_up.get() : l.gate.get()};
-    ops_.prefetch_weights(soon);
     ops_.attention(q, k, v, attn, params, cache, i);
     observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);

@@ -343,38 +343,6 @@ TEST(CudaModelGraphs, BatchSizesRecordOnlyTheLadder) {
               static_cast<unsigned long long>(ops.graph_replays()));
 }
 
-// prefetch_weights is a hint: with the L2 prefetch on (CudaOps::set_l2_prefetch), a prefill
-// and decode steps — recorded as graphs — give the same logits bit for bit as with it off.
-TEST(CudaModelPrefetch, L2PrefetchChangesNoLogits) {
-  REQUIRE_HOPPER();
-  const Reference& ref = reference();
-  auto load = [] {
-    io::LoadOverrides o;
-    o.quantization = io::parse_online_quant("fp8");  // the GEMV's path: W8A8 per channel × per token
-    engine::RuntimeOptions opt;
-    opt.device = backend::Device::kCuda;
-    opt.kv_cache_tokens = 4096;
-    return engine::Runtime::load(shipped_dir(), o, opt);
-  };
-  auto plain = load();
-  auto fetching = load();
-  dynamic_cast<cuda::CudaOps&>(fetching->ops()).set_l2_prefetch(true);
-  std::vector<int32_t> tokens(ref.prompt.begin(), ref.prompt.begin() + 8);
-  std::vector<int64_t> table = {0, 1, 2, 3};
-  std::vector<float> want, got;
-  for (int step = 0; step < 6; ++step) {
-    const bool prefill = step == 0;
-    const model::SequenceInput in = prefill ? model::SequenceInput{tokens, 0, table, false}
-                                            : model::SequenceInput{{&tokens.back(), 1}, int64_t(tokens.size()) - 1,
-                                                                   table, false};
-    plain->model().forward({&in, 1}, plain->kv_cache(), want);
-    fetching->model().forward({&in, 1}, fetching->kv_cache(), got);
-    ASSERT_EQ(want.size(), got.size());
-    EXPECT_TRUE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0) << "step " << step;
-    tokens.push_back(int32_t(std::max_element(want.begin(), want.end()) - want.begin()));
-  }
-}
-
 // device_step_seconds sums each step's span on the device: it grows with every step and never
 // exceeds the wall time the steps took.
 TEST(CudaModelTiming, DeviceStepSecondsGrowWithinTheWallTime) {

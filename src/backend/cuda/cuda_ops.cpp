@@ -227,9 +227,6 @@ struct CudaOps::Impl {
     FP8LM_CUDA_CHECK(cudaEventElapsedTime(&ms, step_start, step_end));
     step_seconds += double(ms) * 1e-3;
   }
-  // prefetch_weights(): on (set_l2_prefetch, FP8LM_CUDA_L2_PREFETCH=1), and the L2's bytes.
-  bool l2_prefetch = false;
-  size_t l2_bytes = 0;
   const int32_t* d_ids = nullptr;
   const int32_t* d_logit_rows = nullptr;
   int64_t context_bucket = 0;
@@ -428,8 +425,6 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   if (impl_->profile_env) impl_->options.cuda_graphs = false;
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
-  const char* prefetch = std::getenv("FP8LM_CUDA_L2_PREFETCH");
-  if (prefetch != nullptr && *prefetch != '\0' && *prefetch != '0') set_l2_prefetch(true);
 }
 
 CudaOps::~CudaOps() {
@@ -850,31 +845,6 @@ void CudaOps::split_columns(Tensor x, std::span<const Tensor> parts) {
   }
   if (cols != x.cols) throw Error("cuda ops: split_columns parts do not add up to the input's columns");
   cuda::split_columns(B(x), x.rows, split, impl_->stream);
-}
-
-void CudaOps::set_l2_prefetch(bool on) {
-  Impl& m = *impl_;
-  m.l2_prefetch = on;
-  if (on && m.l2_bytes == 0) {
-    int dev = 0, bytes = 0;
-    FP8LM_CUDA_CHECK(cudaGetDevice(&dev));
-    FP8LM_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev));
-    m.l2_bytes = size_t(bytes);
-  }
-}
-
-void CudaOps::prefetch_weights(std::span<const backend::Weight* const> next) {
-  Impl& m = *impl_;
-  if (!m.l2_prefetch) return;
-  OpTimer timer(m, "prefetch_weights", m.batch.num_rows);
-  size_t budget = m.l2_bytes / 2;  // the rest for what the ops in between read and write
-  for (const backend::Weight* w : next) {
-    const auto* lw = dynamic_cast<const LinearWeight*>(w);
-    if (lw == nullptr || budget == 0) continue;
-    const size_t bytes = std::min(budget, size_t(lw->n * lw->k) * (lw->plan.fp8 ? 1 : sizeof(bf16)));
-    prefetch_l2(lw->w.get(), bytes, m.stream);
-    budget -= bytes;
-  }
 }
 
 void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,

@@ -95,7 +95,6 @@ class CudaOps final : public backend::Ops {
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
   void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out) override;
   void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;
-  void prefetch_weights(std::span<const backend::Weight* const> next) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
                  const backend::AttentionParams& params, backend::KvCache& cache, int layer) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
@@ -124,10 +123,6 @@ class CudaOps final : public backend::Ops {
   uint64_t graph_replays() const;
   size_t graphs() const;
   void synchronize();
-  // Whether prefetch_weights() prefetches into L2 (up to half the L2 per call, in the order
-  // given): an experiment to measure, off by default; FP8LM_CUDA_L2_PREFETCH=1 turns it on for
-  // a whole process. Steps recorded before a change keep what they recorded.
-  void set_l2_prefetch(bool on);
   std::optional<double> device_step_seconds() override;
 
   struct Impl;  // defined in cuda_ops.cpp

@@ -44,19 +44,6 @@ __global__ void split_kernel(const __nv_bfloat16* x, int64_t rows, int64_t cols,
 
 int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 132 * 16)); }
 
-// One thread per 64 KB piece issues the copy engine's L2 prefetch; none of it is waited for.
-constexpr size_t kPrefetchPiece = size_t(64) << 10;
-
-__global__ void prefetch_l2_kernel(const unsigned char* p, size_t bytes) {
-  pdl_release();  // weights are constants: the prefetches need not wait for anything
-  const size_t stride = size_t(gridDim.x) * blockDim.x * kPrefetchPiece;
-  for (size_t off = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) * kPrefetchPiece; off < bytes; off += stride) {
-    const size_t n = (bytes - off < kPrefetchPiece ? bytes - off : kPrefetchPiece) & ~size_t(15);
-    if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(unsigned(n)) : "memory");
-  }
-  pdl_wait();  // complete only after the kernel before: the chain of waits stays transitive
-}
-
 }  // namespace
 
 void dequantize_weight_bf16(const uint8_t* codes, const float* scales, WeightScaleLayout layout, int64_t n, int64_t k,
@@ -78,16 +65,6 @@ void split_columns(const __nv_bfloat16* x, int64_t rows, const ColumnSplit& spli
   for (int i = 0; i < split.count; ++i) cols += split.width[i];
   if (rows <= 0 || cols <= 0) return;
   launch_dependent(split_kernel, grid_for(rows * cols), 256, 0, stream, x, rows, cols, split);
-  FP8LM_CUDA_CHECK(cudaGetLastError());
-}
-
-void prefetch_l2(const void* p, size_t bytes, cudaStream_t stream) {
-  if (bytes == 0) return;
-  if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0) throw Error("cuda prefetch_l2: p must be 16-byte aligned");
-  const size_t pieces = (bytes + kPrefetchPiece - 1) / kPrefetchPiece;
-  const unsigned threads = 64;
-  const auto blocks = unsigned(std::min<size_t>((pieces + threads - 1) / threads, 16));
-  launch_dependent(prefetch_l2_kernel, blocks, threads, 0, stream, static_cast<const unsigned char*>(p), bytes);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -28,9 +28,4 @@ struct ColumnSplit {
 };
 void split_columns(const __nv_bfloat16* x, int64_t rows, const ColumnSplit& split, cudaStream_t stream);
 
-// Starts bringing bytes [p, p + bytes) into L2 (cp.async.bulk.prefetch: nothing is written,
-// nothing waits for the data) and returns; p 16-byte aligned. Launched as a programmatic
-// dependent, it runs beside the kernel before it and completes only after it (launch.cuh).
-void prefetch_l2(const void* p, size_t bytes, cudaStream_t stream);
-
 }  // namespace fp8lm::cuda
