@@ -3,7 +3,10 @@
 # the logs and the JSON under $OUT (default ./gpu-results). Uses the binaries in
 # ${BUILD:-build-gemv}/tests when present (built elsewhere and carried), else builds them.
 #
-#   bash scripts/gpu_gemv.sh [--sweep] [--no-test]
+#   bash scripts/gpu_gemv.sh [--sweep | --fit] [--no-test]
+#
+# --fit: only every plan, timed as the engine launches them (bench_cuda_gemv --fit), the input
+# of tools/fit_gemv_plan.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-results}
@@ -13,6 +16,7 @@ sweep="" test=1
 for a in "$@"; do
   case "$a" in
     --sweep) sweep=--sweep ;;
+    --fit) sweep=--fit ;;
     --no-test) test=0 ;;
   esac
 done

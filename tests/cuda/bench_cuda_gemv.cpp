@@ -1,7 +1,7 @@
 // Benchmark of the FP8 decode GEMV (src/backend/cuda/fp8_gemv.h) against cuBLASLt's BF16
 // GEMM on Llama-3.1-8B's linear shapes, m = 1 … 16 (docs/benchmarks.md, issue 8).
 //
-//   bench_cuda_gemv [results.json] [--sweep]
+//   bench_cuda_gemv [results.json] [--sweep | --fit]
 //
 // Timing (docs: METHOD.md): each measurement is a CUDA graph of R back-to-back calls that
 // rotate over NB weight buffers (NB ≥ 4 and ≥ 320 MB together, so the 50 MB L2 never holds
@@ -11,6 +11,9 @@
 // bandwidth figures count the weight bytes only (FP8: n·k, BF16: 2·n·k).
 // --sweep also times every plan (row tiles × K splits) at m = 1 and 16 for each shape (W8A8
 // with tensor scales, W8A16 with channel scales), to check the automatic plan against measurements.
+// --fit times only every plan, launched as the engine launches them (PDL; x quantized while
+// staged for m ≤ 2, E4M3 codes beyond), for the engine's W8A8 pairs (channel × token, block ×
+// group) at m = 1, 2, 4, 8: the data tools/fit_gemv_plan.py fits the plan cost model to.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -294,9 +297,10 @@ struct LtBf16 {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool sweep = false;
+  bool sweep = false, fit = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sweep") == 0) sweep = true;
+    else if (std::strcmp(argv[i], "--fit") == 0) fit = true;
     else json_path = argv[i];
   }
   cudaDeviceProp prop{};
@@ -331,6 +335,68 @@ int main(int argc, char** argv) {
   Dev y(size_t(16) * 28672 * 2);
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json sweeps = nlohmann::json::array();
+
+  if (fit) {
+    nlohmann::json cases = nlohmann::json::array();
+    for (const Shape& s : shapes) {
+      Activations act(s.k);
+      const int64_t chunks = (s.k + 127) / 128;
+      for (WeightScaleLayout layout : {WeightScaleLayout::kChannel, WeightScaleLayout::kBlock128}) {
+        Fp8Weights w(s, layout, fblock);
+        const Fp8ActQuant q = layout == WeightScaleLayout::kChannel ? Fp8ActQuant::token() : Fp8ActQuant::group(128);
+        for (int64_t m : {1, 2, 4, 8}) {
+          Fp8GemvArgs a = make_args(m, s, w, layout, true, act, y);
+          a.programmatic_launch = true;
+          if (m <= 2) {  // the engine's kGemvQuantizeRows: BF16 x quantized while staged
+            a.x_codes = nullptr;
+            a.x_scale = nullptr;
+            a.x = act.x_bf16.as<__nv_bfloat16>();
+            a.quantize_x = true;
+            a.x_rule = fp8lm::cuda::dynamic_scale_rule(q);
+          }
+          const Fp8GemvPlan chosen = fp8lm::cuda::fp8_gemv_plan(a);
+          const double auto_us = time_fp8(a, w, nullptr, 15, stream);
+          nlohmann::json plans = nlohmann::json::array();
+          double best = 1e30;
+          Fp8GemvPlan best_plan{};
+          for (int rt : {8, 4, 2, 1})
+            for (int sp : {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32}) {
+              if (sp > 1 && chunks / sp < 8 / rt) continue;
+              const Fp8GemvPlan requested{rt, sp};
+              const Fp8GemvPlan p = fp8lm::cuda::fp8_gemv_plan(a, &requested);
+              bool seen = false;
+              for (const auto& e : plans) seen = seen || (e["row_tiles"] == p.row_tiles && e["k_splits"] == p.k_splits);
+              if (seen) continue;  // shared memory raised the splits to a plan already timed
+              const double us = time_fp8(a, w, &p, 15, stream);
+              plans.push_back({{"row_tiles", p.row_tiles}, {"k_splits", p.k_splits}, {"us", us}});
+              if (us < best) best = us, best_plan = p;
+            }
+          std::printf("fit %-13s m=%lld %-8s: auto {%d, %d} %.2f us, best {%d, %d} %.2f us (%zu plans)\n", s.name,
+                      (long long)m, layout_name(layout), chosen.row_tiles, chosen.k_splits, auto_us,
+                      best_plan.row_tiles, best_plan.k_splits, best, plans.size());
+          cases.push_back({{"shape", s.name},
+                           {"n", s.n},
+                           {"k", s.k},
+                           {"m", m},
+                           {"weights", layout_name(layout)},
+                           {"quantize_x", a.quantize_x},
+                           {"x_group", layout == WeightScaleLayout::kBlock128},
+                           {"a8_codes", !a.quantize_x},
+                           {"auto_plan", {chosen.row_tiles, chosen.k_splits}},
+                           {"auto_us", auto_us},
+                           {"plans", plans}});
+        }
+      }
+    }
+    out["sms"] = prop.multiProcessorCount;
+    out["fit"] = cases;
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      f << out.dump(1) << "\n";
+      std::printf("wrote %s\n", json_path.c_str());
+    }
+    return 0;
+  }
 
   std::printf("\n%-13s %3s %-9s %-6s %9s %9s %7s %9s %8s %-8s %8s %7s %9s %9s %7s %8s %7s %9s\n", "shape", "m",
               "weights", "acts", "fp8 us", "GB/s", "%4.29", "bf16 us", "speedup", "plan", "pdl us", "pdl %", "q+gemv us",

@@ -810,41 +810,48 @@ Fp8GemvPlan clamp_plan(Fp8GemvPlan plan, int64_t chunks) {
   return plan;
 }
 
-// The plan comes from a model fitted to measurements on the H200 (bench_cuda_gemv --sweep,
-// docs/benchmarks.md): with at most 2 blocks resident per multiprocessor,
-//   * DRAM streams ~3.8 TB/s once ≥ 1.2 blocks per multiprocessor are resident, less below;
-//   * one multiprocessor streams at most ~40 GB/s, so the busiest one (ceil(blocks / SMs)
-//     blocks) bounds the time; the two bounds combine as a smooth maximum;
-//   * each extra wave of blocks costs ~1.5 µs of ramp, a K split ~1.5 µs (the last block's
-//     fence, counter and reduction) plus its partials' bytes, staging x ~100 GB/s per SM.
-double plan_cost_us(int64_t m, int64_t n, int64_t k, bool x_group, bool a8, int rt, int s, double sms) {
+// The plan comes from a model fitted to measurements on the H200: every plan of the Llama-3.1-8B
+// shapes at m = 1, 2, 4, 8, launched as the engine launches them (PDL; x quantized while staged
+// for m ≤ 2), `bench_cuda_gemv --fit`, fitted by tools/fit_gemv_plan.py (docs/benchmarks.md,
+// issue 18's third round). With at most 2 blocks resident per multiprocessor:
+//   * DRAM streams ~4.4 TB/s once ≥ 1.56 blocks per multiprocessor are resident, less below;
+//   * the busiest multiprocessor (ceil(blocks / SMs) blocks) streams ~137 GB/s; the fit adds
+//     the two bounds (the smooth maximum it started from went to a sum);
+//   * each wave of blocks beyond the first costs ~2.8 µs, a K split ~4.9 µs (the last block's
+//     fence, counter and reduction) plus its partials' bytes; staging x ~18.7 GB/s per
+//     multiprocessor, and quantizing it while staging (`quant`: each block first reads x's
+//     whole rows for their scales) ~42.7 GB/s.
+double plan_cost_us(int64_t m, int64_t n, int64_t k, bool x_group, bool a8, bool quant, int rt, int s, double sms) {
   const int64_t chunks = cdiv(k, kChunk);
   const int wcols = kWarps / rt;
   if (s > 1 && chunks / s < wcols) return -1;  // every warp gets a chunk
   const Layout l = smem_layout(m, chunks, s, x_group, a8);
   if (l.bytes > kSmemLimit) return -1;
+  constexpr double kDram = 4.40e6, kResident = 1.56, kSm = 1.37e5, kWave = 2.8, kSplit = 4.9;
+  constexpr double kStage = 1.87e4, kQuant = 4.27e4;  // bytes per µs
   const double groups = double(cdiv(n, 16 * rt)), ctas = groups * s;
   const double rows_cta = double(std::min<int64_t>(n, 16 * rt));
   const double cta_bytes = rows_cta * double(std::min<int64_t>(k, int64_t(l.max_len) * kChunk));
   const double per_sm = std::ceil(ctas / sms);
   const double resident = std::min(ctas, 2.0 * sms);
-  const double t_dram = double(n) * double(k) / (3.8e6 * std::min(1.0, resident / (1.2 * sms)));
-  const double t_sm = per_sm * cta_bytes / 4.0e4;
-  double t = std::pow(std::pow(t_dram, 4) + std::pow(t_sm, 4), 0.25);
-  t += 1.5 * (std::ceil(ctas / (2.0 * sms)) - 1);
-  if (s > 1) t += 1.5 + 2.0 * s * double(m) * double(n) * 4 / 3.8e6;
-  t += per_sm * double(m) * l.max_len * kChunk * (a8 ? 1 : 2) / 1.0e5;
+  const double t_dram = double(n) * double(k) / (kDram * std::min(1.0, resident / (kResident * sms)));
+  const double t_sm = per_sm * cta_bytes / kSm;
+  double t = t_dram + t_sm;
+  t += kWave * (std::ceil(ctas / (2.0 * sms)) - 1);
+  if (s > 1) t += kSplit + 2.0 * s * double(m) * double(n) * 4 / kDram;
+  t += per_sm * double(m) * l.max_len * kChunk * (a8 ? 1 : 2) / kStage;
+  if (quant) t += per_sm * double(m) * double(k) * 2 / kQuant;
   return t;
 }
 
-Fp8GemvPlan choose_plan(int64_t m, int64_t n, int64_t k, bool x_group, bool a8) {
+Fp8GemvPlan choose_plan(int64_t m, int64_t n, int64_t k, bool x_group, bool a8, bool quant) {
   const int64_t chunks = cdiv(k, kChunk);
   const double sms = multiprocessors();
   Fp8GemvPlan best{1, 1};
   double best_cost = std::numeric_limits<double>::infinity();
   for (int rt : {8, 4, 2, 1})
     for (int s = 1; s <= std::min<int64_t>(chunks, kMaxSplits); ++s) {
-      const double c = plan_cost_us(m, n, k, x_group, a8, rt, s, sms);
+      const double c = plan_cost_us(m, n, k, x_group, a8, quant, rt, s, sms);
       if (c >= 0 && c < best_cost) best_cost = c, best = {rt, s};
     }
   return best;
@@ -996,7 +1003,7 @@ Fp8GemvPlan resolve_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* plan) {
       return p;
   }
   Fp8GemvPlan p = plan && !plan->bulk ? clamp_plan(*plan, chunks)
-                                      : choose_plan(a.m, a.n, a.k, x_group, a.x_codes != nullptr);
+                                      : choose_plan(a.m, a.n, a.k, x_group, a.x_codes != nullptr, a.quantize_x);
   // Shared memory bounds the K range of one block: split further if needed.
   while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
     ++p.k_splits;
