@@ -3,7 +3,11 @@
 H200 measurements of `bench_cuda_gemv RESULTS.json --fit` (every plan, launched as the engine
 launches them), and says how well the model's choice does before and after.
 
-    python3 tools/fit_gemv_plan.py RESULTS.json
+    python3 tools/fit_gemv_plan.py RESULTS.json [--table]
+
+--table prints, instead of fitting, fp8_gemv.cu's kMeasuredPlans: the cases where the fastest
+measured plan beats the plan the kernel file's model (the constants given in FITTED below)
+picks by at least 3 %, as C++ initializer rows.
 
 The model here is plan_cost_us line for line, its constants the parameters. The fit minimizes
 the squared log error of the predicted time over every timed plan (each case weighted alike),
@@ -138,9 +142,41 @@ def choice(params, c, sms):
     return plan
 
 
+# The constants fp8_gemv.cu's plan_cost_us has now (this tool's fit, rounded).
+FITTED = [4.40e6, 1.56, 1.37e5, 1.0, 2.8, 4.9, 1.87e4, 4.27e4]
+
+
+def full_choice(params, c, sms):
+    """The plan choose_plan picks: every row tiling and every split count up to 64."""
+    chunks = cdiv(c["k"], K_CHUNK)
+    best, plan = None, None
+    for rt in (8, 4, 2, 1):
+        for s in range(1, min(chunks, 64) + 1):
+            t = cost_us(params, c["m"], c["n"], c["k"], c["x_group"], c["a8"], c["quant"], rt, s, sms)
+            if t is not None and (best is None or t < best):
+                best, plan = t, (rt, s)
+    return plan
+
+
+def table(doc, sms):
+    print(f"// bench_cuda_gemv --fit on {doc.get('device', 'the GPU')} ({int(sms)} SMs), "
+          "tools/fit_gemv_plan.py --table: {n, k, m, x_group, a8, quant, row_tiles, k_splits}")
+    for c in cases_of(doc):
+        measured = {(rt, s): us for rt, s, us in c["plans"]}
+        best = min(measured, key=measured.get)
+        model = full_choice(FITTED, c, sms)
+        model_us = measured.get(model, c["auto_us"])
+        if measured[best] <= model_us / 1.03:
+            flag = lambda b: "true" if b else "false"
+            print(f"    {{{c['n']}, {c['k']}, {c['m']}, {flag(c['x_group'])}, {flag(c['a8'])}, {flag(c['quant'])}, "
+                  f"{best[0]}, {best[1]}}},  // {c['name']}: {measured[best]:.1f} vs {model_us:.1f} us")
+
+
 def main():
     doc = json.load(open(sys.argv[1]))
     sms = float(doc.get("sms", 132))
+    if "--table" in sys.argv[2:]:
+        return table(doc, sms)
     cases = cases_of(doc)
     x0 = [v for _, v in DEFAULTS]
     x0[-1] = 2.0e5  # start the new term where it matters
