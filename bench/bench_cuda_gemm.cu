@@ -15,7 +15,8 @@
 // of them ahead of the GPU and the events measure GPU time, not launch gaps.
 // Timed is GemmArgs → run(), i.e. with the activation-scale transposition
 // block scaling needs (fp8lm's [m, L] → cuBLASLt's [L, m]); "block*" is the
-// same GEMM with the scales already in cuBLASLt's layout.
+// same GEMM with the scales already in cuBLASLt's layout. "CUTLASS outer-vec" is the
+// per-token × per-channel GEMM of src/backend/cuda/cutlass_fp8_gemm.h (issue 19), when built.
 //
 // Ceilings (../shared/docs/gpu.md, measured on this H200): 1426 TFLOP/s FP8,
 // 794 TFLOP/s BF16, 4.29 TB/s. "% roof" = the roofline time max(FLOP /
@@ -33,11 +34,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cutlass_fp8_gemm.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/stream.h"
 
@@ -96,9 +99,10 @@ const Layer kLayers[] = {
     {"70b", "gate_up", 57344, 8192}, {"70b", "down", 8192, 28672},
 };
 
-enum Mode { kBf16, kTensor, kOuter, kBlock, kBlockPre, kModes };
-const char* kModeNames[kModes] = {"bf16", "fp8_tensor", "fp8_outer_vector", "fp8_block", "fp8_block_prescaled"};
-const char* kModeShort[kModes] = {"BF16", "FP8 tensor", "FP8 outer-vec", "FP8 block", "FP8 block*"};
+enum Mode { kBf16, kTensor, kOuter, kBlock, kBlockPre, kCutlassOuter, kModes };
+const char* kModeNames[kModes] = {"bf16",      "fp8_tensor",          "fp8_outer_vector",
+                                  "fp8_block", "fp8_block_prescaled", "fp8_outer_vector_cutlass"};
+const char* kModeShort[kModes] = {"BF16", "FP8 tensor", "FP8 outer-vec", "FP8 block", "FP8 block*", "CUTLASS outer-vec"};
 
 struct Result {
   std::string model, layer;
@@ -246,18 +250,54 @@ int main(int argc, char** argv) {
             return a;
           };
           if (mode == kBlockPre && kb % 4 != 0) continue;
-          if (!gemm.supported(args_for(0))) {
+          // The CUTLASS GEMM on the same operands as the cuBLASLt outer-vector one.
+          auto cutlass_args = [&](int r) {
+            CutlassFp8GemmArgs c;
+            c.m = m;
+            c.n = n;
+            c.k = k;
+            c.x = x8.as<uint8_t>();
+            c.x_scale = xs_tok.as<float>();
+            c.w = w8[size_t(r % r8)].as<uint8_t>();
+            c.w_scale = ws_c[size_t(r % r8)].as<float>();
+            c.y = out.get();
+            return c;
+          };
+          std::optional<DeviceBuffer> cutlass_ws;
+          auto run = [&](int i) {
+#ifdef FP8LM_WITH_CUTLASS
+            if (mode == kCutlassOuter) {
+              cutlass_fp8_gemm(cutlass_args(i), cutlass_ws ? cutlass_ws->get() : nullptr,
+                               cutlass_ws ? cutlass_ws->bytes() : 0, stream);
+              return;
+            }
+#endif
+            gemm.run(args_for(i), stream);
+          };
+          if (mode == kCutlassOuter) {
+#ifdef FP8LM_WITH_CUTLASS
+            res.reason = cutlass_fp8_gemm_unsupported(cutlass_args(0));
+            if (res.reason.empty()) {
+              const size_t bytes = cutlass_fp8_gemm_workspace_bytes(cutlass_args(0));
+              if (bytes > 0) cutlass_ws.emplace(alloc, bytes, stream);
+            }
+#else
+            res.reason = "built without the CUTLASS headers";
+#endif
+          } else if (!gemm.supported(args_for(0))) {
             res.reason = gemm.unsupported_reason(args_for(0));
+          }
+          if (!res.reason.empty()) {
             results.push_back(res);
             continue;
           }
           res.supported = true;
-          for (int i = 0; i < 3; ++i) gemm.run(args_for(i), stream);
+          for (int i = 0; i < 3; ++i) run(i);
           stream.synchronize();
           // One call's time, to size the run: ≥ min_iters calls, more while cheap (≤ ~0.2 s).
           EventTimer probe;
           probe.start(stream);
-          gemm.run(args_for(3), stream);
+          run(3);
           probe.stop(stream);
           const double probe_ms = probe.elapsed_ms();
           const int iters = std::clamp(int(200.0 / std::max(probe_ms, 1e-3)), min_iters, 100);
@@ -266,7 +306,7 @@ int main(int argc, char** argv) {
           FP8LM_CUDA_CHECK(cudaGetLastError());
           ev[0].record(stream);
           for (int i = 0; i < iters; ++i) {
-            gemm.run(args_for(i), stream);
+            run(i);
             ev[size_t(i + 1)].record(stream);
           }
           stream.synchronize();
@@ -281,7 +321,7 @@ int main(int argc, char** argv) {
           const double flops = 2.0 * double(m) * double(n) * double(k);
           const size_t elem = mode == kBf16 ? 2 : 1;
           double wbytes = double(n * k) * double(elem);
-          if (mode == kOuter) wbytes += 4.0 * double(n);
+          if (mode == kOuter || mode == kCutlassOuter) wbytes += 4.0 * double(n);
           if (mode == kBlock || mode == kBlockPre) wbytes += 4.0 * double(nb * kb);
           const double bytes = wbytes + double(m * k) * double(elem) + double(m * n) * 2.0;
           const double peak = mode == kBf16 ? kBf16Peak : kFp8Peak;
@@ -325,19 +365,20 @@ int main(int argc, char** argv) {
           std::printf("\n");
         }
       }
-      std::printf("\nRatios at M ≥ 4096 (median times):\n\n| layer | M | FP8 tensor / BF16 | FP8 outer-vec / BF16 | FP8 block / BF16 | FP8 block / FP8 tensor | FP8 block* / FP8 tensor |\n|---|---|---|---|---|---|---|\n");
+      std::printf("\nRatios at M ≥ 4096 (median times):\n\n| layer | M | FP8 tensor / BF16 | FP8 outer-vec / BF16 | FP8 block / BF16 | FP8 block / FP8 tensor | FP8 block* / FP8 tensor | CUTLASS / cuBLASLt outer-vec |\n|---|---|---|---|---|---|---|---|\n");
       for (const Layer& L : kLayers) {
         if (std::string(L.model) != model) continue;
         for (int64_t m : ms) {
           if (m < 4096) continue;
           const Result *b = find(model, L.name, m, kBf16), *t = find(model, L.name, m, kTensor),
                        *o = find(model, L.name, m, kOuter), *bl = find(model, L.name, m, kBlock),
-                       *bp = find(model, L.name, m, kBlockPre);
+                       *bp = find(model, L.name, m, kBlockPre), *co = find(model, L.name, m, kCutlassOuter);
           auto ratio = [](const Result* num, const Result* den) {
             return (num && den && num->supported && den->supported) ? den->median_us / num->median_us : NAN;
           };
-          std::printf("| %s | %lld | %.2f× | %.2f× | %.2f× | %.0f%% | %.0f%% |\n", L.name, static_cast<long long>(m),
-                      ratio(t, b), ratio(o, b), ratio(bl, b), 100 * ratio(bl, t), 100 * ratio(bp, t));
+          std::printf("| %s | %lld | %.2f× | %.2f× | %.2f× | %.0f%% | %.0f%% | %.2f× |\n", L.name,
+                      static_cast<long long>(m), ratio(t, b), ratio(o, b), ratio(bl, b), 100 * ratio(bl, t),
+                      100 * ratio(bp, t), ratio(co, o));
         }
       }
     }

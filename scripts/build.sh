@@ -11,7 +11,7 @@ step() { printf '\n==== %s\n' "$*"; }
 jobs=$(nproc)
 
 step "Debian packages"
-packages=(cmake ninja-build g++ git python3 python3-venv libgtest-dev libgmock-dev
+packages=(cmake ninja-build g++ git python3 python3-venv python3-pip libgtest-dev libgmock-dev
           libbenchmark-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-14-dev
           libpcre2-dev libutf8proc-dev pkg-config libcpp-httplib-dev)
 missing=()
@@ -24,6 +24,34 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
 fi
 echo "all of: ${packages[*]}"
+
+# The CUDA backend's FP8 GEMMs use CUTLASS's headers, shipped in PyPI's nvidia-cutlass (pinned):
+# fetched once into .deps/cutlass when a CUDA compiler is there (cmake/Cuda.cmake looks for nvcc
+# on PATH and in /usr/local/cuda).
+cutlass_version=4.2.0.0
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  step "CUTLASS headers (nvidia-cutlass==$cutlass_version, .deps/cutlass)"
+  if [[ $(cat .deps/cutlass/VERSION 2>/dev/null) != "$cutlass_version" ]]; then
+    rm -rf .deps/cutlass .deps/wheels
+    python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .deps/wheels \
+      "nvidia-cutlass==$cutlass_version"
+    python3 - "$cutlass_version" <<'PY'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(".deps/wheels").glob("nvidia_cutlass-*.whl"))
+parts = {"cutlass_library/source/include/": "include/", "cutlass_library/source/tools/util/include/": "util/include/"}
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        for src, dst in parts.items():
+            if name.startswith(src) and not name.endswith("/"):
+                out = pathlib.Path(".deps/cutlass") / dst / name[len(src):]
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(z.read(name))
+pathlib.Path(".deps/cutlass/VERSION").write_text(sys.argv[1])
+PY
+    rm -rf .deps/wheels
+  fi
+  echo "CUTLASS $cutlass_version headers in .deps/cutlass"
+fi
 
 step "Build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

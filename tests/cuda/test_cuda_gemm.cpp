@@ -54,6 +54,7 @@
 #include "backend/cpu/linear.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cutlass_fp8_gemm.h"
 #include "backend/cuda/device_info.h"
 #include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
@@ -435,6 +436,64 @@ TEST(CudaGemm, Fp8OuterVectorMatchesCpuReference) {
   REQUIRE_HOPPER();
   check_fp8_mode(GemmScaleMode::kOuterVector);
 }
+
+#ifdef FP8LM_WITH_CUTLASS
+// The CUTLASS GEMM (cutlass_fp8_gemm.h) on the per-token × per-channel problems, against the
+// same reference and bound as cuBLASLt's: every shape it takes (k % 16 = 0, n % 8 = 0; it has no
+// bias) must match, into a NaN-poisoned output; the others must be refused, naming why. Beside
+// the common shapes: partial tiles on every side, and a Llama-3.1-8B-sized K.
+TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
+  REQUIRE_HOPPER();
+  cuda::DeviceAllocator alloc;
+  cuda::Stream stream;
+  std::vector<Shape> shapes = test_shapes();
+  shapes.push_back({300, 384, 640, false});
+  shapes.push_back({256, 1024, 4096, false});
+  double worst = 0.0, worst_rel = 0.0;
+  int ran = 0, idx = 0;
+  for (Shape s : shapes) {
+    s.bias = false;
+    const Fp8Problem p = make_fp8_problem(s, GemmScaleMode::kOuterVector, run_seed() + 5000 + uint64_t(idx++));
+    const Fp8Device d = upload_problem(alloc, p);
+    cuda::DeviceBuffer y(alloc, size_t(s.m * s.n) * 2, stream);
+    cuda::CutlassFp8GemmArgs a;
+    a.m = s.m, a.n = s.n, a.k = s.k;
+    a.x = d.x.as<uint8_t>(), a.x_scale = d.sx.as<float>();
+    a.w = d.w.as<uint8_t>(), a.w_scale = d.sw.as<float>();
+    a.y = y.get();
+    const std::string why = cuda::cutlass_fp8_gemm_unsupported(a);
+    const bool takes = s.k % 16 == 0 && s.n % 8 == 0;
+    EXPECT_EQ(why.empty(), takes) << shape_name(s) << ": " << why;
+    if (!why.empty()) {
+      try {
+        cuda::cutlass_fp8_gemm(a, nullptr, 0, stream);
+        ADD_FAILURE() << shape_name(s) << ": refused, but cutlass_fp8_gemm did not throw";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    const size_t ws_bytes = cuda::cutlass_fp8_gemm_workspace_bytes(a);
+    cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
+    FP8LM_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));  // 0xFFFF: a BF16 NaN
+    cuda::cutlass_fp8_gemm(a, ws.get(), ws_bytes, stream);
+    std::vector<uint16_t> bits(size_t(s.m * s.n));
+    FP8LM_CUDA_CHECK(cudaMemcpyAsync(bits.data(), y.get(), bits.size() * 2, cudaMemcpyDeviceToHost, stream));
+    FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<float> got(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) got[i] = bf16_to_float(bits[i]);
+    const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
+    EXPECT_EQ(c.violations, 0) << "CUTLASS " << shape_name(s) << ": " << c.violations
+                               << " elements out of tolerance, first " << c.first;
+    worst = std::max(worst, c.worst_ratio);
+    worst_rel = std::max(worst_rel, c.rel_norm);
+    ++ran;
+  }
+  std::printf("[ summary  ] CUTLASS per-token x per-channel: %d of %zu shapes ran, worst |err|/tol %.3f, "
+              "worst ||err||/||ref|| %.2e\n",
+              ran, shapes.size(), worst, worst_rel);
+}
+#endif
 
 TEST(CudaGemm, Fp8BlockMatchesCpuReference) {
   REQUIRE_HOPPER();

@@ -12,6 +12,7 @@ target_compile_definitions(fp8lm_cuda PUBLIC FP8LM_WITH_CUDA)
 target_compile_options(fp8lm_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra,-Werror,-ffp-contract=off>)
 include(${CMAKE_CURRENT_LIST_DIR}/gemm.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/cutlass.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/quant_kernels.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/gemv.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/attention.cmake OPTIONAL)
