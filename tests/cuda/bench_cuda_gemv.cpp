@@ -1,7 +1,7 @@
 // Benchmark of the FP8 decode GEMV (src/backend/cuda/fp8_gemv.h) against cuBLASLt's BF16
 // GEMM on Llama-3.1-8B's linear shapes, m = 1 … 16 (docs/benchmarks.md, issue 8).
 //
-//   bench_cuda_gemv [results.json] [--sweep | --fit]
+//   bench_cuda_gemv [results.json] [--sweep | --fit [--70b]]
 //
 // Timing (docs: METHOD.md): each measurement is a CUDA graph of R back-to-back calls that
 // rotate over NB weight buffers (NB ≥ 4 and ≥ 320 MB together, so the 50 MB L2 never holds
@@ -13,7 +13,8 @@
 // with tensor scales, W8A16 with channel scales), to check the automatic plan against measurements.
 // --fit times only every plan, launched as the engine launches them (PDL; x quantized while
 // staged for m ≤ 2, E4M3 codes beyond), for the engine's W8A8 pairs (channel × token, block ×
-// group) at m = 1, 2, 4, 8: the data tools/fit_gemv_plan.py fits the plan cost model to.
+// group) at m = 1, 2, 4, 8: the data tools/fit_gemv_plan.py fits the plan cost model to. With
+// --70b, on Llama-3.1-70B's shapes instead of 8B's.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -297,10 +298,11 @@ struct LtBf16 {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool sweep = false, fit = false;
+  bool sweep = false, fit = false, llama70b = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sweep") == 0) sweep = true;
     else if (std::strcmp(argv[i], "--fit") == 0) fit = true;
+    else if (std::strcmp(argv[i], "--70b") == 0) llama70b = true;
     else json_path = argv[i];
   }
   cudaDeviceProp prop{};
@@ -337,8 +339,12 @@ int main(int argc, char** argv) {
   nlohmann::json sweeps = nlohmann::json::array();
 
   if (fit) {
+    const std::vector<Shape> shapes_70b = {{"qkv_proj", 10240, 8192},
+                                           {"o_proj", 8192, 8192},
+                                           {"gate_up_proj", 57344, 8192},
+                                           {"down_proj", 8192, 28672}};
     nlohmann::json cases = nlohmann::json::array();
-    for (const Shape& s : shapes) {
+    for (const Shape& s : llama70b ? shapes_70b : shapes) {
       Activations act(s.k);
       const int64_t chunks = (s.k + 127) / 128;
       for (WeightScaleLayout layout : {WeightScaleLayout::kChannel, WeightScaleLayout::kBlock128}) {
