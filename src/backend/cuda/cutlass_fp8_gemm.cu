@@ -13,6 +13,7 @@
 
 #include <climits>
 
+#include "backend/cuda/device_helpers.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {
@@ -70,8 +71,6 @@ typename Gemm::Arguments arguments(const CutlassFp8GemmArgs& a) {
           {reinterpret_cast<const ElementA*>(a.x), sa, reinterpret_cast<const ElementB*>(a.w), sb},
           {epilogue, nullptr, sd, static_cast<ElementD*>(a.y), sd}};
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

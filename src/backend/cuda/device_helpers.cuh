@@ -16,6 +16,9 @@ namespace fp8lm::cuda {
 // The canonical BF16 NaN, the one float_to_bf16 gives for every NaN.
 inline constexpr uint16_t kBf16Nan = 0x7FC0;
 
+// Host side: whether a pointer allows the 16-byte vector loads and stores (and TMA rows) below.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // ---- BF16 ----------------------------------------------------------------------------
 
 // float -> BF16 bits exactly as fp8lm::float_to_bf16 (RNE, every NaN 0x7FC0).

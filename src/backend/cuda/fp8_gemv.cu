@@ -1012,7 +1012,7 @@ CUtensorMap weight_tensor_map(const Fp8GemvArgs& a) {
 }
 
 bool bulk_possible(const Fp8GemvArgs& a) {
-  return a.k % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;  // whole 16-byte row segments
+  return a.k % 16 == 0 && aligned16(a.w);  // whole 16-byte row segments
 }
 
 Fp8GemvPlan resolve_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* plan) {
@@ -1104,7 +1104,7 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
     p.partial = reinterpret_cast<float*>(ws + kCounterBytes);
   }
   const bool per_block = a.w_layout == WeightScaleLayout::kBlock128 || x_group;
-  const bool vec = a.k % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+  const bool vec = a.k % 16 == 0 && aligned16(a.w);
   const dim3 grid(unsigned(cdiv(a.n, 16 * pl.row_tiles)), unsigned(pl.k_splits));
   const int mt = a.m > 8 ? 2 : 1;
   if (pl.bulk) {

@@ -558,8 +558,6 @@ __global__ void __launch_bounds__(kArgmaxMaxThreads) argmax_kernel(const T* logi
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int round_up32(int64_t n) { return int(cdiv(n, 32) * 32); }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 uint16_t* bits(__nv_bfloat16* p) { return reinterpret_cast<uint16_t*>(p); }
 const uint16_t* bits(const __nv_bfloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
 

@@ -819,8 +819,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("cuda ") + op + ": " + what); }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void check_layer(const char* op, const DeviceKvLayer& layer) {

@@ -170,8 +170,6 @@ __global__ void __launch_bounds__(kThreads) split_norm_rope_kernel(QkvArgs a) {
 
 [[noreturn]] void fail(const std::string& what) { throw Error("cuda split_norm_rope_qkv: " + what); }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 int heads_of(int64_t cols, int64_t head_dim, const char* name) {
   if (cols % head_dim != 0)
     fail(std::string(name) + " width " + std::to_string(cols) + " is not a multiple of head_dim " +
