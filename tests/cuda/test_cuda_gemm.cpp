@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -128,26 +129,34 @@ std::vector<float> random_matrix(std::mt19937_64& rng, int64_t rows, int64_t col
   return out;
 }
 
+// Finished before any stream reads it (test::upload_bytes: the GEMMs run on non-blocking streams).
 template <typename T>
 cuda::DeviceBuffer upload(cuda::DeviceAllocator& alloc, const std::vector<T>& host) {
   cuda::DeviceBuffer buf(alloc, host.size() * sizeof(T));
-  FP8LM_CUDA_CHECK(cudaMemcpy(buf.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  test::upload_bytes(buf.get(), host.data(), host.size() * sizeof(T));
   return buf;
 }
 
-// Runs the GEMM into a NaN-poisoned output and returns it as floats.
-std::vector<float> run_gemm(cuda::CublasLtGemm& gemm, cuda::DeviceAllocator& alloc, GemmArgs args,
-                            cudaStream_t stream) {
-  cuda::DeviceBuffer d(alloc, size_t(args.m * args.n) * 2, stream);
+// Runs `gemm(d)` into a NaN-poisoned [m, n] BF16 output d and returns it as floats.
+std::vector<float> run_into_poisoned(cuda::DeviceAllocator& alloc, int64_t m, int64_t n, cudaStream_t stream,
+                                     const std::function<void(void*)>& gemm) {
+  cuda::DeviceBuffer d(alloc, size_t(m * n) * 2, stream);
   FP8LM_CUDA_CHECK(cudaMemsetAsync(d.get(), 0xFF, d.bytes(), stream));  // 0xFFFF: a BF16 NaN
-  args.d = d.get();
-  gemm.run(args, stream);
-  std::vector<uint16_t> bits(size_t(args.m * args.n));
+  gemm(d.get());
+  std::vector<uint16_t> bits(size_t(m * n));
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(bits.data(), d.get(), bits.size() * 2, cudaMemcpyDeviceToHost, stream));
   FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
   return out;
+}
+
+std::vector<float> run_gemm(cuda::CublasLtGemm& gemm, cuda::DeviceAllocator& alloc, GemmArgs args,
+                            cudaStream_t stream) {
+  return run_into_poisoned(alloc, args.m, args.n, stream, [&](void* d) {
+    args.d = d;
+    gemm.run(args, stream);
+  });
 }
 
 struct Comparison {
@@ -460,7 +469,7 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
     a.m = s.m, a.n = s.n, a.k = s.k;
     a.x = d.x.as<uint8_t>(), a.x_scale = d.sx.as<float>();
     a.w = d.w.as<uint8_t>(), a.w_scale = d.sw.as<float>();
-    a.y = y.get();
+    a.y = y.get();  // an aligned output to judge the shape by; the run writes its own
     const std::string why = cuda::cutlass_fp8_gemm_unsupported(a);
     const bool takes = s.k % 16 == 0 && s.n % 8 == 0;
     EXPECT_EQ(why.empty(), takes) << shape_name(s) << ": " << why;
@@ -475,13 +484,10 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
     }
     const size_t ws_bytes = cuda::cutlass_fp8_gemm_workspace_bytes(a);
     cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
-    FP8LM_CUDA_CHECK(cudaMemsetAsync(y.get(), 0xFF, y.bytes(), stream));  // 0xFFFF: a BF16 NaN
-    cuda::cutlass_fp8_gemm(a, ws.get(), ws_bytes, stream);
-    std::vector<uint16_t> bits(size_t(s.m * s.n));
-    FP8LM_CUDA_CHECK(cudaMemcpyAsync(bits.data(), y.get(), bits.size() * 2, cudaMemcpyDeviceToHost, stream));
-    FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> got(bits.size());
-    for (size_t i = 0; i < bits.size(); ++i) got[i] = bf16_to_float(bits[i]);
+    const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
+      a.y = out;
+      cuda::cutlass_fp8_gemm(a, ws.get(), ws_bytes, stream);
+    });
     const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
     EXPECT_EQ(c.violations, 0) << "CUTLASS " << shape_name(s) << ": " << c.violations
                                << " elements out of tolerance, first " << c.first;
