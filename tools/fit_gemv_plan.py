@@ -133,9 +133,10 @@ def nelder_mead(f, x0, steps, iters=4000):
     return pts[i], vals[i]
 
 
-def choice(params, c, sms):
+def choice(params, c, sms, plans=None):
+    """The plan the model picks among `plans` (default: the case's measured ones)."""
     best, plan = None, None
-    for rt, s, _ in c["plans"]:
+    for rt, s in plans if plans is not None else [(rt, s) for rt, s, _ in c["plans"]]:
         t = cost_us(params, c["m"], c["n"], c["k"], c["x_group"], c["a8"], c["quant"], rt, s, sms)
         if t is not None and (best is None or t < best):
             best, plan = t, (rt, s)
@@ -148,14 +149,7 @@ FITTED = [4.40e6, 1.56, 1.37e5, 1.0, 2.8, 4.9, 1.87e4, 4.27e4]
 
 def full_choice(params, c, sms):
     """The plan choose_plan picks: every row tiling and every split count up to 64."""
-    chunks = cdiv(c["k"], K_CHUNK)
-    best, plan = None, None
-    for rt in (8, 4, 2, 1):
-        for s in range(1, min(chunks, 64) + 1):
-            t = cost_us(params, c["m"], c["n"], c["k"], c["x_group"], c["a8"], c["quant"], rt, s, sms)
-            if t is not None and (best is None or t < best):
-                best, plan = t, (rt, s)
-    return plan
+    return choice(params, c, sms, [(rt, s) for rt in (8, 4, 2, 1) for s in range(1, min(cdiv(c["k"], K_CHUNK), 64) + 1)])
 
 
 def table(doc, sms):
