@@ -399,6 +399,7 @@ struct DeviceBatch {
 // Everything one problem needs on the device.
 struct DeviceProblem {
   DeviceBuffer k_cache, v_cache, q, k_new, v_new, k_prev, v_prev, out, workspace;
+  DeviceBuffer counters{std::vector<unsigned>(size_t(cuda::kAttentionMergeCounters), 0u)};
   DeviceBatch prev, cur;
   cuda::DeviceKvLayer layer;
 
@@ -443,9 +444,11 @@ struct DeviceProblem {
                    p.params.head_dim, p.cfg.block_size, layer, stream);
     attend(p, stream);
   }
-  void attend(const Problem& p, cudaStream_t stream) {
+  // merge_counters: the decode kernel merges its partitions itself (the engine's way); without,
+  // the separate reduce kernel does.
+  void attend(const Problem& p, cudaStream_t stream, bool merge_counters = true) {
     cuda::paged_attention(q.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), cur.view, p.params, p.cfg.block_size, layer,
-                          workspace.ptr, workspace.bytes, stream);
+                          workspace.ptr, workspace.bytes, stream, merge_counters ? counters.as<unsigned>() : nullptr);
   }
 };
 
@@ -639,11 +642,19 @@ void run_and_check(const Problem& p) {
   const std::vector<uint16_t> out = download<uint16_t>(d.out);
   EXPECT_EQ(check_cache(p, *ref.cache, d), 0);
   EXPECT_EQ(check_output(p, *ref.cache, ref.out, out, pool), 0);
-  // The same bytes again (attention only: the cache is unchanged).
-  FP8LM_CUDA_CHECK(cudaMemset(d.out.ptr, 0xFF, d.out.bytes));
-  d.attend(p, nullptr);
-  FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_TRUE(download<uint16_t>(d.out) == out) << "a second call gave different bytes";
+  // Every merge counter is back at zero, ready for the next call.
+  const std::vector<unsigned> counters = download<unsigned>(d.counters);
+  EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u), std::ptrdiff_t(counters.size()))
+      << "the kernel's partition merge left counters set";
+  // The same bytes again (attention only: the cache is unchanged), from the fused merge and from
+  // the separate merge kernel.
+  for (const bool fused : {true, false}) {
+    FP8LM_CUDA_CHECK(cudaMemset(d.out.ptr, 0xFF, d.out.bytes));
+    d.attend(p, nullptr, fused);
+    FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_TRUE(download<uint16_t>(d.out) == out)
+        << "a second call gave different bytes (" << (fused ? "fused" : "separate") << " merge)";
+  }
 }
 
 const KvLayerFormat kBf16{KvElement::kBF16, 1.0f, 1.0f};

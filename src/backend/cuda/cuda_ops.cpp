@@ -19,6 +19,7 @@
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_ops_kernels.h"
 #include "backend/cuda/device_info.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/linear_plan.h"
 #include "backend/cuda/model_kernels.h"
@@ -177,6 +178,11 @@ struct CudaOps::Impl {
   // GEMV split-K workspace (zero-filled once, left zeroed by every call).
   DeviceBuffer gemv_workspace;
   size_t gemv_workspace_bytes = 0;
+  // Decode attention's merge counters (paged_attention.h; zero-filled once, left zeroed by every call).
+  DeviceBuffer attention_counters;
+  // FP8LM_CUDA_FUSED_MERGE=0 in the environment (an A/B switch, default on): decode attention's
+  // partitions merged by the separate kernel.
+  bool fused_merge = true;
 
   // The step's metadata: int32 [ids | positions | row_seq | first_row | num_tokens | start | block tables | logit rows].
   DeviceBuffer meta;
@@ -425,6 +431,9 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   if (impl_->profile_env) impl_->options.cuda_graphs = false;
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
+  impl_->fused_merge = env_switch_on("FP8LM_CUDA_FUSED_MERGE");
+  impl_->attention_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionMergeCounters) * 4, impl_->stream);
+  FP8LM_CUDA_CHECK(cudaMemsetAsync(impl_->attention_counters.get(), 0, impl_->attention_counters.bytes(), impl_->stream));
 }
 
 CudaOps::~CudaOps() {
@@ -866,7 +875,8 @@ void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend:
   const Impl::TempScope temps(m.scratch);
   const size_t ws = paged_attention_workspace_bytes(m.batch, params);
   void* workspace = ws > 0 ? m.take(ws) : nullptr;
-  paged_attention(B(q), B(out), m.batch, params, bs, c->layers[size_t(layer)], workspace, ws, m.stream);
+  paged_attention(B(q), B(out), m.batch, params, bs, c->layers[size_t(layer)], workspace, ws, m.stream,
+                  m.fused_merge ? m.attention_counters.as<unsigned>() : nullptr);
 }
 
 void CudaOps::gather_rows(Tensor x, Tensor out) {

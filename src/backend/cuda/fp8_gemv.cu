@@ -864,6 +864,16 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {4096, 14336, 1, true, false, true, 8, 8},    // down_proj m=1 block128: 21.1 vs 25.1 us
     {4096, 14336, 4, true, true, false, 4, 4},    // down_proj m=4 block128: 21.5 vs 22.6 us
     {4096, 14336, 8, true, true, false, 4, 4},    // down_proj m=8 block128: 23.1 vs 24.8 us
+    // Llama-3.1-70B (bench_cuda_gemv --fit --70b), where this model's choice measured ≥ 3 % slower:
+    {8192, 8192, 2, false, false, true, 8, 4},    // o_proj m=2 channel: 26.7 vs 28.9 us
+    {8192, 8192, 8, false, true, false, 4, 2},    // o_proj m=8 channel: 24.6 vs 25.4 us
+    {8192, 8192, 1, true, false, true, 8, 4},     // o_proj m=1 block128: 22.8 vs 24.2 us
+    {8192, 8192, 2, true, false, true, 8, 4},     // o_proj m=2 block128: 23.9 vs 28.2 us
+    {8192, 8192, 4, true, true, false, 4, 2},     // o_proj m=4 block128: 23.9 vs 25.3 us
+    {57344, 8192, 4, true, true, false, 8, 2},    // gate_up_proj m=4 block128: 142.2 vs 156.7 us
+    {57344, 8192, 8, true, true, false, 8, 4},    // gate_up_proj m=8 block128: 155.9 vs 162.5 us
+    {8192, 28672, 1, false, false, true, 8, 4},   // down_proj m=1 channel: 71.3 vs 77.1 us
+    {8192, 28672, 1, true, false, true, 8, 4},    // down_proj m=1 block128: 68.5 vs 77.8 us
 };
 
 Fp8GemvPlan choose_plan(int64_t m, int64_t n, int64_t k, bool x_group, bool a8, bool quant) {

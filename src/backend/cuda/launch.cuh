@@ -9,7 +9,9 @@
 //
 // The contract every kernel launched through launch_dependent() keeps:
 //   * pdl_wait() comes before its first access (read or write) to memory that another kernel
-//     of the stream writes or reads — only constants (weights, tables) may be read before it;
+//     of the stream writes or reads — only constants (weights, tables) may be read before it,
+//     and what was written before the step's kernels began: the step's metadata (copied in
+//     ahead of its first kernel) and the KV cache of earlier steps' positions;
 //   * pdl_release() may come anywhere (early is better: it lets the next kernel's blocks in);
 //     a kernel that never calls it releases its dependents when it exits.
 // Waits are transitive (a kernel completes only after its own wait returned), so ordering over
@@ -21,11 +23,10 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/env_switch.h"
 
 namespace fp8lm::cuda {
 
@@ -34,10 +35,7 @@ __device__ __forceinline__ void pdl_release() { asm volatile("griddepcontrol.lau
 
 // Whether launches are programmatic (read once from FP8LM_CUDA_PDL; default on).
 inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("FP8LM_CUDA_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch_on("FP8LM_CUDA_PDL");
   return on;
 }
 

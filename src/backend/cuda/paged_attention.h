@@ -151,15 +151,29 @@ void store_kv(const __nv_bfloat16* k, const __nv_bfloat16* v, const DeviceAttent
 inline constexpr size_t kAttentionWorkspaceCap = size_t(256) << 20;
 size_t paged_attention_workspace_bytes(const DeviceAttentionBatch& batch, const backend::AttentionParams& p);
 
+// Counters that let the decode kernel merge a row's partitions itself: the last CTA of a
+// (decode slot, KV head) to finish merges them (one kernel instead of the kernel + the merge
+// kernel; the same arithmetic in the same order, so the same bytes). Device memory of
+// kAttentionMergeCounters unsigned ints, zero-filled once when allocated: every call leaves
+// the counters it used at zero again. A batch with more slots × KV heads than that, or a call
+// without counters, merges with the separate kernel.
+inline constexpr int64_t kAttentionMergeCounters = 4096;
+
 // out[row, head·head_dim …] = softmax(q·Kᵀ·scale over the cached positions the row may see) · V,
 // BF16 out ([num_rows, num_heads·head_dim], like q; both 16-byte aligned), float32 inside.
 // Causal by position; GQA (num_heads / num_kv_heads query heads per kv head); sliding window as
 // the CPU. Reads the cache only (call store_kv first). head_dim: a multiple of 8 in [8, 256].
 // `workspace`: at least paged_attention_workspace_bytes(batch, p) bytes, 16-byte aligned, no
 // initialization needed (may be null when that is 0); calls on one stream may share it.
+// `merge_counters`: null or kAttentionMergeCounters zeroed counters (above); calls on one
+// stream may share them.
+// When the decode grid is one wave (≤ 2 CTAs per SM), it brings the K/V of positions before
+// each sequence's seq_start_position into L2 before it waits for the kernel before it (a
+// programmatic dependent launch): those positions were stored by earlier steps, only the new
+// rows' by the kernel before.
 // Throws fp8lm::Error naming a bad argument before launching anything.
 void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAttentionBatch& batch,
                      const backend::AttentionParams& p, int block_size, const DeviceKvLayer& layer, void* workspace,
-                     size_t workspace_bytes, cudaStream_t stream);
+                     size_t workspace_bytes, cudaStream_t stream, unsigned* merge_counters = nullptr);
 
 }  // namespace fp8lm::cuda
