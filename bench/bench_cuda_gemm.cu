@@ -15,8 +15,9 @@
 // of them ahead of the GPU and the events measure GPU time, not launch gaps.
 // Timed is GemmArgs → run(), i.e. with the activation-scale transposition
 // block scaling needs (fp8lm's [m, L] → cuBLASLt's [L, m]); "block*" is the
-// same GEMM with the scales already in cuBLASLt's layout. "CUTLASS outer-vec" is the
-// per-token × per-channel GEMM of src/backend/cuda/cutlass_fp8_gemm.h (issue 19), when built.
+// same GEMM with the scales already in cuBLASLt's layout. "CUTLASS coop / stream-K /
+// ping-pong" are the configurations of the per-token × per-channel GEMM of
+// src/backend/cuda/cutlass_fp8_gemm.h (issue 19), when built, on cuBLASLt outer-vec's operands.
 //
 // Ceilings (../shared/docs/gpu.md, measured on this H200): 1426 TFLOP/s FP8,
 // 794 TFLOP/s BF16, 4.29 TB/s. "% roof" = the roofline time max(FLOP /
@@ -99,10 +100,19 @@ const Layer kLayers[] = {
     {"70b", "gate_up", 57344, 8192}, {"70b", "down", 8192, 28672},
 };
 
-enum Mode { kBf16, kTensor, kOuter, kBlock, kBlockPre, kCutlassOuter, kModes };
-const char* kModeNames[kModes] = {"bf16",      "fp8_tensor",          "fp8_outer_vector",
-                                  "fp8_block", "fp8_block_prescaled", "fp8_outer_vector_cutlass"};
-const char* kModeShort[kModes] = {"BF16", "FP8 tensor", "FP8 outer-vec", "FP8 block", "FP8 block*", "CUTLASS outer-vec"};
+// The CUTLASS modes follow in CutlassFp8Config's order (kCutlassFp8Configs).
+enum Mode { kBf16, kTensor, kOuter, kBlock, kBlockPre, kCutlassOuter, kCutlassStreamK, kCutlassPingpong, kModes };
+const char* kModeNames[kModes] = {"bf16",
+                                  "fp8_tensor",
+                                  "fp8_outer_vector",
+                                  "fp8_block",
+                                  "fp8_block_prescaled",
+                                  "fp8_outer_vector_cutlass",
+                                  "fp8_outer_vector_cutlass_stream_k",
+                                  "fp8_outer_vector_cutlass_pingpong"};
+const char* kModeShort[kModes] = {"BF16",      "FP8 tensor", "FP8 outer-vec", "FP8 block", "FP8 block*",
+                                  "CUTLASS coop", "CUTLASS stream-K", "CUTLASS ping-pong"};
+bool is_cutlass(int mode) { return mode >= kCutlassOuter && mode <= kCutlassPingpong; }
 
 struct Result {
   std::string model, layer;
@@ -261,12 +271,13 @@ int main(int argc, char** argv) {
             c.w = w8[size_t(r % r8)].as<uint8_t>();
             c.w_scale = ws_c[size_t(r % r8)].as<float>();
             c.y = out.get();
+            c.config = kCutlassFp8Configs[is_cutlass(mode) ? mode - kCutlassOuter : 0];
             return c;
           };
           std::optional<DeviceBuffer> cutlass_ws;
           auto run = [&](int i) {
 #ifdef FP8LM_WITH_CUTLASS
-            if (mode == kCutlassOuter) {
+            if (is_cutlass(mode)) {
               cutlass_fp8_gemm(cutlass_args(i), cutlass_ws ? cutlass_ws->get() : nullptr,
                                cutlass_ws ? cutlass_ws->bytes() : 0, stream);
               return;
@@ -274,7 +285,7 @@ int main(int argc, char** argv) {
 #endif
             gemm.run(args_for(i), stream);
           };
-          if (mode == kCutlassOuter) {
+          if (is_cutlass(mode)) {
 #ifdef FP8LM_WITH_CUTLASS
             res.reason = cutlass_fp8_gemm_unsupported(cutlass_args(0));
             if (res.reason.empty()) {
@@ -321,7 +332,7 @@ int main(int argc, char** argv) {
           const double flops = 2.0 * double(m) * double(n) * double(k);
           const size_t elem = mode == kBf16 ? 2 : 1;
           double wbytes = double(n * k) * double(elem);
-          if (mode == kOuter || mode == kCutlassOuter) wbytes += 4.0 * double(n);
+          if (mode == kOuter || is_cutlass(mode)) wbytes += 4.0 * double(n);
           if (mode == kBlock || mode == kBlockPre) wbytes += 4.0 * double(nb * kb);
           const double bytes = wbytes + double(m * k) * double(elem) + double(m * n) * 2.0;
           const double peak = mode == kBf16 ? kBf16Peak : kFp8Peak;
@@ -342,6 +353,15 @@ int main(int argc, char** argv) {
       for (const Result& r : results)
         if (r.model == model && r.layer == layer && r.m == m && r.mode == mode) return &r;
       return nullptr;
+    };
+    // The fastest supported CUTLASS configuration of a case, or null.
+    auto best_cutlass = [&](const std::string& model, const std::string& layer, int64_t m) -> const Result* {
+      const Result* best = nullptr;
+      for (int mode = kCutlassOuter; mode <= kCutlassPingpong; ++mode) {
+        const Result* r = find(model, layer, m, mode);
+        if (r && r->supported && (best == nullptr || r->median_us < best->median_us)) best = r;
+      }
+      return best;
     };
     for (const char* model : {"8b", "70b"}) {
       if (models.find(model) == std::string::npos) continue;
@@ -372,13 +392,31 @@ int main(int argc, char** argv) {
           if (m < 4096) continue;
           const Result *b = find(model, L.name, m, kBf16), *t = find(model, L.name, m, kTensor),
                        *o = find(model, L.name, m, kOuter), *bl = find(model, L.name, m, kBlock),
-                       *bp = find(model, L.name, m, kBlockPre), *co = find(model, L.name, m, kCutlassOuter);
+                       *bp = find(model, L.name, m, kBlockPre), *co = best_cutlass(model, L.name, m);
           auto ratio = [](const Result* num, const Result* den) {
             return (num && den && num->supported && den->supported) ? den->median_us / num->median_us : NAN;
           };
           std::printf("| %s | %lld | %.2f× | %.2f× | %.2f× | %.0f%% | %.0f%% | %.2f× |\n", L.name,
                       static_cast<long long>(m), ratio(t, b), ratio(o, b), ratio(bl, b), 100 * ratio(bl, t),
                       100 * ratio(bp, t), ratio(co, o));
+        }
+      }
+      // Issue 19's per-shape choice for per-token × per-channel: the fastest CUTLASS
+      // configuration against cuBLASLt, and the faster of the two against BF16, at every M.
+      std::printf("\nPer-token × per-channel FP8, every M (median times): the best CUTLASS configuration "
+                  "and the best of CUTLASS / cuBLASLt\n\n| layer | M | best CUTLASS | CUTLASS / cuBLASLt | "
+                  "best FP8 / BF16 |\n|---|---|---|---|---|\n");
+      for (const Layer& L : kLayers) {
+        if (std::string(L.model) != model) continue;
+        for (int64_t m : ms) {
+          const Result *b = find(model, L.name, m, kBf16), *o = find(model, L.name, m, kOuter),
+                       *co = best_cutlass(model, L.name, m);
+          const bool both = o && o->supported && co;
+          const Result* best = both ? (co->median_us < o->median_us ? co : o) : (co ? co : o);
+          const double vs_cublas = both ? o->median_us / co->median_us : NAN;
+          const double vs_bf16 = best && best->supported && b && b->supported ? b->median_us / best->median_us : NAN;
+          std::printf("| %s | %lld | %s | %.2f× | %.2f× |\n", L.name, static_cast<long long>(m),
+                      co ? kModeShort[co->mode] : "—", vs_cublas, vs_bf16);
         }
       }
     }

@@ -447,10 +447,11 @@ TEST(CudaGemm, Fp8OuterVectorMatchesCpuReference) {
 }
 
 #ifdef FP8LM_WITH_CUTLASS
-// The CUTLASS GEMM (cutlass_fp8_gemm.h) on the per-token × per-channel problems, against the
-// same reference and bound as cuBLASLt's: every shape it takes (k % 16 = 0, n % 8 = 0; it has no
-// bias) must match, into a NaN-poisoned output; the others must be refused, naming why. Beside
-// the common shapes: partial tiles on every side, and a Llama-3.1-8B-sized K.
+// The CUTLASS GEMM (cutlass_fp8_gemm.h), every configuration, on the per-token × per-channel
+// problems, against the same reference and bound as cuBLASLt's: every shape it takes (k % 16 =
+// 0, n % 8 = 0; it has no bias) must match, into a NaN-poisoned output; the others must be
+// refused, naming why. Beside the common shapes: partial tiles on every side, a Llama-3.1-8B-sized
+// K, and an m = 256 × N = 4096 problem of fewer tiles than SMs (where stream-K splits K).
 TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
   REQUIRE_HOPPER();
   cuda::DeviceAllocator alloc;
@@ -458,46 +459,51 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
   std::vector<Shape> shapes = test_shapes();
   shapes.push_back({300, 384, 640, false});
   shapes.push_back({256, 1024, 4096, false});
-  double worst = 0.0, worst_rel = 0.0;
-  int ran = 0, idx = 0;
-  for (Shape s : shapes) {
-    s.bias = false;
-    const Fp8Problem p = make_fp8_problem(s, GemmScaleMode::kOuterVector, run_seed() + 5000 + uint64_t(idx++));
-    const Fp8Device d = upload_problem(alloc, p);
-    cuda::DeviceBuffer y(alloc, size_t(s.m * s.n) * 2, stream);
-    cuda::CutlassFp8GemmArgs a;
-    a.m = s.m, a.n = s.n, a.k = s.k;
-    a.x = d.x.as<uint8_t>(), a.x_scale = d.sx.as<float>();
-    a.w = d.w.as<uint8_t>(), a.w_scale = d.sw.as<float>();
-    a.y = y.get();  // an aligned output to judge the shape by; the run writes its own
-    const std::string why = cuda::cutlass_fp8_gemm_unsupported(a);
-    const bool takes = s.k % 16 == 0 && s.n % 8 == 0;
-    EXPECT_EQ(why.empty(), takes) << shape_name(s) << ": " << why;
-    if (!why.empty()) {
-      try {
-        cuda::cutlass_fp8_gemm(a, nullptr, 0, stream);
-        ADD_FAILURE() << shape_name(s) << ": refused, but cutlass_fp8_gemm did not throw";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  shapes.push_back({256, 4096, 4096, false});
+  for (const cuda::CutlassFp8Config config : cuda::kCutlassFp8Configs) {
+    SCOPED_TRACE(cuda::cutlass_fp8_config_name(config));
+    double worst = 0.0, worst_rel = 0.0;
+    int ran = 0, idx = 0;
+    for (Shape s : shapes) {
+      s.bias = false;
+      const Fp8Problem p = make_fp8_problem(s, GemmScaleMode::kOuterVector, run_seed() + 5000 + uint64_t(idx++));
+      const Fp8Device d = upload_problem(alloc, p);
+      cuda::DeviceBuffer y(alloc, size_t(s.m * s.n) * 2, stream);
+      cuda::CutlassFp8GemmArgs a;
+      a.m = s.m, a.n = s.n, a.k = s.k;
+      a.x = d.x.as<uint8_t>(), a.x_scale = d.sx.as<float>();
+      a.w = d.w.as<uint8_t>(), a.w_scale = d.sw.as<float>();
+      a.y = y.get();  // an aligned output to judge the shape by; the run writes its own
+      a.config = config;
+      const std::string why = cuda::cutlass_fp8_gemm_unsupported(a);
+      const bool takes = s.k % 16 == 0 && s.n % 8 == 0;
+      EXPECT_EQ(why.empty(), takes) << shape_name(s) << ": " << why;
+      if (!why.empty()) {
+        try {
+          cuda::cutlass_fp8_gemm(a, nullptr, 0, stream);
+          ADD_FAILURE() << shape_name(s) << ": refused, but cutlass_fp8_gemm did not throw";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+        }
+        continue;
       }
-      continue;
+      const size_t ws_bytes = cuda::cutlass_fp8_gemm_workspace_bytes(a);
+      cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
+      const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
+        a.y = out;
+        cuda::cutlass_fp8_gemm(a, ws.get(), ws_bytes, stream);
+      });
+      const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
+      EXPECT_EQ(c.violations, 0) << "CUTLASS " << shape_name(s) << ": " << c.violations
+                                 << " elements out of tolerance, first " << c.first;
+      worst = std::max(worst, c.worst_ratio);
+      worst_rel = std::max(worst_rel, c.rel_norm);
+      ++ran;
     }
-    const size_t ws_bytes = cuda::cutlass_fp8_gemm_workspace_bytes(a);
-    cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
-    const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
-      a.y = out;
-      cuda::cutlass_fp8_gemm(a, ws.get(), ws_bytes, stream);
-    });
-    const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
-    EXPECT_EQ(c.violations, 0) << "CUTLASS " << shape_name(s) << ": " << c.violations
-                               << " elements out of tolerance, first " << c.first;
-    worst = std::max(worst, c.worst_ratio);
-    worst_rel = std::max(worst_rel, c.rel_norm);
-    ++ran;
+    std::printf("[ summary  ] CUTLASS %s per-token x per-channel: %d of %zu shapes ran, worst |err|/tol %.3f, "
+                "worst ||err||/||ref|| %.2e\n",
+                cuda::cutlass_fp8_config_name(config), ran, shapes.size(), worst, worst_rel);
   }
-  std::printf("[ summary  ] CUTLASS per-token x per-channel: %d of %zu shapes ran, worst |err|/tol %.3f, "
-              "worst ||err||/||ref|| %.2e\n",
-              ran, shapes.size(), worst, worst_rel);
 }
 #endif
 

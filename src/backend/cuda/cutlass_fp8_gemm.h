@@ -7,10 +7,12 @@
 // x: E4M3 [m, k] row-major, w: E4M3 [n, k] row-major (a linear layer's weight as stored), y BF16
 // [m, n] row-major; the products accumulate in float32 with the tensor cores' FP8 accumulator
 // promoted to float32 every few K blocks (no fast accumulation), then the two scale products,
-// each rounded in float32, in the CPU reference's order. One kernel: 128 × 128 × 128 tiles,
-// clusters of 1 × 2, a persistent grid (CUTLASS's cooperative schedule). Built when the CUTLASS
-// headers are found (scripts/build.sh fetches PyPI's pinned `nvidia-cutlass`); not dispatched
-// yet — `bench_cuda_gemm` measures it against cuBLASLt first (docs/benchmarks.md, issue 19).
+// each rounded in float32, in the CPU reference's order. Three configurations (CutlassFp8Config,
+// one file each, cutlass_fp8_gemm_<config>.cu), the same scale arithmetic (stream-K sums K in
+// ranges whose partial sums are then added: another order, the same bound). Built when the
+// CUTLASS headers are found (scripts/build.sh fetches PyPI's pinned `nvidia-cutlass`); not
+// dispatched yet: `bench_cuda_gemm` measures each against cuBLASLt per shape first
+// (docs/benchmarks.md, issue 19; the first configuration measured 0.80–0.90× of cuBLASLt).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,6 +23,15 @@
 
 namespace fp8lm::cuda {
 
+enum class CutlassFp8Config {
+  kCooperative128x128,  // 128 × 128 × 128 tiles, clusters of 1 × 2, cooperative, persistent
+  kStreamK128x128,      // the same with stream-K: K split over CTAs when the tiles are too few
+  kPingpong64x128,      // 64 × 128 × 128 tiles, ping-pong warp groups, persistent (small m)
+};
+inline constexpr CutlassFp8Config kCutlassFp8Configs[] = {
+    CutlassFp8Config::kCooperative128x128, CutlassFp8Config::kStreamK128x128, CutlassFp8Config::kPingpong64x128};
+const char* cutlass_fp8_config_name(CutlassFp8Config c);
+
 struct CutlassFp8GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const uint8_t* x = nullptr;        // [m, k] E4M3
@@ -28,10 +39,12 @@ struct CutlassFp8GemmArgs {
   const uint8_t* w = nullptr;        // [n, k] E4M3
   const float* w_scale = nullptr;    // [n]
   void* y = nullptr;                 // [m, n] BF16
+  CutlassFp8Config config = CutlassFp8Config::kCooperative128x128;
 };
 
-// Empty where the kernel takes these arguments; else what is wrong with them (k a multiple of
-// 16 and n of 8, 16-byte aligned operands: TMA's rows; sizes below 2^31).
+// Empty where the configuration takes these arguments; else what is wrong with them (k a
+// multiple of 16 and n of 8, 16-byte aligned operands: TMA's rows; sizes below 2^31; a known
+// configuration).
 std::string cutlass_fp8_gemm_unsupported(const CutlassFp8GemmArgs& a);
 
 // Device scratch the call needs (its tile scheduler's), 0 if none.

@@ -1,0 +1,21 @@
+// The CUTLASS FP8 GEMM's first configuration (cutlass_fp8_gemm.h): 128 × 128 × 128 tiles,
+// clusters of 1 × 2, the cooperative schedule (both consumer warp groups on one tile), a
+// persistent grid over the tiles.
+#include "backend/cuda/cutlass_fp8_gemm_kernel.cuh"
+
+namespace fp8lm::cuda::cutlass_fp8 {
+namespace {
+
+using Config = Kernel<cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+                      cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                      cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::PersistentScheduler>;
+
+}  // namespace
+
+Plan cooperative_128x128_plan(const CutlassFp8GemmArgs& a) { return Config::plan(a); }
+
+void cooperative_128x128_run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
+  Config::run(a, workspace, stream, fail);
+}
+
+}  // namespace fp8lm::cuda::cutlass_fp8

@@ -1,0 +1,94 @@
+// One CUTLASS FP8 GEMM configuration (cutlass_fp8_gemm.h), assembled from CUTLASS's collective
+// builders: a tile shape, a cluster shape, a mainloop and epilogue schedule and a tile
+// scheduler. The epilogue is an epilogue-visitor tree: the accumulator times the per-row (token)
+// scale, then times the per-column (channel) scale, converted to BF16. Each configuration is
+// instantiated in a file of its own (cutlass_fp8_gemm_<config>.cu), so they compile in parallel.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include <string>
+
+#include "backend/cuda/cutlass_fp8_gemm_configs.h"
+#include "common/error.h"
+
+namespace fp8lm::cuda::cutlass_fp8 {
+
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class TileScheduler>
+struct Kernel {
+  using ElementA = cutlass::float_e4m3_t;  // x
+  using LayoutA = cutlass::layout::RowMajor;
+  using ElementB = cutlass::float_e4m3_t;  // w [n, k] row-major = B [k, n] column-major
+  using LayoutB = cutlass::layout::ColumnMajor;
+  using ElementD = cutlass::bfloat16_t;
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlignAB = 16;  // elements: 16 bytes
+  static constexpr int kAlignD = 8;
+  static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+
+  // (acc · x_scale[row]) · w_scale[col]: the token scale is a column vector of D, the channel
+  // scale a row vector.
+  using TokenScale =
+      cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float, float, cute::Stride<cute::_1, cute::_0, int64_t>>;
+  using ChannelScale =
+      cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, cute::Stride<cute::_0, cute::_1, int64_t>>;
+  using ScaledByToken = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
+      cutlass::epilogue::fusion::Sm90AccFetch, TokenScale>;
+  using ScaledOutput = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, ElementD, float, kRound>, ScaledByToken, ChannelScale>;
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD, LayoutD,
+      kAlignD, EpilogueSchedule, ScaledOutput>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlignAB, ElementB, LayoutB, kAlignAB,
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using GemmKernel =
+      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, TileScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  static typename Gemm::Arguments arguments(const CutlassFp8GemmArgs& a) {
+    const int m = int(a.m), n = int(a.n), k = int(a.k);
+    using StrideA = typename GemmKernel::StrideA;
+    using StrideB = typename GemmKernel::StrideB;
+    using StrideD = typename GemmKernel::StrideD;
+    const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1));
+    const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1));
+    const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1));
+    // The visitor tree's arguments nest as the tree does: children first, then the node's own.
+    typename ScaledOutput::Arguments epilogue{{{}, {a.x_scale, 0.0f, {}}, {}}, {a.w_scale, 0.0f, {}}, {}};
+    return {cutlass::gemm::GemmUniversalMode::kGemm,
+            {m, n, k, 1},
+            {reinterpret_cast<const ElementA*>(a.x), sa, reinterpret_cast<const ElementB*>(a.w), sb},
+            {epilogue, nullptr, sd, static_cast<ElementD*>(a.y), sd}};
+  }
+
+  // The checks of cutlass_fp8_gemm_unsupported have passed; the arguments are built once here.
+  static Plan plan(const CutlassFp8GemmArgs& a) {
+    const typename Gemm::Arguments args = arguments(a);
+    Plan p;
+    p.implementable = Gemm::can_implement(args) == cutlass::Status::kSuccess;
+    if (p.implementable) p.workspace_bytes = Gemm::get_workspace_size(args);
+    return p;
+  }
+
+  // Runs what plan() accepted; `fail` throws with the call's shape.
+  static void run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
+    Gemm gemm;
+    cutlass::Status st = gemm.initialize(arguments(a), workspace, stream);
+    if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
+    if (st != cutlass::Status::kSuccess) fail(std::string("CUTLASS: ") + cutlassGetStatusString(st));
+  }
+};
+
+}  // namespace fp8lm::cuda::cutlass_fp8
