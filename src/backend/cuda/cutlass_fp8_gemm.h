@@ -18,29 +18,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <string>
+
+#include "backend/cuda/cutlass_fp8_gemm_args.h"
 
 namespace fp8lm::cuda {
 
-enum class CutlassFp8Config {
-  kCooperative128x128,  // 128 × 128 × 128 tiles, clusters of 1 × 2, cooperative, persistent
-  kStreamK128x128,      // the same with stream-K: K split over CTAs when the tiles are too few
-  kPingpong64x128,      // 64 × 128 × 128 tiles, ping-pong warp groups, persistent (small m)
-};
-inline constexpr CutlassFp8Config kCutlassFp8Configs[] = {
-    CutlassFp8Config::kCooperative128x128, CutlassFp8Config::kStreamK128x128, CutlassFp8Config::kPingpong64x128};
+// "cooperative 128x128", "stream-K 128x128", "ping-pong 64x128".
 const char* cutlass_fp8_config_name(CutlassFp8Config c);
-
-struct CutlassFp8GemmArgs {
-  int64_t m = 0, n = 0, k = 0;
-  const uint8_t* x = nullptr;        // [m, k] E4M3
-  const float* x_scale = nullptr;    // [m]
-  const uint8_t* w = nullptr;        // [n, k] E4M3
-  const float* w_scale = nullptr;    // [n]
-  void* y = nullptr;                 // [m, n] BF16
-  CutlassFp8Config config = CutlassFp8Config::kCooperative128x128;
-};
 
 // Empty where the configuration takes these arguments; else what is wrong with them (k a
 // multiple of 16 and n of 8, 16-byte aligned operands: TMA's rows; sizes below 2^31; a known

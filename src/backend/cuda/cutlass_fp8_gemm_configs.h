@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "backend/cuda/cutlass_fp8_gemm.h"
+#include "backend/cuda/cutlass_fp8_gemm_args.h"
 
 namespace fp8lm::cuda::cutlass_fp8 {
 

@@ -16,7 +16,6 @@
 #include <string>
 
 #include "backend/cuda/cutlass_fp8_gemm_configs.h"
-#include "common/error.h"
 
 namespace fp8lm::cuda::cutlass_fp8 {
 
