@@ -507,6 +507,71 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
 }
 #endif
 
+#ifdef FP8LM_WITH_CUTLASS
+// The block-scaled CUTLASS GEMM (cutlass_fp8_block_gemm) on the block problems, against the same
+// reference and bound as cuBLASLt's block GEMM, with the scale grids transposed to the MN-major
+// layout it reads. Shapes of whole 128 × 128 tiles must be taken; others may be refused (TMA's
+// alignment of the scale rows), naming why, and every shape taken must match.
+TEST(CudaGemm, CutlassFp8BlockMatchesCpuReference) {
+  REQUIRE_HOPPER();
+  cuda::DeviceAllocator alloc;
+  cuda::Stream stream;
+  std::vector<Shape> shapes = test_shapes();
+  shapes.push_back({256, 1024, 4096, false});
+  shapes.push_back({384, 640, 1280, false});
+  double worst = 0.0, worst_rel = 0.0;
+  int ran = 0, idx = 0;
+  std::string refused;
+  for (Shape s : shapes) {
+    s.bias = false;
+    const Fp8Problem p = make_fp8_problem(s, GemmScaleMode::kBlock, run_seed() + 7000 + uint64_t(idx++));
+    const int64_t kb = (s.k + 127) / 128, nb = (s.n + 127) / 128;
+    std::vector<float> sx(size_t(kb * s.m)), sw(size_t(kb * nb));  // [k-block][m], [k-block][n-block]
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t b = 0; b < kb; ++b) sx[size_t(b * s.m + i)] = p.xq.scales[size_t(i * kb + b)];
+    for (int64_t j = 0; j < nb; ++j)
+      for (int64_t b = 0; b < kb; ++b) sw[size_t(b * nb + j)] = p.wq.scales[size_t(j * kb + b)];
+    const Fp8Device d = upload_problem(alloc, p);
+    const cuda::DeviceBuffer dsx = upload(alloc, sx), dsw = upload(alloc, sw);
+    cuda::DeviceBuffer y(alloc, size_t(s.m * s.n) * 2, stream);
+    cuda::CutlassFp8BlockGemmArgs a;
+    a.m = s.m, a.n = s.n, a.k = s.k;
+    a.x = d.x.as<uint8_t>(), a.x_scale = dsx.as<float>();
+    a.w = d.w.as<uint8_t>(), a.w_scale = dsw.as<float>();
+    a.y = y.get();
+    const std::string why = cuda::cutlass_fp8_block_gemm_unsupported(a);
+    if (s.m % 128 == 0 && s.n % 128 == 0 && s.k % 128 == 0) {
+      EXPECT_EQ(why, "") << shape_name(s);
+    }
+    if (!why.empty()) {
+      try {
+        cuda::cutlass_fp8_block_gemm(a, nullptr, 0, stream);
+        ADD_FAILURE() << shape_name(s) << ": refused, but cutlass_fp8_block_gemm did not throw";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      }
+      refused += " [" + shape_name(s) + ": " + why + "]";
+      continue;
+    }
+    const size_t ws_bytes = cuda::cutlass_fp8_block_gemm_workspace_bytes(a);
+    cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
+    const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
+      a.y = out;
+      cuda::cutlass_fp8_block_gemm(a, ws.get(), ws_bytes, stream);
+    });
+    const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
+    EXPECT_EQ(c.violations, 0) << "CUTLASS block " << shape_name(s) << ": " << c.violations
+                               << " elements out of tolerance, first " << c.first;
+    worst = std::max(worst, c.worst_ratio);
+    worst_rel = std::max(worst_rel, c.rel_norm);
+    ++ran;
+  }
+  std::printf("[ summary  ] CUTLASS block-scaled: %d of %zu shapes ran, worst |err|/tol %.3f, worst ||err||/||ref|| %.2e\n",
+              ran, shapes.size(), worst, worst_rel);
+  if (!refused.empty()) std::printf("[ summary  ] CUTLASS block-scaled refused%s\n", refused.c_str());
+}
+#endif
+
 TEST(CudaGemm, Fp8BlockMatchesCpuReference) {
   REQUIRE_HOPPER();
   check_fp8_mode(GemmScaleMode::kBlock);

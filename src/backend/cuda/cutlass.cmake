@@ -11,7 +11,8 @@ if(EXISTS "${FP8LM_CUTLASS_DIR}/include/cutlass/cutlass.h" AND
   target_sources(fp8lm_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm.cu
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_cooperative_128x128.cu
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_stream_k_128x128.cu
-    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_pingpong_64x128.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_pingpong_64x128.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_block_cooperative_128x128.cu)
   # SYSTEM: their own warnings are not ours (fp8lm's sources build with -Werror).
   target_include_directories(fp8lm_cuda SYSTEM PRIVATE
     "${FP8LM_CUTLASS_DIR}/include" "${FP8LM_CUTLASS_DIR}/util/include")

@@ -13,6 +13,7 @@
 // CUTLASS headers are found (scripts/build.sh fetches PyPI's pinned `nvidia-cutlass`); not
 // dispatched yet: `bench_cuda_gemm` measures each against cuBLASLt per shape first
 // (docs/benchmarks.md, issue 19; the first configuration measured 0.80–0.90× of cuBLASLt).
+// The block-scaled form (cutlass_fp8_block_gemm, below) has the scales in the mainloop instead.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,5 +39,15 @@ size_t cutlass_fp8_gemm_workspace_bytes(const CutlassFp8GemmArgs& a);
 // Runs on `stream`; throws fp8lm::Error naming the problem for arguments it does not take, or
 // for too small a workspace.
 void cutlass_fp8_gemm(const CutlassFp8GemmArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+// The block-scaled GEMM (CutlassFp8BlockGemmArgs: 1 × 128 activation groups, 128 × 128 weight
+// blocks, MN-major scale grids),
+//   y[i, j] = bf16(Σ_b (Σ_{k ∈ block b} x[i, k] · w[j, k]) · (x_scale[b][i] · w_scale[b][j / 128])),
+// one configuration (128 × 128 × 128 tiles, the cooperative FP8 blockwise schedule). The same
+// three calls, the same checks (and 16-byte aligned scale grids).
+std::string cutlass_fp8_block_gemm_unsupported(const CutlassFp8BlockGemmArgs& a);
+size_t cutlass_fp8_block_gemm_workspace_bytes(const CutlassFp8BlockGemmArgs& a);
+void cutlass_fp8_block_gemm(const CutlassFp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
+                            cudaStream_t stream);
 
 }  // namespace fp8lm::cuda

@@ -25,4 +25,18 @@ struct CutlassFp8GemmArgs {
   CutlassFp8Config config = CutlassFp8Config::kCooperative128x128;
 };
 
+// The block-scaled GEMM (DeepSeek-V3's and `--quantization fp8:block`'s scheme): x in 1 × 128
+// groups, w in 128 × 128 blocks. Both scale grids are MN-major, as CUTLASS's Hopper blockwise
+// mainloop reads them: x_scale [cdiv(k, 128)][m] (cuBLASLt's layout too: group_scales_to_cublas
+// makes it from fp8lm's [m][cdiv(k, 128)]); w_scale [cdiv(k, 128)][cdiv(n, 128)] (the weight's
+// [n-block][k-block] grid transposed).
+struct CutlassFp8BlockGemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  const uint8_t* x = nullptr;        // [m, k] E4M3
+  const float* x_scale = nullptr;    // [cdiv(k, 128)][m]
+  const uint8_t* w = nullptr;        // [n, k] E4M3
+  const float* w_scale = nullptr;    // [cdiv(k, 128)][cdiv(n, 128)]
+  void* y = nullptr;                 // [m, n] BF16
+};
+
 }  // namespace fp8lm::cuda

@@ -7,6 +7,7 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
+#include <cutlass/detail/blockwise_scale_layout.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
@@ -83,6 +84,73 @@ struct Kernel {
 
   // Runs what plan() accepted; `fail` throws with the call's shape.
   static void run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
+    Gemm gemm;
+    cutlass::Status st = gemm.initialize(arguments(a), workspace, stream);
+    if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
+    if (st != cutlass::Status::kSuccess) fail(std::string("CUTLASS: ") + cutlassGetStatusString(st));
+  }
+};
+
+// The block-scaled form: the scales are applied in the mainloop (CUTLASS's FP8 blockwise
+// schedule: each 128-wide K block's partial sum, kept apart from the running total, is added to
+// it times x_scale[row, block] · w_scale[col-block, block]); the epilogue only converts to BF16.
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class TileScheduler>
+struct BlockKernel {
+  using ElementA = cutlass::float_e4m3_t;
+  using LayoutA = cutlass::layout::RowMajor;
+  using ElementB = cutlass::float_e4m3_t;
+  using LayoutB = cutlass::layout::ColumnMajor;
+  using ElementD = cutlass::bfloat16_t;
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlignAB = 16;
+  static constexpr int kAlignD = 8;
+  // 1 × 128 activation groups, 128 × 128 weight blocks, both grids MN-major.
+  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128>;
+  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD, LayoutD,
+      kAlignD, EpilogueSchedule>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA, LayoutSFA>, kAlignAB,
+      ElementB, cute::tuple<LayoutB, LayoutSFB>, kAlignAB, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using GemmKernel =
+      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, TileScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  static typename Gemm::Arguments arguments(const CutlassFp8BlockGemmArgs& a) {
+    const int m = int(a.m), n = int(a.n), k = int(a.k);
+    using StrideA = typename GemmKernel::StrideA;
+    using StrideB = typename GemmKernel::StrideB;
+    using StrideD = typename GemmKernel::StrideD;
+    const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1));
+    const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1));
+    const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1));
+    const LayoutSFA lsa = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, n, k, 1));
+    const LayoutSFB lsb = ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(m, n, k, 1));
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {m, n, k, 1},
+                                  {reinterpret_cast<const ElementA*>(a.x), sa, reinterpret_cast<const ElementB*>(a.w),
+                                   sb, a.x_scale, lsa, a.w_scale, lsb},
+                                  {{}, nullptr, sd, static_cast<ElementD*>(a.y), sd}};
+    args.epilogue.thread.alpha = 1.0f;  // D = acc, rounded to BF16
+    args.epilogue.thread.beta = 0.0f;
+    return args;
+  }
+
+  static Plan plan(const CutlassFp8BlockGemmArgs& a) {
+    const typename Gemm::Arguments args = arguments(a);
+    Plan p;
+    p.implementable = Gemm::can_implement(args) == cutlass::Status::kSuccess;
+    if (p.implementable) p.workspace_bytes = Gemm::get_workspace_size(args);
+    return p;
+  }
+
+  static void run(const CutlassFp8BlockGemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
     Gemm gemm;
     cutlass::Status st = gemm.initialize(arguments(a), workspace, stream);
     if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
