@@ -18,6 +18,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_ops_kernels.h"
+#include "backend/cuda/cutlass_fp8_gemm.h"
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/env_switch.h"
 #include "backend/cuda/fp8_gemv.h"
@@ -183,6 +184,11 @@ struct CudaOps::Impl {
   // FP8LM_CUDA_FUSED_MERGE=0 in the environment (an A/B switch, default on): decode attention's
   // partitions merged by the separate kernel.
   bool fused_merge = true;
+  // FP8LM_CUDA_CUTLASS=coop|stream-k|ping-pong (an A/B switch, default unset): the per-token ×
+  // per-channel FP8 GEMMs without bias through that CUTLASS configuration instead of cuBLASLt,
+  // to measure the engine with it (bench_cuda_gemm compares the kernels alone). Not the
+  // default: no configuration has measured faster than cuBLASLt yet (docs/benchmarks.md).
+  std::optional<CutlassFp8Config> cutlass_outer;
 
   // The step's metadata: int32 [ids | positions | row_seq | first_row | num_tokens | start | block tables | logit rows].
   DeviceBuffer meta;
@@ -432,6 +438,17 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
   impl_->fused_merge = env_switch_on("FP8LM_CUDA_FUSED_MERGE");
+  if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS"); c != nullptr && *c != '\0') {
+    const std::string v = c;
+#ifdef FP8LM_WITH_CUTLASS
+    if (v == "coop") impl_->cutlass_outer = CutlassFp8Config::kCooperative128x128;
+    else if (v == "stream-k") impl_->cutlass_outer = CutlassFp8Config::kStreamK128x128;
+    else if (v == "ping-pong") impl_->cutlass_outer = CutlassFp8Config::kPingpong64x128;
+    else throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + " is not one of coop, stream-k, ping-pong");
+#else
+    throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + ": this build has no CUTLASS GEMMs (no CUTLASS headers)");
+#endif
+  }
   impl_->attention_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionMergeCounters) * 4, impl_->stream);
   FP8LM_CUDA_CHECK(cudaMemsetAsync(impl_->attention_counters.get(), 0, impl_->attention_counters.bytes(), impl_->stream));
 }
@@ -1081,6 +1098,21 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
           } else {
             g.a_scale = x_scales;
           }
+#ifdef FP8LM_WITH_CUTLASS
+          if (im.cutlass_outer && bias == nullptr) {  // the A/B switch above; CUTLASS's epilogue has no bias
+            CutlassFp8GemmArgs c;
+            c.m = m, c.n = w.n, c.k = w.k;
+            c.x = codes, c.x_scale = g.a_scale;
+            c.w = w.w.as<uint8_t>(), c.w_scale = g.b_scale;
+            c.y = y.data;
+            c.config = *im.cutlass_outer;
+            if (cutlass_fp8_gemm_unsupported(c).empty()) {
+              const size_t ws_bytes = cutlass_fp8_gemm_workspace_bytes(c);
+              cutlass_fp8_gemm(c, ws_bytes > 0 ? im.take(ws_bytes) : nullptr, ws_bytes, s);
+              return;
+            }
+          }
+#endif
           break;
         }
         case GemmScaleMode::kBlock: {
