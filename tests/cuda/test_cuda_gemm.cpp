@@ -447,6 +447,37 @@ TEST(CudaGemm, Fp8OuterVectorMatchesCpuReference) {
 }
 
 #ifdef FP8LM_WITH_CUTLASS
+// What both CUTLASS tests do with one case: arguments the GEMM refuses must make the call throw,
+// naming why (returns that reason); the others run into a NaN-poisoned output and must match the
+// reference within the cuBLASLt tests' bound (returns "", and keeps the worst errors).
+template <class Args, class Unsupported, class WorkspaceBytes, class Gemm>
+std::string check_cutlass_case(cuda::DeviceAllocator& alloc, cuda::Stream& stream, const Shape& s, const Fp8Problem& p,
+                               Args a, Unsupported unsupported, WorkspaceBytes workspace_bytes, Gemm gemm,
+                               const std::string& what, double& worst, double& worst_rel) {
+  const std::string why = unsupported(a);
+  if (!why.empty()) {
+    try {
+      gemm(a, nullptr, 0, stream);
+      ADD_FAILURE() << what << " " << shape_name(s) << ": refused, but the call did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+    return why;
+  }
+  const size_t ws_bytes = workspace_bytes(a);
+  cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
+  const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
+    a.y = out;
+    gemm(a, ws.get(), ws_bytes, stream);
+  });
+  const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
+  EXPECT_EQ(c.violations, 0) << what << " " << shape_name(s) << ": " << c.violations
+                             << " elements out of tolerance, first " << c.first;
+  worst = std::max(worst, c.worst_ratio);
+  worst_rel = std::max(worst_rel, c.rel_norm);
+  return {};
+}
+
 // The CUTLASS GEMM (cutlass_fp8_gemm.h), every configuration, on the per-token × per-channel
 // problems, against the same reference and bound as cuBLASLt's: every shape it takes (k % 16 =
 // 0, n % 8 = 0; it has no bias) must match, into a NaN-poisoned output; the others must be
@@ -461,7 +492,7 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
   shapes.push_back({256, 1024, 4096, false});
   shapes.push_back({256, 4096, 4096, false});
   for (const cuda::CutlassFp8Config config : cuda::kCutlassFp8Configs) {
-    SCOPED_TRACE(cuda::cutlass_fp8_config_name(config));
+    const std::string what = std::string("CUTLASS ") + cuda::cutlass_fp8_config_name(config);
     double worst = 0.0, worst_rel = 0.0;
     int ran = 0, idx = 0;
     for (Shape s : shapes) {
@@ -475,34 +506,15 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
       a.w = d.w.as<uint8_t>(), a.w_scale = d.sw.as<float>();
       a.y = y.get();  // an aligned output to judge the shape by; the run writes its own
       a.config = config;
-      const std::string why = cuda::cutlass_fp8_gemm_unsupported(a);
-      const bool takes = s.k % 16 == 0 && s.n % 8 == 0;
-      EXPECT_EQ(why.empty(), takes) << shape_name(s) << ": " << why;
-      if (!why.empty()) {
-        try {
-          cuda::cutlass_fp8_gemm(a, nullptr, 0, stream);
-          ADD_FAILURE() << shape_name(s) << ": refused, but cutlass_fp8_gemm did not throw";
-        } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
-        }
-        continue;
-      }
-      const size_t ws_bytes = cuda::cutlass_fp8_gemm_workspace_bytes(a);
-      cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
-      const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
-        a.y = out;
-        cuda::cutlass_fp8_gemm(a, ws.get(), ws_bytes, stream);
-      });
-      const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
-      EXPECT_EQ(c.violations, 0) << "CUTLASS " << shape_name(s) << ": " << c.violations
-                                 << " elements out of tolerance, first " << c.first;
-      worst = std::max(worst, c.worst_ratio);
-      worst_rel = std::max(worst_rel, c.rel_norm);
-      ++ran;
+      const std::string why = check_cutlass_case(alloc, stream, s, p, a, cuda::cutlass_fp8_gemm_unsupported,
+                                                 cuda::cutlass_fp8_gemm_workspace_bytes, cuda::cutlass_fp8_gemm, what,
+                                                 worst, worst_rel);
+      EXPECT_EQ(why.empty(), s.k % 16 == 0 && s.n % 8 == 0) << what << " " << shape_name(s) << ": " << why;
+      ran += why.empty();
     }
-    std::printf("[ summary  ] CUTLASS %s per-token x per-channel: %d of %zu shapes ran, worst |err|/tol %.3f, "
+    std::printf("[ summary  ] %s per-token x per-channel: %d of %zu shapes ran, worst |err|/tol %.3f, "
                 "worst ||err||/||ref|| %.2e\n",
-                cuda::cutlass_fp8_config_name(config), ran, shapes.size(), worst, worst_rel);
+                what.c_str(), ran, shapes.size(), worst, worst_rel);
   }
 }
 #endif
@@ -539,32 +551,14 @@ TEST(CudaGemm, CutlassFp8BlockMatchesCpuReference) {
     a.x = d.x.as<uint8_t>(), a.x_scale = dsx.as<float>();
     a.w = d.w.as<uint8_t>(), a.w_scale = dsw.as<float>();
     a.y = y.get();
-    const std::string why = cuda::cutlass_fp8_block_gemm_unsupported(a);
+    const std::string why = check_cutlass_case(alloc, stream, s, p, a, cuda::cutlass_fp8_block_gemm_unsupported,
+                                               cuda::cutlass_fp8_block_gemm_workspace_bytes,
+                                               cuda::cutlass_fp8_block_gemm, "CUTLASS block", worst, worst_rel);
     if (s.m % 128 == 0 && s.n % 128 == 0 && s.k % 128 == 0) {
       EXPECT_EQ(why, "") << shape_name(s);
     }
-    if (!why.empty()) {
-      try {
-        cuda::cutlass_fp8_block_gemm(a, nullptr, 0, stream);
-        ADD_FAILURE() << shape_name(s) << ": refused, but cutlass_fp8_block_gemm did not throw";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
-      }
-      refused += " [" + shape_name(s) + ": " + why + "]";
-      continue;
-    }
-    const size_t ws_bytes = cuda::cutlass_fp8_block_gemm_workspace_bytes(a);
-    cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
-    const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
-      a.y = out;
-      cuda::cutlass_fp8_block_gemm(a, ws.get(), ws_bytes, stream);
-    });
-    const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
-    EXPECT_EQ(c.violations, 0) << "CUTLASS block " << shape_name(s) << ": " << c.violations
-                               << " elements out of tolerance, first " << c.first;
-    worst = std::max(worst, c.worst_ratio);
-    worst_rel = std::max(worst_rel, c.rel_norm);
-    ++ran;
+    if (!why.empty()) refused += " [" + shape_name(s) + ": " + why + "]";
+    ran += why.empty();
   }
   std::printf("[ summary  ] CUTLASS block-scaled: %d of %zu shapes ran, worst |err|/tol %.3f, worst ||err||/||ref|| %.2e\n",
               ran, shapes.size(), worst, worst_rel);

@@ -63,6 +63,18 @@ std::string check(const CutlassFp8BlockGemmArgs& a, Plan& plan) {
   return {};
 }
 
+template <class Args>
+std::string unsupported(const Args& a) {
+  Plan plan;
+  return check(a, plan);
+}
+
+template <class Args>
+size_t workspace_bytes(const Args& a) {
+  Plan plan;
+  return check(a, plan).empty() ? plan.workspace_bytes : 0;
+}
+
 // Checks, sizes the workspace, and runs `launch` (the configuration's run); throws naming the call.
 template <class Args, class Launch>
 void checked_run(const Args& a, const std::string& what, void* workspace, size_t workspace_bytes, Launch launch) {
@@ -91,15 +103,9 @@ const char* cutlass_fp8_config_name(CutlassFp8Config c) {
   return "unknown";
 }
 
-std::string cutlass_fp8_gemm_unsupported(const CutlassFp8GemmArgs& a) {
-  Plan plan;
-  return check(a, plan);
-}
+std::string cutlass_fp8_gemm_unsupported(const CutlassFp8GemmArgs& a) { return unsupported(a); }
 
-size_t cutlass_fp8_gemm_workspace_bytes(const CutlassFp8GemmArgs& a) {
-  Plan plan;
-  return check(a, plan).empty() ? plan.workspace_bytes : 0;
-}
+size_t cutlass_fp8_gemm_workspace_bytes(const CutlassFp8GemmArgs& a) { return workspace_bytes(a); }
 
 void cutlass_fp8_gemm(const CutlassFp8GemmArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   checked_run(a, cutlass_fp8_config_name(a.config), workspace, workspace_bytes, [&](const cutlass_fp8::FailFn& fail) {
@@ -107,15 +113,9 @@ void cutlass_fp8_gemm(const CutlassFp8GemmArgs& a, void* workspace, size_t works
   });
 }
 
-std::string cutlass_fp8_block_gemm_unsupported(const CutlassFp8BlockGemmArgs& a) {
-  Plan plan;
-  return check(a, plan);
-}
+std::string cutlass_fp8_block_gemm_unsupported(const CutlassFp8BlockGemmArgs& a) { return unsupported(a); }
 
-size_t cutlass_fp8_block_gemm_workspace_bytes(const CutlassFp8BlockGemmArgs& a) {
-  Plan plan;
-  return check(a, plan).empty() ? plan.workspace_bytes : 0;
-}
+size_t cutlass_fp8_block_gemm_workspace_bytes(const CutlassFp8BlockGemmArgs& a) { return workspace_bytes(a); }
 
 void cutlass_fp8_block_gemm(const CutlassFp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
                             cudaStream_t stream) {

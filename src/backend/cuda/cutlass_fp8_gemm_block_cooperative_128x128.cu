@@ -12,11 +12,11 @@ using Config = BlockKernel<cute::Shape<cute::_128, cute::_128, cute::_128>, cute
 
 }  // namespace
 
-Plan block_cooperative_128x128_plan(const CutlassFp8BlockGemmArgs& a) { return Config::plan(a); }
+Plan block_cooperative_128x128_plan(const CutlassFp8BlockGemmArgs& a) { return plan_of<Config>(a); }
 
 void block_cooperative_128x128_run(const CutlassFp8BlockGemmArgs& a, void* workspace, cudaStream_t stream,
                                    const FailFn& fail) {
-  Config::run(a, workspace, stream, fail);
+  run_of<Config>(a, workspace, stream, fail);
 }
 
 }  // namespace fp8lm::cuda::cutlass_fp8

@@ -20,8 +20,8 @@
 
 namespace fp8lm::cuda::cutlass_fp8 {
 
-template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class TileScheduler>
-struct Kernel {
+// The operands every configuration shares.
+struct Operands {
   using ElementA = cutlass::float_e4m3_t;  // x
   using LayoutA = cutlass::layout::RowMajor;
   using ElementB = cutlass::float_e4m3_t;  // w [n, k] row-major = B [k, n] column-major
@@ -30,6 +30,30 @@ struct Kernel {
   using LayoutD = cutlass::layout::RowMajor;
   static constexpr int kAlignAB = 16;  // elements: 16 bytes
   static constexpr int kAlignD = 8;
+};
+
+// A configuration's plan (can CUTLASS implement the arguments, and with how much scratch) and
+// launch, for a kernel type K with a Gemm and an arguments(a); the arguments are built once per call.
+template <class K, class Args>
+Plan plan_of(const Args& a) {
+  const typename K::Gemm::Arguments args = K::arguments(a);
+  Plan p;
+  p.implementable = K::Gemm::can_implement(args) == cutlass::Status::kSuccess;
+  if (p.implementable) p.workspace_bytes = K::Gemm::get_workspace_size(args);
+  return p;
+}
+
+// Runs what plan_of accepted; `fail` throws with the call's shape.
+template <class K, class Args>
+void run_of(const Args& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
+  typename K::Gemm gemm;
+  cutlass::Status st = gemm.initialize(K::arguments(a), workspace, stream);
+  if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
+  if (st != cutlass::Status::kSuccess) fail(std::string("CUTLASS: ") + cutlassGetStatusString(st));
+}
+
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class TileScheduler>
+struct Kernel : Operands {
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 
   // (acc · x_scale[row]) · w_scale[col]: the token scale is a column vector of D, the channel
@@ -73,37 +97,13 @@ struct Kernel {
             {epilogue, nullptr, sd, static_cast<ElementD*>(a.y), sd}};
   }
 
-  // The checks of cutlass_fp8_gemm_unsupported have passed; the arguments are built once here.
-  static Plan plan(const CutlassFp8GemmArgs& a) {
-    const typename Gemm::Arguments args = arguments(a);
-    Plan p;
-    p.implementable = Gemm::can_implement(args) == cutlass::Status::kSuccess;
-    if (p.implementable) p.workspace_bytes = Gemm::get_workspace_size(args);
-    return p;
-  }
-
-  // Runs what plan() accepted; `fail` throws with the call's shape.
-  static void run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
-    Gemm gemm;
-    cutlass::Status st = gemm.initialize(arguments(a), workspace, stream);
-    if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
-    if (st != cutlass::Status::kSuccess) fail(std::string("CUTLASS: ") + cutlassGetStatusString(st));
-  }
 };
 
 // The block-scaled form: the scales are applied in the mainloop (CUTLASS's FP8 blockwise
 // schedule: each 128-wide K block's partial sum, kept apart from the running total, is added to
 // it times x_scale[row, block] · w_scale[col-block, block]); the epilogue only converts to BF16.
 template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class TileScheduler>
-struct BlockKernel {
-  using ElementA = cutlass::float_e4m3_t;
-  using LayoutA = cutlass::layout::RowMajor;
-  using ElementB = cutlass::float_e4m3_t;
-  using LayoutB = cutlass::layout::ColumnMajor;
-  using ElementD = cutlass::bfloat16_t;
-  using LayoutD = cutlass::layout::RowMajor;
-  static constexpr int kAlignAB = 16;
-  static constexpr int kAlignD = 8;
+struct BlockKernel : Operands {
   // 1 × 128 activation groups, 128 × 128 weight blocks, both grids MN-major.
   using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
@@ -142,20 +142,6 @@ struct BlockKernel {
     return args;
   }
 
-  static Plan plan(const CutlassFp8BlockGemmArgs& a) {
-    const typename Gemm::Arguments args = arguments(a);
-    Plan p;
-    p.implementable = Gemm::can_implement(args) == cutlass::Status::kSuccess;
-    if (p.implementable) p.workspace_bytes = Gemm::get_workspace_size(args);
-    return p;
-  }
-
-  static void run(const CutlassFp8BlockGemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
-    Gemm gemm;
-    cutlass::Status st = gemm.initialize(arguments(a), workspace, stream);
-    if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
-    if (st != cutlass::Status::kSuccess) fail(std::string("CUTLASS: ") + cutlassGetStatusString(st));
-  }
 };
 
 }  // namespace fp8lm::cuda::cutlass_fp8

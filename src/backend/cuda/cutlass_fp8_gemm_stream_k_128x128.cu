@@ -13,10 +13,10 @@ using Config = Kernel<cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Sha
 
 }  // namespace
 
-Plan stream_k_128x128_plan(const CutlassFp8GemmArgs& a) { return Config::plan(a); }
+Plan stream_k_128x128_plan(const CutlassFp8GemmArgs& a) { return plan_of<Config>(a); }
 
 void stream_k_128x128_run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
-  Config::run(a, workspace, stream, fail);
+  run_of<Config>(a, workspace, stream, fail);
 }
 
 }  // namespace fp8lm::cuda::cutlass_fp8
