@@ -30,6 +30,19 @@ struct Operands {
   using LayoutD = cutlass::layout::RowMajor;
   static constexpr int kAlignAB = 16;  // elements: 16 bytes
   static constexpr int kAlignD = 8;
+
+  // A GemmKernel's packed strides of x [m, k], w [n, k] and y [m, n] (all row-major as stored).
+  template <class GemmKernel>
+  struct Strides {
+    typename GemmKernel::StrideA a;
+    typename GemmKernel::StrideB b;
+    typename GemmKernel::StrideD d;
+    template <class Args>
+    explicit Strides(const Args& x)
+        : a(cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, cute::make_shape(int(x.m), int(x.k), 1))),
+          b(cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, cute::make_shape(int(x.n), int(x.k), 1))),
+          d(cutlass::make_cute_packed_stride(typename GemmKernel::StrideD{}, cute::make_shape(int(x.m), int(x.n), 1))) {}
+  };
 };
 
 // A configuration's plan (can CUTLASS implement the arguments, and with how much scratch) and
@@ -82,19 +95,13 @@ struct Kernel : Operands {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
   static typename Gemm::Arguments arguments(const CutlassFp8GemmArgs& a) {
-    const int m = int(a.m), n = int(a.n), k = int(a.k);
-    using StrideA = typename GemmKernel::StrideA;
-    using StrideB = typename GemmKernel::StrideB;
-    using StrideD = typename GemmKernel::StrideD;
-    const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1));
-    const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1));
-    const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1));
+    const Strides<GemmKernel> st(a);
     // The visitor tree's arguments nest as the tree does: children first, then the node's own.
     typename ScaledOutput::Arguments epilogue{{{}, {a.x_scale, 0.0f, {}}, {}}, {a.w_scale, 0.0f, {}}, {}};
     return {cutlass::gemm::GemmUniversalMode::kGemm,
-            {m, n, k, 1},
-            {reinterpret_cast<const ElementA*>(a.x), sa, reinterpret_cast<const ElementB*>(a.w), sb},
-            {epilogue, nullptr, sd, static_cast<ElementD*>(a.y), sd}};
+            {int(a.m), int(a.n), int(a.k), 1},
+            {reinterpret_cast<const ElementA*>(a.x), st.a, reinterpret_cast<const ElementB*>(a.w), st.b},
+            {epilogue, nullptr, st.d, static_cast<ElementD*>(a.y), st.d}};
   }
 
 };
@@ -124,19 +131,14 @@ struct BlockKernel : Operands {
 
   static typename Gemm::Arguments arguments(const CutlassFp8BlockGemmArgs& a) {
     const int m = int(a.m), n = int(a.n), k = int(a.k);
-    using StrideA = typename GemmKernel::StrideA;
-    using StrideB = typename GemmKernel::StrideB;
-    using StrideD = typename GemmKernel::StrideD;
-    const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1));
-    const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1));
-    const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1));
+    const Strides<GemmKernel> st(a);
     const LayoutSFA lsa = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, n, k, 1));
     const LayoutSFB lsb = ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(m, n, k, 1));
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {m, n, k, 1},
-                                  {reinterpret_cast<const ElementA*>(a.x), sa, reinterpret_cast<const ElementB*>(a.w),
-                                   sb, a.x_scale, lsa, a.w_scale, lsb},
-                                  {{}, nullptr, sd, static_cast<ElementD*>(a.y), sd}};
+                                  {reinterpret_cast<const ElementA*>(a.x), st.a,
+                                   reinterpret_cast<const ElementB*>(a.w), st.b, a.x_scale, lsa, a.w_scale, lsb},
+                                  {{}, nullptr, st.d, static_cast<ElementD*>(a.y), st.d}};
     args.epilogue.thread.alpha = 1.0f;  // D = acc, rounded to BF16
     args.epilogue.thread.beta = 0.0f;
     return args;
