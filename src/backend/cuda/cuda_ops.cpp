@@ -93,6 +93,9 @@ struct LinearWeight final : backend::Weight {
   DeviceBuffer w_scale;
   // … and as cuBLASLt's mode wants them (kOuterVector: [n]; kBlock: cuBLASLt's block layout; kTensor: w_scale).
   DeviceBuffer w_scale_gemm;
+  // kBlock with FP8LM_CUDA_CUTLASS_BLOCK=1: the block grid MN-major, [k-block][n-block], as the
+  // CUTLASS block-scaled GEMM reads it.
+  DeviceBuffer w_scale_cutlass;
   DeviceBuffer static_scale;  // float [1]: plan.act_quant.static_scale points here
 };
 
@@ -189,6 +192,9 @@ struct CudaOps::Impl {
   // to measure the engine with it (bench_cuda_gemm compares the kernels alone). Not the
   // default: no configuration has measured faster than cuBLASLt yet (docs/benchmarks.md).
   std::optional<CutlassFp8Config> cutlass_outer;
+  // FP8LM_CUDA_CUTLASS_BLOCK=1 (an A/B switch, default off): the block-scaled FP8 GEMMs through
+  // CUTLASS's blockwise kernel instead of cuBLASLt's (the rows cuBLASLt would take).
+  bool cutlass_block = false;
 
   // The step's metadata: int32 [ids | positions | row_seq | first_row | num_tokens | start | block tables | logit rows].
   DeviceBuffer meta;
@@ -449,6 +455,14 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
     throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + ": this build has no CUTLASS GEMMs (no CUTLASS headers)");
 #endif
   }
+  if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS_BLOCK"); c != nullptr && *c != '\0') {
+    const std::string v = c;
+    if (v != "0" && v != "1") throw Error("cuda: FP8LM_CUDA_CUTLASS_BLOCK=" + v + " is not 0 or 1");
+#ifndef FP8LM_WITH_CUTLASS
+    if (v == "1") throw Error("cuda: FP8LM_CUDA_CUTLASS_BLOCK=1: this build has no CUTLASS GEMMs (no CUTLASS headers)");
+#endif
+    impl_->cutlass_block = v == "1";
+  }
   impl_->attention_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionMergeCounters) * 4, impl_->stream);
   FP8LM_CUDA_CHECK(cudaMemsetAsync(impl_->attention_counters.get(), 0, impl_->attention_counters.bytes(), impl_->stream));
 }
@@ -535,6 +549,13 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear(const weights::LinearWei
     l->w_scale_gemm = DeviceBuffer(a, size_t(cublas_block_scale_count(w.n, w.k)) * 4, s);
     block_scales_to_cublas(l->w_scale.as<float>(), w.n, w.k, l->w_scale_gemm.as<float>(), s);
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  if (p.gemm_mode == GemmScaleMode::kBlock && impl_->cutlass_block) {
+    const int64_t nb = (w.n + 127) / 128, kb = (w.k + 127) / 128;
+    std::vector<float> mn_major(size_t(nb * kb));
+    for (int64_t j = 0; j < nb; ++j)
+      for (int64_t b = 0; b < kb; ++b) mn_major[size_t(b * nb + j)] = w.scales[size_t(j * kb + b)];
+    l->w_scale_cutlass = upload(a, mn_major.data(), mn_major.size(), s);
   }
   return l;
 }
@@ -1125,6 +1146,21 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
           g.a_scale = a_scale;
           g.b_scale = w.w_scale_gemm.as<float>();
           g.cublas_scale_layout = true;
+#ifdef FP8LM_WITH_CUTLASS
+          if (w.w_scale_cutlass && bias == nullptr && m4 > 0) {  // FP8LM_CUDA_CUTLASS_BLOCK=1
+            CutlassFp8BlockGemmArgs c;
+            c.m = m4, c.n = w.n, c.k = w.k;
+            c.x = codes, c.x_scale = a_scale;  // [k-block][m4]: cuBLASLt's layout is CUTLASS's
+            c.w = w.w.as<uint8_t>(), c.w_scale = w.w_scale_cutlass.as<float>();
+            c.y = y.data;
+            if (cutlass_fp8_block_gemm_unsupported(c).empty()) {
+              const size_t ws_bytes = cutlass_fp8_block_gemm_workspace_bytes(c);
+              cutlass_fp8_block_gemm(c, ws_bytes > 0 ? im.take(ws_bytes) : nullptr, ws_bytes, s);
+              if (m4 < m) gemv(m4, m - m4, codes, x_scales);
+              return;
+            }
+          }
+#endif
           if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
           im.gemm->run(g, s);
           if (m4 < m) gemv(m4, m - m4, codes, x_scales);
