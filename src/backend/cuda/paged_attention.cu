@@ -232,7 +232,6 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// E: cache element; TG: lanes per key (a power of two ≥ head_dim / 8); GC: query heads per pass.
 // Split mode, before the kernel waits for the one before it: brings the partition's K and V of
 // positions the earlier steps stored (before seq_start_position) into L2, so that the loads
 // after the wait find them there. Only the step's metadata (copied in before its first kernel)
@@ -296,6 +295,7 @@ __device__ void merge_head_warp(const RowArgs& a, int slot, int h, int64_t row, 
   }
 }
 
+// E: cache element; TG: lanes per key (a power of two ≥ head_dim / 8); GC: query heads per pass.
 template <KvElement E, int TG, int GC>
 __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArgs a) {
   if (a.split && a.prefetch) prefetch_cached_kv<E>(a);
