@@ -736,6 +736,20 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
                              decodes(300, 1500), rng));
   run_and_check(make_problem({"decode e5m2 hd64 gqa8 large batch", 16, 2, 64, kE5M2b, std::nullopt, 16},
                              decodes(300, 1200), rng));
+  // Up to kDecodeMaxNewTokens new tokens a sequence at a large batch: the tensor-core decode
+  // kernel with several 16-row tiles per (sequence, KV head), and rows of one CTA at different
+  // positions (the causal mask inside the last tile).
+  auto few_new = [&](int count, int64_t max_ctx) {
+    std::vector<SeqSpec> s;
+    for (int i = 0; i < count; ++i)
+      s.push_back({std::uniform_int_distribution<int64_t>(0, max_ctx - 1)(rng),
+                   std::uniform_int_distribution<int64_t>(1, cuda::kDecodeMaxNewTokens)(rng)});
+    return s;
+  };
+  run_and_check(make_problem({"few new tokens bf16 hd128 gqa4 large batch", 8, 2, 128, kBf16, std::nullopt, 16},
+                             few_new(300, 1200), rng));
+  run_and_check(make_problem({"few new tokens e4m3 hd128 gqa8 window500 large batch", 16, 2, 128, kE4M3, 500, 16},
+                             few_new(300, 1200), rng));
   report_worst();
 }
 

@@ -187,13 +187,17 @@ struct CudaOps::Impl {
   // FP8LM_CUDA_FUSED_MERGE=0 in the environment (an A/B switch, default on): decode attention's
   // partitions merged by the separate kernel.
   bool fused_merge = true;
-  // FP8LM_CUDA_CUTLASS=coop|stream-k|ping-pong (an A/B switch, default unset): the per-token ×
-  // per-channel FP8 GEMMs without bias through that CUTLASS configuration instead of cuBLASLt,
-  // to measure the engine with it (bench_cuda_gemm compares the kernels alone). Not the
-  // default: no configuration has measured faster than cuBLASLt yet (docs/benchmarks.md).
+  // FP8LM_CUDA_CUTLASS (an A/B switch): unset or "measured", the per-token × per-channel FP8
+  // GEMMs take CUTLASS where the plan's measured ranges say (linear_plan.cpp); "off", cuBLASLt
+  // at every row count; "coop" | "stream-k" | "ping-pong", that configuration for every one
+  // without bias (bench_cuda_gemm compares the kernels alone).
+  bool cutlass_outer_measured = true;
   std::optional<CutlassFp8Config> cutlass_outer;
-  // FP8LM_CUDA_CUTLASS_BLOCK=1 (an A/B switch, default off): the block-scaled FP8 GEMMs through
-  // CUTLASS's blockwise kernel instead of cuBLASLt's (the rows cuBLASLt would take).
+  // FP8LM_CUDA_CUTLASS_BLOCK, the same for the block-scaled GEMMs: "measured" (the plan's
+  // ranges), unset or "0" (cuBLASLt), "1" (CUTLASS's blockwise kernel for every one without
+  // bias). Off by default: faster alone on every range, the engine measured 0.99× with them
+  // (bench throughput 128/128, docs/benchmarks.md), for a reason not yet profiled.
+  bool cutlass_block_measured = false;
   bool cutlass_block = false;
 
   // The step's metadata: int32 [ids | positions | row_seq | first_row | num_tokens | start | block tables | logit rows].
@@ -446,21 +450,25 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->fused_merge = env_switch_on("FP8LM_CUDA_FUSED_MERGE");
   if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS"); c != nullptr && *c != '\0') {
     const std::string v = c;
-#ifdef FP8LM_WITH_CUTLASS
+    if (v != "measured" && v != "off" && v != "coop" && v != "stream-k" && v != "ping-pong")
+      throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + " is not one of measured, off, coop, stream-k, ping-pong");
+#ifndef FP8LM_WITH_CUTLASS
+    if (v != "measured" && v != "off")
+      throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + ": this build has no CUTLASS GEMMs (no CUTLASS headers)");
+#endif
+    impl_->cutlass_outer_measured = v == "measured";
     if (v == "coop") impl_->cutlass_outer = CutlassFp8Config::kCooperative128x128;
     else if (v == "stream-k") impl_->cutlass_outer = CutlassFp8Config::kStreamK128x128;
     else if (v == "ping-pong") impl_->cutlass_outer = CutlassFp8Config::kPingpong64x128;
-    else throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + " is not one of coop, stream-k, ping-pong");
-#else
-    throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + ": this build has no CUTLASS GEMMs (no CUTLASS headers)");
-#endif
   }
   if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS_BLOCK"); c != nullptr && *c != '\0') {
     const std::string v = c;
-    if (v != "0" && v != "1") throw Error("cuda: FP8LM_CUDA_CUTLASS_BLOCK=" + v + " is not 0 or 1");
+    if (v != "measured" && v != "0" && v != "1")
+      throw Error("cuda: FP8LM_CUDA_CUTLASS_BLOCK=" + v + " is not one of measured, 0, 1");
 #ifndef FP8LM_WITH_CUTLASS
     if (v == "1") throw Error("cuda: FP8LM_CUDA_CUTLASS_BLOCK=1: this build has no CUTLASS GEMMs (no CUTLASS headers)");
 #endif
+    impl_->cutlass_block_measured = v == "measured";
     impl_->cutlass_block = v == "1";
   }
   impl_->attention_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionMergeCounters) * 4, impl_->stream);
@@ -550,7 +558,8 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear(const weights::LinearWei
     block_scales_to_cublas(l->w_scale.as<float>(), w.n, w.k, l->w_scale_gemm.as<float>(), s);
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));
   }
-  if (p.gemm_mode == GemmScaleMode::kBlock && impl_->cutlass_block) {
+  if (p.gemm_mode == GemmScaleMode::kBlock &&
+      (impl_->cutlass_block || (impl_->cutlass_block_measured && p.gemm_cutlass_block_scales))) {
     const int64_t nb = (w.n + 127) / 128, kb = (w.k + 127) / 128;
     std::vector<float> mn_major(size_t(nb * kb));
     for (int64_t j = 0; j < nb; ++j)
@@ -1120,13 +1129,16 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
             g.a_scale = x_scales;
           }
 #ifdef FP8LM_WITH_CUTLASS
-          if (im.cutlass_outer && bias == nullptr) {  // the A/B switch above; CUTLASS's epilogue has no bias
+          // The plan's measured range, or the configuration the A/B switch forces (CUTLASS's
+          // epilogue here has no bias).
+          const CutlassRows* measured = im.cutlass_outer_measured ? p.cutlass_at(m) : nullptr;
+          if (measured != nullptr || (im.cutlass_outer && bias == nullptr)) {
             CutlassFp8GemmArgs c;
             c.m = m, c.n = w.n, c.k = w.k;
             c.x = codes, c.x_scale = g.a_scale;
             c.w = w.w.as<uint8_t>(), c.w_scale = g.b_scale;
             c.y = y.data;
-            c.config = *im.cutlass_outer;
+            c.config = measured != nullptr ? measured->config : im.cutlass_outer.value_or(c.config);
             if (cutlass_fp8_gemm_unsupported(c).empty()) {
               const size_t ws_bytes = cutlass_fp8_gemm_workspace_bytes(c);
               cutlass_fp8_gemm(c, ws_bytes > 0 ? im.take(ws_bytes) : nullptr, ws_bytes, s);
@@ -1147,7 +1159,10 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
           g.b_scale = w.w_scale_gemm.as<float>();
           g.cublas_scale_layout = true;
 #ifdef FP8LM_WITH_CUTLASS
-          if (w.w_scale_cutlass && bias == nullptr && m4 > 0) {  // FP8LM_CUDA_CUTLASS_BLOCK=1
+          // The plan's measured range (or every row count with FP8LM_CUDA_CUTLASS_BLOCK=1): the
+          // grid uploaded MN-major then.
+          const bool cutlass_rows = im.cutlass_block || (im.cutlass_block_measured && p.cutlass_at(m4) != nullptr);
+          if (w.w_scale_cutlass && bias == nullptr && m4 > 0 && cutlass_rows) {
             CutlassFp8BlockGemmArgs c;
             c.m = m4, c.n = w.n, c.k = w.k;
             c.x = codes, c.x_scale = a_scale;  // [k-block][m4]: cuBLASLt's layout is CUTLASS's

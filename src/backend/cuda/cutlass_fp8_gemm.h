@@ -10,9 +10,9 @@
 // each rounded in float32, in the CPU reference's order. Three configurations (CutlassFp8Config,
 // one file each, cutlass_fp8_gemm_<config>.cu), the same scale arithmetic (stream-K sums K in
 // ranges whose partial sums are then added: another order, the same bound). Built when the
-// CUTLASS headers are found (scripts/build.sh fetches PyPI's pinned `nvidia-cutlass`); not
-// dispatched yet: `bench_cuda_gemm` measures each against cuBLASLt per shape first
-// (docs/benchmarks.md, issue 19; the first configuration measured 0.80–0.90× of cuBLASLt).
+// CUTLASS headers are found (scripts/build.sh fetches PyPI's pinned `nvidia-cutlass`);
+// dispatched where `bench_cuda_gemm` measured a configuration faster than cuBLASLt on the shape
+// (linear_plan.cpp's kCutlassMeasured; docs/benchmarks.md, issue 19).
 // The block-scaled form (cutlass_fp8_block_gemm, below) has the scales in the mainloop instead.
 #pragma once
 

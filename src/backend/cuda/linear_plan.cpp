@@ -17,6 +17,15 @@ const char* layout_name(WeightScaleLayout l) {
   return "?";
 }
 
+const char* cutlass_config_short_name(CutlassFp8Config c) {
+  switch (c) {
+    case CutlassFp8Config::kCooperative128x128: return "coop";
+    case CutlassFp8Config::kStreamK128x128: return "stream-k";
+    case CutlassFp8Config::kPingpong64x128: return "ping-pong";
+  }
+  return "?";
+}
+
 const char* gemm_name(GemmScaleMode mode) {
   switch (mode) {
     case GemmScaleMode::kNone: return "bf16";
@@ -26,6 +35,37 @@ const char* gemm_name(GemmScaleMode mode) {
   }
   return "?";
 }
+
+// Where a CUTLASS GEMM beat cuBLASLt's by ≥ 5 % on a Llama-3.1-8B shape (the fused qkv, o,
+// fused gate_up, down), measured on the H200 by `bench_cuda_gemm --models 8b --m
+// 16,32,64,128,192,256,384,512,768,1024,2048,4096,8192,16384` (docs/benchmarks.md, issue 19;
+// docs/results/issue19/session6/gemm_perm.json). Ranges end halfway to the first measured size
+// that lost. Shapes not listed (70B's, other models') keep cuBLASLt until measured.
+struct MeasuredCutlass {
+  int64_t n, k;
+  GemmScaleMode mode;
+  CutlassRows rows;
+};
+constexpr int64_t kAnyRows = int64_t(1) << 40;
+constexpr MeasuredCutlass kCutlassMeasured[] = {
+    // Per-token × per-channel: ping-pong 64×128 and stream-K at decode sizes, where cuBLASLt's
+    // tiles leave SMs idle. qkv 1.21× / 1.12× at m = 16 / 32 (0.98× at 64).
+    {6144, 4096, GemmScaleMode::kOuterVector, {9, 48, CutlassFp8Config::kPingpong64x128}},
+    // gate_up 1.18× / 1.22× / 1.24× at m = 16 / 32 / 64 (0.93× at 128).
+    {28672, 4096, GemmScaleMode::kOuterVector, {9, 96, CutlassFp8Config::kPingpong64x128}},
+    // down 1.24× / 1.14× / 1.13× / 1.24× / 1.12× at m = 16 / 32 / 64 / 128 / 256 (0.97× at 192,
+    // 0.88× at 384): stream-K splits its K = 14336 over the SMs that 32 output tiles leave idle.
+    {4096, 14336, GemmScaleMode::kOuterVector, {9, 288, CutlassFp8Config::kStreamK128x128}},
+    // Block-scaled (1×128 × 128×128): CUTLASS's blockwise mainloop against cuBLASLt's block GEMM
+    // with its activation-scale transposition. qkv 1.05–1.13× at every m from 16 to 16384.
+    {6144, 4096, GemmScaleMode::kBlock, {9, kAnyRows, {}}},
+    // o 1.07–1.18× at every m.
+    {4096, 4096, GemmScaleMode::kBlock, {9, kAnyRows, {}}},
+    // gate_up 1.06–1.19× from m = 384 to 4096 (1.01× at 256, 0.96× at 8192, 0.90× at 16384).
+    {28672, 4096, GemmScaleMode::kBlock, {320, 6144, {}}},
+    // down 1.11–1.19× from m = 768 to 4096 (1.00× at 512, 1.02× at 8192, 0.70–0.84× below 256).
+    {4096, 14336, GemmScaleMode::kBlock, {640, 6144, {}}},
+};
 
 }  // namespace
 
@@ -53,6 +93,11 @@ std::string LinearPlan::describe() const {
       s += "cublaslt ";
       s += gemm_name(gemm_mode);
       if (block_rows_mod4_by_gemv) s += " (m%4 rows gemv)";
+      for (const CutlassRows& r : cutlass_rows) {
+        if (r.m_max < r.m_min) continue;
+        s += " | m in [" + std::to_string(r.m_min) + ", " + (r.m_max >= kAnyRows ? std::string("...") : std::to_string(r.m_max)) + "] cutlass ";
+        s += gemm_mode == GemmScaleMode::kBlock ? "block" : cutlass_config_short_name(r.config);
+      }
       break;
     case LargeRows::kGemvChunks:
       s += "gemv x" + std::to_string(kMaxGemvRows);
@@ -136,6 +181,17 @@ LinearPlan plan_linear(const weights::LinearWeight& w) {
     p.block_rows_mod4_by_gemv = true;
   }
   p.large_rows = gemm_possible ? LargeRows::kCublasFp8 : LargeRows::kGemvChunks;
+#ifdef FP8LM_WITH_CUTLASS
+  // CUTLASS's epilogue here has no bias; its kernels take what cuBLASLt's would (aligned shapes).
+  if (p.large_rows == LargeRows::kCublasFp8 && w.bias.empty()) {
+    size_t next = 0;
+    for (const MeasuredCutlass& c : kCutlassMeasured) {
+      if (c.n != w.n || c.k != w.k || c.mode != p.gemm_mode || next == p.cutlass_rows.size()) continue;
+      p.cutlass_rows[next++] = c.rows;
+      if (c.mode == GemmScaleMode::kBlock) p.gemm_cutlass_block_scales = true;
+    }
+  }
+#endif
   return p;
 }
 

@@ -7,11 +7,13 @@
 // (tests/cuda/test_cuda_linear_plan.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cutlass_fp8_gemm_args.h"
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/quant_kernels.h"
 #include "spec/quant_scheme.h"
@@ -42,6 +44,16 @@ enum class LargeRows : uint8_t {
   kGemvChunks,      // W8A8 cuBLASLt cannot take (alignment, scale mode): the GEMV 16 rows at a time
 };
 
+// Rows [m_min, m_max] of a W8A8 layer that a CUTLASS GEMM takes instead of cuBLASLt, where it
+// measured faster on the layer's shape (kCutlassMeasured, linear_plan.cpp: bench_cuda_gemm on
+// the H200). A block-scaled layer has one CUTLASS kernel (config unused); a per-token ×
+// per-channel one names its configuration.
+struct CutlassRows {
+  int64_t m_min = 0, m_max = -1;  // empty
+  CutlassFp8Config config = CutlassFp8Config::kCooperative128x128;
+  bool contains(int64_t m) const { return m >= m_min && m <= m_max; }
+};
+
 struct LinearPlan {
   bool fp8 = false;                                         // E4M3 codes on the device (else BF16)
   WeightScaleLayout w_layout = WeightScaleLayout::kTensor;  // the GEMV's weight scale grid
@@ -58,6 +70,10 @@ struct LinearPlan {
   bool gemm_channel_scales = false;       // kOuterVector: weight scales as [n] (tensor broadcast) at upload
   bool gemm_cublas_block_scales = false;  // kBlock: block scales converted to cuBLASLt's layout at upload
   bool block_rows_mod4_by_gemv = false;   // kBlock: cuBLASLt takes m − m % 4 rows, the GEMV the rest
+  // kCublasFp8 layers without bias in a build with CUTLASS: the measured CUTLASS ranges of the
+  // shape (at most two so far), and for a block range the block grid MN-major at upload too.
+  std::array<CutlassRows, 2> cutlass_rows{};
+  bool gemm_cutlass_block_scales = false;
 
   // One line, e.g. "w8a8 e4m3 w:channel a:dynamic-token | m<=8 gemv | m>8 cublaslt outer-vector".
   std::string describe() const;
@@ -65,6 +81,12 @@ struct LinearPlan {
   // (kGemvQuantizeRows), so that nothing before it needs to quantize it.
   bool gemv_quantizes_input(int64_t m) const {
     return activation != ActivationQuant::kNone && m <= gemv_max_rows && m <= kGemvQuantizeRows;
+  }
+  // The measured CUTLASS range that holds m rows, or nullptr (cuBLASLt).
+  const CutlassRows* cutlass_at(int64_t m) const {
+    for (const CutlassRows& r : cutlass_rows)
+      if (r.contains(m)) return &r;
+    return nullptr;
   }
 };
 

@@ -21,8 +21,10 @@
 //                          (FP8 tiles expanded to exact BF16 in shared memory), S = Q·Kᵀ and
 //                          O += P·V with mma.sync m16n8k16, online softmax in registers.
 //                          A step without prefill rows of many sequences (sequences × KV heads
-//                          ≥ twice the SMs) runs on it too, keys split over the warps: one CTA
-//                          per (sequence, KV head, 16 rows), each warp a quarter of every tile.
+//                          ≥ twice the SMs) runs on its key-split form (one CTA per (sequence,
+//                          KV head, 16 rows), each warp a quarter of every tile) only with
+//                          FP8LM_CUDA_WARP_DECODE=0; by default on paged_attention_decode.cu's
+//                          warp-pipelined form of it. What both share is attention_mma.cuh.
 #include "backend/cuda/paged_attention.h"
 
 #include <cuda_bf16.h>
@@ -37,6 +39,7 @@
 #include <limits>
 #include <string>
 
+#include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
@@ -48,22 +51,10 @@ namespace fp8lm::cuda {
 namespace {
 
 using backend::KvElement;
+using namespace attention_detail;
 
 constexpr unsigned kFull = 0xffffffffu;
 
-template <KvElement E>
-constexpr int kElemBytes = E == KvElement::kF32 ? 4 : E == KvElement::kBF16 ? 2 : 1;
-
-template <KvElement E>
-constexpr bool kIsFp8 = E == KvElement::kE4M3 || E == KvElement::kE5M2;
-
-template <KvElement E>
-constexpr __nv_fp8_interpretation_t kInterp = E == KvElement::kE5M2 ? __NV_E5M2 : __NV_E4M3;
-
-// First position a token at position p attends (window ≤ 0: none).
-__device__ __forceinline__ int64_t window_lo(int64_t p, int64_t window) {
-  return window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;
-}
 
 // ---- Element conversions -------------------------------------------------------------------
 
@@ -95,12 +86,6 @@ __device__ __forceinline__ void bf16x2_to_float(uint32_t w, float& lo, float& hi
   hi = __uint_as_float(w & 0xFFFF0000u);
 }
 
-// Two FP8 codes (low byte first) → their exact float values (NaN and inf included).
-template <KvElement E>
-__device__ __forceinline__ float2 fp8x2_to_float2(uint32_t pair) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xFFFFu), kInterp<E>);
-  return __half22float2(__half2(h));
-}
 
 // The 8 elements as exact float32 values (FP8: the code's value, unscaled).
 template <KvElement E>
@@ -530,28 +515,7 @@ __global__ void __launch_bounds__(32) reduce_kernel(const RowArgs a) {
 // ---- Tensor-core prefill -------------------------------------------------------------------
 
 constexpr int kBM = 64;  // packed (token, query head) rows per CTA
-constexpr int kBN = 64;  // keys per tile
-constexpr int kFlashThreads = 128;
-constexpr int kKeySplitRows = 16;  // packed rows per CTA of the key-split (decode) form: one MMA row tile
 
-struct FlashArgs {
-  const __nv_bfloat16* q;
-  __nv_bfloat16* out;
-  const int32_t* seq_first_row;
-  const int32_t* seq_num_tokens;
-  const int32_t* seq_start_position;
-  const int32_t* block_tables;
-  int max_blocks_per_seq;
-  const void* k;
-  const void* v;
-  int num_heads, num_kv_heads, group, block_size;
-  int64_t window;
-  float score_scale, v_scale;
-  int tiles;  // query tiles per sequence: grid.x = num_seqs × tiles
-  // Sequences with at most this many new tokens are the decode kernel's
-  // (kDecodeMaxNewTokens), or none (0) when this kernel takes every row.
-  int decode_max_new_tokens;
-};
 
 // Shared memory of one CTA (bytes). BF16 tiles have rows of HD + 8 elements (16 bytes of padding:
 // ldmatrix's 8 row addresses fall in different bank groups).
@@ -568,38 +532,6 @@ struct FlashSmem {
   static constexpr int kBytes = kConv + (kFp8 ? 2 * kTile : 0);
 };
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c += a · b, 16×16 BF16 (row) × 16×8 BF16 (col), float32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(__nv_bfloat162 x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-
-// Two FP8 codes → two exact BF16 values (code value, unscaled), low first.
-template <KvElement E>
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t pair) {
-  const float2 f = fp8x2_to_float2<E>(pair);
-  return pack_bf16x2(__floats2bfloat162_rn(f.x, f.y));
-}
 
 // kKeySplit (decode steps): a CTA takes 16 packed rows, and each warp a quarter of every key
 // tile (16 keys) with its own online softmax, merged through shared memory at the end: at
@@ -715,17 +647,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
       constexpr int kCpr = HD / 16;  // 16 codes per piece
       for (int idx = tid; idx < 2 * kBN * kCpr; idx += kFlashThreads) {
         const int which = idx / (kBN * kCpr), rem = idx % (kBN * kCpr), key = rem / kCpr, ch = rem % kCpr;
-        const uint4 c = *reinterpret_cast<const uint4*>(raw + which * S::kStage + key * HD + ch * 16);
-        const uint32_t w[4] = {c.x, c.y, c.z, c.w};
-        uint32_t b[8];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          b[2 * i] = fp8x2_to_bf16x2<E>(w[i]);
-          b[2 * i + 1] = fp8x2_to_bf16x2<E>(w[i] >> 16);
-        }
-        auto* dst = reinterpret_cast<uint4*>(conv + which * S::kTile + (key * S::kStride + ch * 16) * 2);
-        dst[0] = make_uint4(b[0], b[1], b[2], b[3]);
-        dst[1] = make_uint4(b[4], b[5], b[6], b[7]);
+        expand_fp8x16<E>(raw + which * S::kStage + key * HD + ch * 16,
+                         conv + which * S::kTile + (key * S::kStride + ch * 16) * 2);
       }
       __syncthreads();
       kb = conv;
@@ -735,154 +658,17 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
       vb = kb + S::kStage;
     }
 
-    // S = Q·Kᵀ: 16 rows × the warp's kWarpKeys keys.
-    float s[kWarpKeys / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kWarpKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < HD / 16; ++ks) {
-#pragma unroll
-      for (int np = 0; np < kWarpKeys / 16; ++np) {
-        uint32_t b[4];
-        const int key = warp_key + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int col = ks * 16 + (((lane >> 3) & 1) << 3);
-        ldmatrix_x4(b, smem_addr(kb + (key * S::kStride + col) * 2));
-        mma_bf16(s[2 * np], qf[ks], b[0], b[1]);
-        mma_bf16(s[2 * np + 1], qf[ks], b[2], b[3]);
-      }
-    }
-
-    // Scale, mask, online softmax; P rounded to BF16 (and summed as rounded).
     const int64_t jtile = jt * kBN;
     const bool full = !partial_rows && jtile >= lo_last && jtile + kBN - 1 <= p_first;
-    const int64_t jbase = jtile + warp_key;
-    uint32_t pk[kWarpKeys / 8][2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kWarpKeys / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[nt][2 * i + e];
-          x *= a.score_scale;
-          if (!full) {
-            const int64_t j = jbase + nt * 8 + (lane & 3) * 2 + e;
-            if (j < lo_r[i] || j > pos_r[i]) x = -INFINITY;
-          }
-          mx = fmaxf(mx, x);
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-      const float m_new = fmaxf(m_r[i], mx);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet
-      const float alpha = expf(m_r[i] - m_use);
-      m_r[i] = m_new;
-      l_r[i] *= alpha;
-#pragma unroll
-      for (int nt = 0; nt < HD / 8; ++nt) {
-        o[nt][2 * i] *= alpha;
-        o[nt][2 * i + 1] *= alpha;
-      }
-#pragma unroll
-      for (int nt = 0; nt < kWarpKeys / 8; ++nt) {
-        const __nv_bfloat162 p = __floats2bfloat162_rn(expf(s[nt][2 * i] - m_use), expf(s[nt][2 * i + 1] - m_use));
-        const float2 back = __bfloat1622float2(p);
-        l_r[i] += back.x + back.y;
-        pk[nt][i] = pack_bf16x2(p);
-      }
-    }
-
-    // O += P·V: the S accumulators of two 8-key tiles are the A fragment of one 16-key step.
-#pragma unroll
-    for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
-      const uint32_t pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t b[4];
-        const int key = warp_key + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        const int col = dp * 16 + ((lane >> 4) << 3);
-        ldmatrix_x4_trans(b, smem_addr(vb + (key * S::kStride + col) * 2));
-        mma_bf16(o[2 * dp], pa, b[0], b[1]);
-        mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
-      }
-    }
+    attend_tile<HD, kWarpKeys, S::kStride>(kb, vb, warp_key, qf, a.score_scale, full, jtile + warp_key, lo_r, pos_r,
+                                           lane, m_r, l_r, o);
     __syncthreads();  // the next iteration refills this stage
   }
 
   if constexpr (kKeySplit) {
-    // Merge the warps' softmax states of the same 16 rows: every warp leaves its maxima,
-    // sums and outputs in shared memory (the tiles are no longer needed), then warp 0 rescales
-    // them to the common maximum and adds them up, warps in order.
-    float* mbuf = reinterpret_cast<float*>(fsmem);       // [warp][16 rows]
-    float* lbuf = mbuf + 4 * 16;                          // [warp][16 rows]
-    float* obuf = lbuf + 4 * 16;                          // [warp][16 rows][HD]
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float l = l_r[i];
-      l += __shfl_xor_sync(kFull, l, 1);
-      l += __shfl_xor_sync(kFull, l, 2);
-      const int row = lane / 4 + 8 * i;
-      if ((lane & 3) == 0) {
-        mbuf[warp * 16 + row] = m_r[i];
-        lbuf[warp * 16 + row] = l;
-      }
-#pragma unroll
-      for (int nt = 0; nt < HD / 8; ++nt) {
-        float* dst = obuf + (warp * 16 + row) * HD + nt * 8 + (lane & 3) * 2;
-        dst[0] = o[nt][2 * i];
-        dst[1] = o[nt][2 * i + 1];
-      }
-    }
-    __syncthreads();
-    if (warp != 0) return;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int row = lane / 4 + 8 * i;
-      float m = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) m = fmaxf(m, mbuf[w * 16 + row]);
-      const float m_use = m == -INFINITY ? 0.0f : m;
-      float f[4], l = 0.0f;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        f[w] = expf(mbuf[w * 16 + row] - m_use);
-        l += lbuf[w * 16 + row] * f[w];
-      }
-      // Every lane of the quad has the row's whole sum: the quad's first keeps it, so that
-      // the quad sum below gives it back once.
-      l_r[i] = (lane & 3) == 0 ? l : 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < HD / 8; ++nt) {
-        float x0 = 0.0f, x1 = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          const float* src = obuf + (w * 16 + row) * HD + nt * 8 + (lane & 3) * 2;
-          x0 += src[0] * f[w];
-          x1 += src[1] * f[w];
-        }
-        o[nt][2 * i] = x0;
-        o[nt][2 * i + 1] = x1;
-      }
-    }
+    if (!merge_key_split_warps<HD>(fsmem, warp, lane, m_r, l_r, o)) return;
   }
-
-  // Normalize and write.
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float l = l_r[i];
-    l += __shfl_xor_sync(kFull, l, 1);
-    l += __shfl_xor_sync(kFull, l, 2);
-    if (!ok_r[i]) continue;
-    __nv_bfloat16* dst =
-        a.out + (first_row + tok_r[i]) * q_stride + (int64_t(kvh) * G + head_r[i]) * HD + (lane & 3) * 2;
-#pragma unroll
-    for (int nt = 0; nt < HD / 8; ++nt) {
-      const float x0 = (o[nt][2 * i] * a.v_scale) / l, x1 = (o[nt][2 * i + 1] * a.v_scale) / l;
-      *reinterpret_cast<__nv_bfloat162*>(dst + nt * 8) = __floats2bfloat162_rn(x0, x1);
-    }
-  }
+  write_attention_rows<HD>(a, first_row, kvh, ok_r, tok_r, head_r, lane, l_r, o);
 }
 
 // ---- Host side -----------------------------------------------------------------------------
@@ -1030,7 +816,7 @@ void launch_rows_any(KvElement e, const RowArgs& a, unsigned blocks, cudaStream_
 template <int HD, KvElement E, bool kKeySplit>
 void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   constexpr int kBytes = FlashSmem<HD, E>::kBytes;
-  static_assert(!kKeySplit || kBytes >= 4 * 16 * (HD + 2) * 4, "the warps' merge fits in the tiles' space");
+  static_assert(!kKeySplit || kBytes >= kKeySplitMergeBytes<HD>, "the warps' merge fits in the tiles' space");
   // A host call (not a stream operation: allowed while capturing a graph), per device.
   FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E, kKeySplit>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
@@ -1217,7 +1003,12 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, decode_on_mma ? kKeySplitRows : kBM));
     fa.decode_max_new_tokens = decode_on_mma ? 0 : kDecodeMaxNewTokens;
     const unsigned blocks = unsigned(int64_t(batch.num_seqs) * fa.tiles);
-    if (decode_on_mma) {
+    // FP8LM_CUDA_WARP_DECODE=0 (an A/B switch) keeps the CTA-wide double buffer of the flash
+    // kernel's key-split form; by default each warp pipelines its own keys (same output bits).
+    static const bool warp_decode = env_switch_on("FP8LM_CUDA_WARP_DECODE");
+    if (decode_on_mma && warp_decode) {
+      launch_warp_decode(int(p.head_dim), layer.element, fa, blocks, stream);
+    } else if (decode_on_mma) {
       if (p.head_dim == 64) launch_flash_e<64, true>(layer.element, fa, blocks, stream);
       else launch_flash_e<128, true>(layer.element, fa, blocks, stream);
     } else if (p.head_dim == 64) {
