@@ -29,7 +29,6 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
-#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -38,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_memory.h"
 #include "backend/cuda/paged_attention.h"
 
 namespace {
@@ -49,28 +49,8 @@ constexpr double kCopyTBps = 4.29;
 constexpr int kBlockSize = 16;
 constexpr size_t kRotateBytes = size_t(256) << 20;
 
-struct Dev {
-  void* p = nullptr;
-  explicit Dev(size_t bytes) { FP8LM_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16))); }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
-
-std::vector<int> parse_ints(const std::string& s) {
-  std::vector<int> out;
-  size_t at = 0;
-  while (at <= s.size()) {
-    const size_t comma = std::min(s.find(',', at), s.size());
-    out.push_back(std::atoi(s.substr(at, comma - at).c_str()));
-    at = comma + 1;
-  }
-  return out;
-}
+using fp8lm::cuda::DeviceAllocator;
+using fp8lm::cuda::DeviceBuffer;
 
 std::vector<std::string> parse_words(const std::string& s) {
   std::vector<std::string> out;
@@ -80,6 +60,12 @@ std::vector<std::string> parse_words(const std::string& s) {
     out.push_back(s.substr(at, comma - at));
     at = comma + 1;
   }
+  return out;
+}
+
+std::vector<int> parse_ints(const std::string& s) {
+  std::vector<int> out;
+  for (const std::string& w : parse_words(s)) out.push_back(std::atoi(w.c_str()));
   return out;
 }
 
@@ -122,13 +108,19 @@ Result run(int batch, int context, KvElement element, const std::string& kv_name
   const int copies = int(std::max<size_t>(2, (kRotateBytes + 2 * layer_bytes - 1) / (2 * layer_bytes)));
 
   std::mt19937_64 rng(0x6174746eULL + uint64_t(batch));
+  // Every buffer of this run, given back to the driver at its end (not cached for the next).
+  DeviceAllocator& alloc = DeviceAllocator::global();
+  struct Release {
+    DeviceAllocator& a;
+    ~Release() { a.release_cached(); }
+  } release{alloc};
   std::vector<uint8_t> host(layer_bytes);
-  std::vector<std::unique_ptr<Dev>> ks, vs;
+  std::vector<DeviceBuffer> ks, vs;
   for (int c = 0; c < copies; ++c) {
     for (auto* list : {&ks, &vs}) {
       fill_cache(host, element, rng);
-      list->push_back(std::make_unique<Dev>(layer_bytes));
-      FP8LM_CUDA_CHECK(cudaMemcpy(list->back()->p, host.data(), layer_bytes, cudaMemcpyHostToDevice));
+      list->emplace_back(alloc, layer_bytes);
+      FP8LM_CUDA_CHECK(cudaMemcpy(list->back().get(), host.data(), layer_bytes, cudaMemcpyHostToDevice));
     }
   }
 
@@ -141,9 +133,10 @@ Result run(int batch, int context, KvElement element, const std::string& kv_name
   std::iota(row_seq.begin(), row_seq.end(), 0);
   std::iota(first.begin(), first.end(), 0);
   std::vector<int32_t> meta;
-  for (const auto* v : {&row_seq, &row_pos, &first, &ntok, &start, &perm}) meta.insert(meta.end(), v->begin(), v->end());
-  Dev meta_dev(meta.size() * 4);
-  FP8LM_CUDA_CHECK(cudaMemcpy(meta_dev.p, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
+  for (const auto* v : {&row_seq, &row_pos, &first, &ntok, &start, &perm})
+    meta.insert(meta.end(), v->begin(), v->end());
+  DeviceBuffer meta_dev(alloc, meta.size() * 4);
+  FP8LM_CUDA_CHECK(cudaMemcpy(meta_dev.get(), meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
   const int32_t* m = meta_dev.as<int32_t>();
   fp8lm::cuda::DeviceAttentionBatch b;
   b.num_seqs = batch;
@@ -161,12 +154,12 @@ Result run(int batch, int context, KvElement element, const std::string& kv_name
   const size_t q_elems = size_t(batch) * size_t(p.num_heads) * size_t(p.head_dim);
   std::vector<uint8_t> q_host(q_elems * 2);
   fill_cache(q_host, KvElement::kBF16, rng);
-  Dev q(q_elems * 2), out(q_elems * 2);
-  FP8LM_CUDA_CHECK(cudaMemcpy(q.p, q_host.data(), q_host.size(), cudaMemcpyHostToDevice));
+  DeviceBuffer q(alloc, q_elems * 2), out(alloc, q_elems * 2);
+  FP8LM_CUDA_CHECK(cudaMemcpy(q.get(), q_host.data(), q_host.size(), cudaMemcpyHostToDevice));
   const size_t ws_bytes = fp8lm::cuda::paged_attention_workspace_bytes(b, p);
-  Dev ws(ws_bytes);
-  Dev counters(size_t(fp8lm::cuda::kAttentionMergeCounters) * 4);
-  FP8LM_CUDA_CHECK(cudaMemset(counters.p, 0, size_t(fp8lm::cuda::kAttentionMergeCounters) * 4));
+  DeviceBuffer ws(alloc, ws_bytes);  // null when 0: paged_attention takes that
+  DeviceBuffer counters(alloc, size_t(fp8lm::cuda::kAttentionMergeCounters) * 4);
+  FP8LM_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
 
   cudaStream_t stream = nullptr;
   FP8LM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -176,12 +169,12 @@ Result run(int batch, int context, KvElement element, const std::string& kv_name
   int next = 0;
   auto call = [&] {
     fp8lm::cuda::DeviceKvLayer layer;
-    layer.k = ks[size_t(next)]->p;
-    layer.v = vs[size_t(next)]->p;
+    layer.k = ks[size_t(next)].get();
+    layer.v = vs[size_t(next)].get();
     layer.element = element;
     layer.k_scale = layer.v_scale = element == KvElement::kBF16 ? 1.0f : 0.01f;
     next = (next + 1) % copies;
-    fp8lm::cuda::paged_attention(q.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), b, p, kBlockSize, layer, ws.p,
+    fp8lm::cuda::paged_attention(q.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), b, p, kBlockSize, layer, ws.get(),
                                  ws_bytes, stream, counters.as<unsigned>());
   };
   for (int i = 0; i < 5; ++i) call();

@@ -95,7 +95,8 @@ std::string LinearPlan::describe() const {
       if (block_rows_mod4_by_gemv) s += " (m%4 rows gemv)";
       for (const CutlassRows& r : cutlass_rows) {
         if (r.m_max < r.m_min) continue;
-        s += " | m in [" + std::to_string(r.m_min) + ", " + (r.m_max >= kAnyRows ? std::string("...") : std::to_string(r.m_max)) + "] cutlass ";
+        const std::string last = r.m_max >= kAnyRows ? "..." : std::to_string(r.m_max);
+        s += " | m in [" + std::to_string(r.m_min) + ", " + last + "] cutlass ";
         s += gemm_mode == GemmScaleMode::kBlock ? "block" : cutlass_config_short_name(r.config);
       }
       break;

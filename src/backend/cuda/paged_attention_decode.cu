@@ -104,29 +104,6 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
   unsigned char* ring = wsmem + S::kQ + warp * S::kWarp;
   unsigned char* expanded = ring + kStages * S::kStage;
 
-  // The warp's 16 keys of tile jt into a stage: keys [lo_first, p_last] gathered, others
-  // zero-filled without touching the block table (blocks outside a sliding window may already
-  // be someone else's).
-  auto load_keys = [&](int stage, int64_t jt) {
-    constexpr int kCpr = HD * kElemBytes<E> / 16;
-    unsigned char* kdst = ring + stage * S::kStage;
-    unsigned char* vdst = kdst + kWarpKeys * S::kRawRow;
-    for (int idx = lane; idx < kWarpKeys * kCpr; idx += 32) {
-      const int key = idx / kCpr, ch = idx % kCpr;
-      const int64_t j = jt * kBN + warp_key + key;
-      const bool ok = j >= lo_first && j <= p_last;
-      int64_t off = 0;
-      if (ok) {
-        const int64_t block = table[j / a.block_size];
-        off = ((block * a.num_kv_heads + kvh) * a.block_size + j % a.block_size) * HD * kElemBytes<E> + ch * 16;
-      }
-      cp_async16(smem_addr(kdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.k) + off,
-                 ok ? 16 : 0);
-      cp_async16(smem_addr(vdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.v) + off,
-                 ok ? 16 : 0);
-    }
-  };
-
   // kOffsetsAhead: the byte offset in the cache of key (lane & 15) of tile jt, −1 where it is
   // not gathered; the lanes copying a key's pieces take it from that lane.
   auto key_offset = [&](int64_t jt) -> int64_t {
@@ -136,16 +113,30 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
     const int64_t block = table[jj / bs];
     return ((block * a.num_kv_heads + kvh) * bs + jj % bs) * HD * kElemBytes<E>;
   };
-  auto load_keys_at = [&](int stage, int64_t offset) {
+  // The warp's 16 keys of tile jt into a stage: keys [lo_first, p_last] gathered, others
+  // zero-filled without touching the block table (blocks outside a sliding window may already
+  // be someone else's). offset: with kOffsetsAhead, this lane's key_offset(jt); else unused.
+  auto load_keys = [&](int stage, int64_t jt, int64_t offset) {
     constexpr int kCpr = HD * kElemBytes<E> / 16;
     static_assert(kWarpKeys * kCpr % 32 == 0, "every lane shuffles as often");
     unsigned char* kdst = ring + stage * S::kStage;
     unsigned char* vdst = kdst + kWarpKeys * S::kRawRow;
     for (int idx = lane; idx < kWarpKeys * kCpr; idx += 32) {
       const int key = idx / kCpr, ch = idx % kCpr;
-      const int64_t key_off = __shfl_sync(kFullMask, offset, key);
-      const bool ok = key_off >= 0;
-      const int64_t off = ok ? key_off + ch * 16 : 0;
+      bool ok;
+      int64_t off = 0;
+      if constexpr (kOffsetsAhead) {
+        const int64_t key_off = __shfl_sync(kFullMask, offset, key);
+        ok = key_off >= 0;
+        if (ok) off = key_off + ch * 16;
+      } else {
+        const int64_t j = jt * kBN + warp_key + key;
+        ok = j >= lo_first && j <= p_last;
+        if (ok) {
+          const int64_t block = table[j / a.block_size];
+          off = ((block * a.num_kv_heads + kvh) * a.block_size + j % a.block_size) * HD * kElemBytes<E> + ch * 16;
+        }
+      }
       cp_async16(smem_addr(kdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.k) + off,
                  ok ? 16 : 0);
       cp_async16(smem_addr(vdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.v) + off,
@@ -158,10 +149,7 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
   // Prologue: kStages − 1 tiles in flight (empty groups past the last tile keep the counting).
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < ntiles) {
-      if constexpr (kOffsetsAhead) load_keys_at(st, key_offset(jt_first + st));
-      else load_keys(st, jt_first + st);
-    }
+    if (st < ntiles) load_keys(st, jt_first + st, kOffsetsAhead ? key_offset(jt_first + st) : 0);
     cp_async_commit();
   }
   int64_t next_offset = -1;  // kOffsetsAhead: this lane's key offset of the next tile to copy
@@ -183,10 +171,7 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
     __syncwarp();                  // ... and every lane's; every lane is done with tile it − 1's stage
     {
       const int ahead = it + kStages - 1;
-      if (ahead < ntiles) {
-        if constexpr (kOffsetsAhead) load_keys_at(ahead % kStages, next_offset);
-        else load_keys(ahead % kStages, jt_first + ahead);
-      }
+      if (ahead < ntiles) load_keys(ahead % kStages, jt_first + ahead, next_offset);
       cp_async_commit();
       // Issued now, waited for at the next iteration's copies: the table load's latency hides
       // behind this tile's MMAs.
