@@ -450,16 +450,15 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->fused_merge = env_switch_on("FP8LM_CUDA_FUSED_MERGE");
   if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS"); c != nullptr && *c != '\0') {
     const std::string v = c;
-    if (v != "measured" && v != "off" && v != "coop" && v != "stream-k" && v != "ping-pong")
+    for (const CutlassFp8Config config : kCutlassFp8Configs)
+      if (v == cutlass_fp8_config_switch_name(config)) impl_->cutlass_outer = config;
+    if (v != "measured" && v != "off" && !impl_->cutlass_outer)
       throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + " is not one of measured, off, coop, stream-k, ping-pong");
 #ifndef FP8LM_WITH_CUTLASS
-    if (v != "measured" && v != "off")
+    if (impl_->cutlass_outer)
       throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + ": this build has no CUTLASS GEMMs (no CUTLASS headers)");
 #endif
     impl_->cutlass_outer_measured = v == "measured";
-    if (v == "coop") impl_->cutlass_outer = CutlassFp8Config::kCooperative128x128;
-    else if (v == "stream-k") impl_->cutlass_outer = CutlassFp8Config::kStreamK128x128;
-    else if (v == "ping-pong") impl_->cutlass_outer = CutlassFp8Config::kPingpong64x128;
   }
   if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS_BLOCK"); c != nullptr && *c != '\0') {
     const std::string v = c;

@@ -15,6 +15,16 @@ enum class CutlassFp8Config {
 inline constexpr CutlassFp8Config kCutlassFp8Configs[] = {
     CutlassFp8Config::kCooperative128x128, CutlassFp8Config::kStreamK128x128, CutlassFp8Config::kPingpong64x128};
 
+// A configuration's short name: what FP8LM_CUDA_CUTLASS takes and the linear plan prints.
+constexpr const char* cutlass_fp8_config_switch_name(CutlassFp8Config c) {
+  switch (c) {
+    case CutlassFp8Config::kCooperative128x128: return "coop";
+    case CutlassFp8Config::kStreamK128x128: return "stream-k";
+    case CutlassFp8Config::kPingpong64x128: return "ping-pong";
+  }
+  return "?";
+}
+
 struct CutlassFp8GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const uint8_t* x = nullptr;        // [m, k] E4M3

@@ -17,15 +17,6 @@ const char* layout_name(WeightScaleLayout l) {
   return "?";
 }
 
-const char* cutlass_config_short_name(CutlassFp8Config c) {
-  switch (c) {
-    case CutlassFp8Config::kCooperative128x128: return "coop";
-    case CutlassFp8Config::kStreamK128x128: return "stream-k";
-    case CutlassFp8Config::kPingpong64x128: return "ping-pong";
-  }
-  return "?";
-}
-
 const char* gemm_name(GemmScaleMode mode) {
   switch (mode) {
     case GemmScaleMode::kNone: return "bf16";
@@ -97,7 +88,7 @@ std::string LinearPlan::describe() const {
         if (r.m_max < r.m_min) continue;
         const std::string last = r.m_max >= kAnyRows ? "..." : std::to_string(r.m_max);
         s += " | m in [" + std::to_string(r.m_min) + ", " + last + "] cutlass ";
-        s += gemm_mode == GemmScaleMode::kBlock ? "block" : cutlass_config_short_name(r.config);
+        s += gemm_mode == GemmScaleMode::kBlock ? "block" : cutlass_fp8_config_switch_name(r.config);
       }
       break;
     case LargeRows::kGemvChunks:
