@@ -21,12 +21,19 @@ What it writes (see tests/fixtures/models/README.md for the exact semantics of e
    compressed-tensors does (ct_facts, max_abs_diffs in the manifest).
 4. The shipped model models/fp8lm-gutenberg-22m: four prompts, their greedy continuations
    (64 tokens), the top-1/top-2 margin of every step and the last prompt position's logits.
+5. Tiny random mixture-of-experts models in tests/fixtures/models/moe/ (a manifest of their own,
+   same schema): Qwen3-MoE with norm_topk_prob true and a dense layer through mlp_only_layers,
+   Qwen3-MoE with norm_topk_prob false and decoder_sparse_step 2, Mixtral; hidden 64, 8 experts,
+   top-2; the float32 logits of transformers' eager expert loop (bf16 case only), and the
+   smallest gap between any token's k-th and (k+1)-th router probability, asserted to be 100
+   times the float32 noise of a probability, so no implementation's rounding changes an expert. `--only-moe` regenerates this part
+   alone (a few seconds, no LLM Compressor, the rest untouched).
 
 Arrays are raw little-endian float32, row-major (tools/fixture_arrays.py); manifest.json
 lists them. Deterministic (seeded, one thread): run it twice and `git diff` shows nothing.
 
     /tmp/torchvenv/bin/python tools/make_model_fixtures.py                  # or .venv-tools
-        [--out tests/fixtures/models] [--llmc-python PATH | --skip-llmc]
+        [--out tests/fixtures/models] [--llmc-python PATH | --skip-llmc] [--only-moe]
 
 The venv running it needs tools/requirements-fixtures.txt. LLM Compressor pins its own torch /
 transformers / compressed-tensors, so it lives in a second venv (`python3 -m venv .venv-llmc &&
@@ -709,6 +716,134 @@ def shipped(w: ArrayWriter) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- mixture of experts
+
+MOE_ARCHS = ["qwen3_moe", "qwen3_moe_nonorm", "mixtral"]
+MOE_DIR = "moe"  # under --out: its own manifest and arrays, so ArrayWriter's clearing stays apart
+MOE_GAP_OVER_NOISE = 100  # a token's k-th - (k+1)-th router probability ≥ this × float32 noise (topk_margin)
+
+
+def tiny_moe_config(arch: str):
+    import transformers
+    common = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  vocab_size=VOCAB, max_position_embeddings=256, rms_norm_eps=1e-6, initializer_range=0.08,
+                  bos_token_id=1, eos_token_id=2, tie_word_embeddings=False, num_experts_per_tok=2,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    if arch == "qwen3_moe":
+        # Layer 1 dense through mlp_only_layers (its own width, intermediate_size); 0 and 2 sparse.
+        return transformers.Qwen3MoeConfig(**common, num_hidden_layers=3, num_experts=8, moe_intermediate_size=48,
+                                           intermediate_size=80, norm_topk_prob=True, decoder_sparse_step=1,
+                                           mlp_only_layers=[1])
+    if arch == "qwen3_moe_nonorm":
+        # decoder_sparse_step 2: layer 1 ((1 + 1) % 2 == 0) sparse, layer 0 dense; top-k not renormalised.
+        return transformers.Qwen3MoeConfig(**common, num_hidden_layers=2, num_experts=8, moe_intermediate_size=48,
+                                           intermediate_size=80, norm_topk_prob=False, decoder_sparse_step=2,
+                                           mlp_only_layers=[])
+    if arch == "mixtral":
+        # intermediate_size is each expert's width; every layer sparse, top-2 always renormalised.
+        return transformers.MixtralConfig(**common, num_hidden_layers=2, num_local_experts=8, intermediate_size=48,
+                                          sliding_window=None)
+    raise ValueError(arch)
+
+
+def make_tiny_moe(arch: str, index: int, folder: Path):
+    """As make_tiny: random init, RMSNorm weights randomised, parameters rounded to BF16, saved."""
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(SEED + index)
+    model = AutoModelForCausalLM.from_config(tiny_moe_config(arch), dtype=torch.float32,
+                                             attn_implementation="eager", experts_implementation="eager")
+    g = torch.Generator().manual_seed(1000 + index)
+    with torch.no_grad():
+        for _, mod in model.named_modules():
+            if type(mod).__name__.endswith("RMSNorm"):
+                mod.weight.copy_(1.0 + NORM_STD * torch.randn(mod.weight.shape, generator=g))
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    clean(folder)
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(folder)
+    (folder / "generation_config.json").unlink(missing_ok=True)
+    return model.eval()
+
+
+def load_moe_f32(folder: Path):
+    """load_f32 with transformers' eager expert loop (the default, grouped_mm, is another kernel)."""
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
+                                                 experts_implementation="eager")
+    return model.eval()
+
+
+def router_probs(model, prompts) -> dict:
+    """Every MoE layer's router probabilities [tokens of all prompts, experts], float32."""
+    probs, handles = {}, []
+    for i, layer in enumerate(model.model.layers):
+        router = getattr(layer.mlp, "gate", None)
+        if router is None or not hasattr(router, "top_k"):
+            continue  # a dense layer (it has gate_proj, no router)
+
+        def hook(mod, args, out, i=i):
+            x = args[0].reshape(-1, mod.hidden_dim)
+            probs.setdefault(i, []).append(torch.softmax(torch.nn.functional.linear(x, mod.weight).float(), dim=-1))
+        handles.append(router.register_forward_hook(hook))
+    try:
+        run_logits(model, prompts)
+    finally:
+        for h in handles:
+            h.remove()
+    return {i: torch.cat(p) for i, p in probs.items()}
+
+
+def topk_margin(model, prompts) -> dict:
+    """How safe the expert choices are: per MoE layer, the smallest gap between any token's k-th and
+    (k+1)-th router probability, against how far float32 noise moves a probability — measured as
+    in tiny_cases, by the accumulation twin (every nn.Linear accumulated in float64), the largest
+    |Δp| over all tokens and experts. A gap many times the noise means no other implementation's
+    rounding changes an expert choice (which would move that token's logits by far more than the
+    tolerance)."""
+    k = model.config.num_experts_per_tok
+    probs, twin_probs = router_probs(model, prompts), router_probs(twin(model), prompts)
+    gaps = {i: float((p.topk(k + 1, dim=-1).values[:, k - 1] - p.topk(k + 1, dim=-1).values[:, k]).min())
+            for i, p in probs.items()}
+    noise = max(float((probs[i] - twin_probs[i]).abs().max()) for i in probs)
+    return {"layers": sorted(probs), "min_topk_gap": min(gaps.values()), "router_prob_noise": noise}
+
+
+def moe_fixtures(out: Path):
+    import safetensors
+    import transformers
+    moe_out = out / MOE_DIR
+    w = ArrayWriter(moe_out)
+    manifest = {"generated_by": {
+        "script": "tools/make_model_fixtures.py", "torch": torch.__version__.split("+")[0],
+        "transformers": transformers.__version__, "safetensors": safetensors.__version__, "threads": 1,
+        "attention": "eager", "experts": "eager"}, "models": {}}
+    for index, arch in enumerate(MOE_ARCHS):
+        folder = moe_out / arch
+        ref = make_tiny_moe(arch, 10 + index, folder)
+        model = load_moe_f32(folder)
+        prompts = make_prompts(10 + index)
+        logits = run_logits(model, prompts)
+        assert all(torch.equal(a, b) for a, b in zip(logits, run_logits(ref, prompts))), arch
+        std = min(float(t.std(dim=-1).min()) for t in logits)
+        margin = topk_margin(model, prompts)
+        sparse = [i for i in range(model.config.num_hidden_layers)
+                  if type(model.model.layers[i].mlp).__name__.endswith("SparseMoeBlock")]
+        assert margin["layers"] == sparse and sparse, (arch, margin, sparse)
+        print(f"{arch}: sparse layers {sparse}, smallest logits std {std:.3f}, smallest top-k gap "
+              f"{margin['min_topk_gap']:.3g}, router probability noise {margin['router_prob_noise']:.3g}")
+        assert std >= 0.5, (arch, std)
+        assert margin["min_topk_gap"] >= MOE_GAP_OVER_NOISE * margin["router_prob_noise"], (arch, margin)
+        manifest["models"][arch] = {
+            "dir": f"{MOE_DIR}/{arch}", "architecture": type(model).__name__, "prompts": prompts,
+            "sparse_layers": sparse, "min_topk_gap": margin["min_topk_gap"],
+            "router_prob_noise": margin["router_prob_noise"],
+            "cases": [{"name": "bf16", "quantization": None, "kv_cache_dtype": "fp32", "kv_scales": None,
+                       "logits": [w.array(f"{arch}_bf16_p{i}", t) for i, t in enumerate(logits)]}]}
+    (moe_out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    total = sum(p.stat().st_size for p in moe_out.rglob("*") if p.is_file())
+    print(f"{total} bytes in {moe_out}")
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -718,10 +853,17 @@ def main():
                     help="python of a venv with llmcompressor (default: .venv-llmc/bin/python)")
     ap.add_argument("--skip-llmc", action="store_true",
                     help="keep the LLM Compressor checkpoints, their logits and manifest entries as they are")
+    ap.add_argument("--only-moe", action="store_true",
+                    help="regenerate only the mixture-of-experts fixtures (<out>/moe), leaving the rest as it is")
     ap.add_argument("--llmc-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.llmc_worker:
         return llmc_worker(json.loads(args.llmc_worker))
+    if args.only_moe:
+        from transformers.utils import logging as hf_logging
+        torch.set_num_threads(1)
+        hf_logging.set_verbosity_error()
+        return moe_fixtures(Path(args.out))
     if not args.skip_llmc and not Path(args.llmc_python).exists():
         sys.exit(f"{args.llmc_python} not found: pass --llmc-python PATH (a venv with llmcompressor) or --skip-llmc")
 
@@ -783,6 +925,7 @@ def main():
 
     manifest["shipped"] = shipped(w)
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    moe_fixtures(out)
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"{total} bytes in {out}")
 

@@ -89,6 +89,16 @@ int64_t decode_graph_rows(int64_t rows);
 // padding blocks of a KV cache must hold, one position per padding row.
 inline constexpr int64_t kMaxDecodePadding = 15;
 
+// How a sparse MoE block (Qwen3-MoE, Mixtral) picks and weighs each row's
+// experts from its router logits, as transformers does: softmax over the
+// experts in float32, the top_k by probability (the lower expert index first
+// on ties), and those top_k probabilities divided by their sum when
+// `renormalize` (Qwen3-MoE's norm_topk_prob; Mixtral always).
+struct MoeRouting {
+  int top_k = 0;
+  bool renormalize = false;
+};
+
 // One line of an op profile: the time one kind of step spent in one op, summed
 // over every call since the profile was last cleared.
 struct OpProfileEntry {
@@ -155,6 +165,17 @@ class Ops {
   virtual std::unique_ptr<Weight> upload_fused_linear(std::span<const weights::LinearWeight> parts) {
     (void)parts;
     return nullptr;
+  }
+  // Whether this backend runs sparse MoE blocks (upload_moe_experts, moe). The
+  // model refuses an MoE architecture at load where it does not (issue 20: CUDA).
+  virtual bool supports_moe() const { return false; }
+  // One MoE block's experts, expert e the SwiGLU MLP down[e](silu(gate[e]·x) · up[e]·x):
+  // gate/up [I, H], down [H, I], every expert the same shape, one scheme per linear.
+  virtual std::unique_ptr<Weight> upload_moe_experts(std::span<const weights::LinearWeight> gate,
+                                                     std::span<const weights::LinearWeight> up,
+                                                     std::span<const weights::LinearWeight> down) {
+    (void)gate, (void)up, (void)down;
+    throw_no_moe("upload_moe_experts");
   }
   virtual std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& shape, std::vector<KvLayerFormat> layers) = 0;
   // How this backend computes with an uploaded linear weight (its plan, one
@@ -239,6 +260,15 @@ class Ops {
     }
     rope_qk(q, k, head_dim, rope);
   }
+  // A sparse MoE block: out[r] = Σ p_e · expert_e(x[r]) over the experts e that
+  // row r routes to (router_logits[r], [rows, experts], as `routing` says),
+  // summed in float32 from zero in increasing expert order — transformers'
+  // loop over the experts, so the rounding is its rounding. Rows are
+  // independent: a row's result does not depend on the others in the call.
+  virtual void moe(Tensor x, Tensor router_logits, const Weight& experts, const MoeRouting& routing, Tensor out) {
+    (void)x, (void)router_logits, (void)experts, (void)routing, (void)out;
+    throw_no_moe("moe");
+  }
   // Stores the new K/V into the cache, then attends over the cached positions
   // (sequences: step.sequences).
   virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& params, KvCache& cache,
@@ -269,6 +299,9 @@ class Ops {
   }
 
  protected:
+  [[noreturn]] void throw_no_moe(const char* op) const {
+    throw Error(name() + ": " + op + ": this backend does not run MoE blocks (supports_moe() is false)");
+  }
   [[noreturn]] void throw_not_fused(const char* op) const {
     throw Error(name() + ": " + op + " of a fused linear output, but this backend fuses none");
   }

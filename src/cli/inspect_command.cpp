@@ -14,6 +14,7 @@
 #include "cli/model_flags.h"
 #include "io/model_spec.h"
 #include "loader/host_weights.h"
+#include "spec/model_tensors.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -112,6 +113,16 @@ json build_json(const io::ModelSpec& spec) {
                  {"num_experts", c.moe.num_experts},
                  {"num_experts_per_tok", c.moe.num_experts_per_tok}};
   j["parameters"] = spec.parameter_count;
+  if (c.is_moe()) {
+    // Every expert has the same shapes, so a token, which runs top-k of them,
+    // uses k / E of the expert parameters (and all of the rest).
+    int64_t expert = 0;
+    for (const io::LinearLayerSpec& l : spec.linears)
+      if (l.module.kind == LinearKind::kExpert) expert += l.module.out_features * l.module.in_features;
+    const int64_t e = c.moe.num_experts, k = c.moe.num_experts_per_tok;
+    j["expert_parameters"] = expert;
+    j["active_parameters"] = spec.parameter_count - expert / e * (e - k);
+  }
   j["load_format"] = spec.dummy_weights ? "dummy" : "auto";
   if (spec.files)
     j["files"] = {{"count", spec.files->files().size()},
@@ -181,7 +192,12 @@ void print_text(const json& j, const io::ModelSpec& spec) {
   if (c.is_moe())
     std::printf("              MoE: %d experts, top-%d, expert width %lld\n", c.moe.num_experts,
                 c.moe.num_experts_per_tok, (long long)c.moe.moe_intermediate_size);
-  std::printf("parameters    %.2f M\n", double(spec.parameter_count) / 1e6);
+  if (c.is_moe())
+    std::printf("parameters    %.2f M, %.2f M of them in experts; active per token %.2f M (top-%d of %d experts)\n",
+                double(spec.parameter_count) / 1e6, double(j["expert_parameters"].get<int64_t>()) / 1e6,
+                double(j["active_parameters"].get<int64_t>()) / 1e6, c.moe.num_experts_per_tok, c.moe.num_experts);
+  else
+    std::printf("parameters    %.2f M\n", double(spec.parameter_count) / 1e6);
   std::string dtypes;
   for (const auto& [dtype, use] : j["dtypes"].items())
     dtypes += (dtypes.empty() ? "" : ", ") + dtype + " " + std::to_string(use["tensors"].get<int64_t>()) +

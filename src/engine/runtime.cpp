@@ -81,6 +81,9 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   rt->spec_ = io::read_model_spec(dir, overrides);
   const ModelConfig& c = rt->spec_.config;
   loader::check_supported(rt->spec_);
+  // Before the weights load (LlamaModel would refuse too, after loading them).
+  if (c.is_moe() && options.device == backend::Device::kCuda)
+    throw Error(c.architecture + ": MoE on CUDA is not implemented yet (issue 20); run it with --device cpu");
   const RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
   // --load-format dummy needs config.json alone: without tokenizer.json there is no tokenizer.
   if (!rt->spec_.dummy_weights || std::filesystem::exists(dir / "tokenizer.json"))

@@ -232,7 +232,7 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
   const LinearSpecs linears(spec);
   auto linear = [&](const std::string& name) { return b.linear(linears.at(name)); };
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const LayerTensorNames n = layer_tensor_names(i);
+    const LayerTensorNames n = layer_tensor_names(i);  // the norms' names
     HostLayer l;
     l.input_norm.assign(size_t(c.hidden_size), 1.0f);
     l.post_attention_norm.assign(size_t(c.hidden_size), 1.0f);
@@ -240,7 +240,7 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
       l.q_norm.assign(size_t(c.head_dim), 1.0f);
       l.k_norm.assign(size_t(c.head_dim), 1.0f);
     }
-    set_projections(l, n, linear);
+    set_projections(l, c, i, linear);
     w.layers.push_back(std::move(l));
   }
   if (c.tie_word_embeddings) w.lm_head = w.embedding;

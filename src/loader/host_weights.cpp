@@ -169,7 +169,7 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
   auto linear = [&](const std::string& name) { return load_linear(src, linears.at(name)); };
 
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const LayerTensorNames n = layer_tensor_names(i);
+    const LayerTensorNames n = layer_tensor_names(i);  // the norms' names
     HostLayer l;
     l.input_norm = src.floats(n.input_norm);
     l.post_attention_norm = src.floats(n.post_attention_norm);
@@ -177,7 +177,7 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
       l.q_norm = src.floats(n.q_norm);
       l.k_norm = src.floats(n.k_norm);
     }
-    set_projections(l, n, linear);
+    set_projections(l, c, i, linear);
     w.layers.push_back(std::move(l));
     if (progress) progress(i + 1, c.num_hidden_layers);
   }

@@ -15,7 +15,7 @@
 namespace fp8lm::loader {
 
 // Throws fp8lm::Error naming the tensor for anything the model cannot run:
-// an MoE architecture (not yet implemented), a non-finite or non-positive scale,
+// an FP8 MoE model (not yet implemented), a non-finite or non-positive scale,
 // per-head KV scales. A spec of read_model_spec_dummy (--load-format dummy)
 // gets dummy_host_weights(spec) (loader/dummy_weights.h) instead. The cheap
 // part of these checks is check_supported (loader/host_model.h).

@@ -9,10 +9,14 @@
 namespace fp8lm::model {
 
 LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights& w, backend::Ops& ops)
-    : config_(config), ops_(ops), rope_(config) {
+    : config_(config), ops_(ops), rope_(config),
+      routing_{config.moe.num_experts_per_tok, config.moe.norm_topk_prob} {
   if (int(w.layers.size()) != config.num_hidden_layers)
     throw Error("model: weights for " + std::to_string(w.layers.size()) + " layers, config says " +
                 std::to_string(config.num_hidden_layers));
+  if (config.is_moe() && !ops.supports_moe())
+    throw Error(config.architecture + ": MoE on " + ops.name() + " is not implemented yet (issue 20); run it with "
+                "--device cpu");
   embedding_ = ops.upload_embedding(w.embedding);
   final_norm_ = ops.upload_vector(w.final_norm);
   lm_head_ = ops.upload_linear(w.lm_head);
@@ -33,15 +37,24 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
       l.v = ops.upload_linear(h.v);
     }
     l.o = ops.upload_linear(h.o);
-    const weights::LinearWeight gate_up[] = {h.gate, h.up};
-    l.gate_up = ops.upload_fused_linear(gate_up);
-    if (!l.gate_up) {
-      l.gate = ops.upload_linear(h.gate);
-      l.up = ops.upload_linear(h.up);
+    if (h.moe.has_value() != config.is_moe_layer(i))
+      throw Error("model: layer " + std::to_string(i) + " has " + (h.moe ? "an MoE block" : "a dense MLP") +
+                  ", the config says " + (config.is_moe_layer(i) ? "MoE" : "dense"));
+    if (h.moe) {
+      l.router = ops.upload_linear(h.moe->router);
+      l.experts = ops.upload_moe_experts(h.moe->gate, h.moe->up, h.moe->down);
+    } else {
+      const weights::LinearWeight gate_up[] = {h.gate, h.up};
+      l.gate_up = ops.upload_fused_linear(gate_up);
+      if (!l.gate_up) {
+        l.gate = ops.upload_linear(h.gate);
+        l.up = ops.upload_linear(h.up);
+      }
+      l.down = ops.upload_linear(h.down);
     }
-    l.down = ops.upload_linear(h.down);
     if (config.sliding_window && i >= config.sliding_window_from_layer) l.sliding_window = config.sliding_window;
     layers_.push_back(std::move(l));
+    // MoE experts cannot couple rows: they are high precision (loader::check_supported refuses FP8 MoE).
     for (const weights::LinearWeight* lw : {&h.q, &h.k, &h.v, &h.o, &h.gate, &h.up, &h.down})
       rows_coupled_ = rows_coupled_ || lw->activation == ActivationQuant::kDynamicTensor;
   }
@@ -162,10 +175,12 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   backend::Tensor attn = ops_.alloc(rows, q_width);
   backend::Tensor proj = ops_.alloc(rows, hidden);
   backend::Tensor act = ops_.alloc(rows, c.intermediate_size);
+  const bool any_moe = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.experts != nullptr; });
+  backend::Tensor router_logits = any_moe ? ops_.alloc(rows, c.moe.num_experts) : backend::Tensor{};
   // Separate or fused (backends that fuse them) projection outputs, as the layers need.
   const bool any_qkv = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.qkv != nullptr; });
-  const bool all_gate_up =
-      std::all_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.gate_up != nullptr; });
+  const bool all_gate_up = std::all_of(layers_.begin(), layers_.end(),
+                                       [](const Layer& l) { return l.gate_up != nullptr || l.experts != nullptr; });
   const bool any_gate_up =
       std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.gate_up != nullptr; });
   backend::Tensor qkv = any_qkv ? ops_.alloc(rows, q_width + 2 * kv_width) : backend::Tensor{};
@@ -210,19 +225,25 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     ops_.attention(q, k, v, attn, params, cache, i);
     observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);
-    // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h).
+    // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h), or in an MoE
+    // layer h += Σ p_e · expert_e(x) over the experts the router picks.
     ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x, l.gate_up.get());
-    observe(i, LinearInput::kGateUp, x);
-    if (l.gate_up) {
-      ops_.linear(x, *l.gate_up, gate_up);
-      ops_.silu_mul_fused(gate_up, act);
+    if (l.experts) {
+      ops_.linear(x, *l.router, router_logits);
+      ops_.moe(x, router_logits, *l.experts, routing_, proj);
     } else {
-      ops_.linear(x, *l.gate, gate);
-      ops_.linear(x, *l.up, up);
-      ops_.silu_mul(gate, up, act);
+      observe(i, LinearInput::kGateUp, x);
+      if (l.gate_up) {
+        ops_.linear(x, *l.gate_up, gate_up);
+        ops_.silu_mul_fused(gate_up, act);
+      } else {
+        ops_.linear(x, *l.gate, gate);
+        ops_.linear(x, *l.up, up);
+        ops_.silu_mul(gate, up, act);
+      }
+      observe(i, LinearInput::kDown, act);
+      ops_.linear(act, *l.down, proj);
     }
-    observe(i, LinearInput::kDown, act);
-    ops_.linear(act, *l.down, proj);
     if (i + 1 < c.num_hidden_layers) {
       const Layer& next = layers_[size_t(i) + 1];
       ops_.add_rms_norm(h, proj, *next.input_norm, eps, x, next.qkv.get());

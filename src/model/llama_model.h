@@ -1,8 +1,10 @@
 // The Llama family — LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// MistralForCausalLM — as one forward pass over the backend op interface.
+// MistralForCausalLM, and the mixture-of-experts Qwen3MoeForCausalLM and
+// MixtralForCausalLM — as one forward pass over the backend op interface.
 // What differs between them is data in ModelConfig (biases, q/k norms, RoPE
-// scaling, sliding window, tied embeddings), never a branch on the name; how
-// each linear layer is quantized is data in its weights.
+// scaling, sliding window, tied embeddings, which layers are sparse MoE blocks
+// and how they route), never a branch on the name; how each linear layer is
+// quantized is data in its weights.
 //
 // One forward call runs a batch of sequences, each with some new tokens at its
 // own position (a prompt chunk or one decode token): prefill and decode mix
@@ -33,7 +35,8 @@ struct SequenceInput {
 
 // Which activation of a decoder layer an observer sees: the input shared by
 // q/k/v_proj, the input of o_proj, the input shared by gate/up_proj, the input
-// of down_proj.
+// of down_proj. MoE layers report only kQkv and kO (their experts' inputs are
+// each a subset of the rows; calibrating them is issue 20's).
 enum class LinearInput : uint8_t { kQkv, kO, kGateUp, kDown };
 
 // The projections that read each LinearInput ("self_attn.q_proj", ...).
@@ -53,6 +56,8 @@ class ForwardObserver {
 class LlamaModel {
  public:
   // Uploads the weights to `ops`' backend; `ops` must outlive the model.
+  // Throws fp8lm::Error before uploading anything for an MoE model on a
+  // backend that does not run MoE blocks (Ops::supports_moe).
   LlamaModel(const ModelConfig& config, const loader::HostModelWeights& weights, backend::Ops& ops);
 
   const ModelConfig& config() const { return config_; }
@@ -97,6 +102,8 @@ class LlamaModel {
   struct Layer {
     std::unique_ptr<backend::Weight> input_norm, post_attention_norm, q_norm, k_norm;
     std::unique_ptr<backend::Weight> q, k, v, o, gate, up, down;
+    // An MoE layer: the router (its own linear, never quantized) and the experts; gate/up/down are null.
+    std::unique_ptr<backend::Weight> router, experts;
     // Where the backend fuses them: q/k/v as one weight, gate/up as one (then q, k, v, gate, up are null).
     std::unique_ptr<backend::Weight> qkv, gate_up;
     std::optional<int64_t> sliding_window;
@@ -105,6 +112,7 @@ class LlamaModel {
   ModelConfig config_;
   backend::Ops& ops_;
   RopeTable rope_;
+  backend::MoeRouting routing_;  // MoE layers' top-k and renormalisation
   std::unique_ptr<backend::Weight> embedding_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   ForwardObserver* observer_ = nullptr;

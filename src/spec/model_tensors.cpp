@@ -24,17 +24,15 @@ void add_dense_mlp(const ModelConfig& c, int layer, const LayerTensorNames& n, s
 }
 
 void add_moe(const ModelConfig& c, int layer, std::vector<LinearModule>& out) {
-  // Qwen3-MoE: mlp.gate + mlp.experts.E.{gate,up,down}_proj.
-  // Mixtral:   block_sparse_moe.gate + block_sparse_moe.experts.E.{w1 (gate), w3 (up), w2 (down)}.
-  const bool mixtral = c.mixtral_naming();
-  const std::string p = layer_prefix(layer) + (mixtral ? "block_sparse_moe." : "mlp.");
   const int64_t h = c.hidden_size, i = c.moe.moe_intermediate_size;
-  out.push_back({p + "gate", c.moe.num_experts, h, layer, -1, LinearKind::kRouter, false});
+  MoeTensorNames n = moe_tensor_names(c, layer);
+  out.push_back({std::move(n.router), c.moe.num_experts, h, layer, -1, LinearKind::kRouter, false});
   for (int e = 0; e < c.moe.num_experts; ++e) {
-    const std::string ep = p + "experts." + std::to_string(e) + ".";
-    out.push_back({ep + (mixtral ? "w1" : "gate_proj"), i, h, layer, e, LinearKind::kExpert, false});
-    out.push_back({ep + (mixtral ? "w2" : "down_proj"), h, i, layer, e, LinearKind::kExpert, false});
-    out.push_back({ep + (mixtral ? "w3" : "up_proj"), i, h, layer, e, LinearKind::kExpert, false});
+    ExpertTensorNames& x = n.experts[size_t(e)];
+    // Checkpoint order (Mixtral's w1, w2, w3).
+    out.push_back({std::move(x.gate_proj), i, h, layer, e, LinearKind::kExpert, false});
+    out.push_back({std::move(x.down_proj), h, i, layer, e, LinearKind::kExpert, false});
+    out.push_back({std::move(x.up_proj), i, h, layer, e, LinearKind::kExpert, false});
   }
 }
 
@@ -48,6 +46,19 @@ LayerTensorNames layer_tensor_names(int layer) {
           p + "self_attn.v_proj",        p + "self_attn.o_proj",
           p + "mlp.gate_proj",           p + "mlp.up_proj",
           p + "mlp.down_proj"};
+}
+
+MoeTensorNames moe_tensor_names(const ModelConfig& c, int layer) {
+  const bool mixtral = c.mixtral_naming();
+  const std::string p = layer_prefix(layer) + (mixtral ? "block_sparse_moe." : "mlp.");
+  MoeTensorNames n{p + "gate", {}};
+  n.experts.reserve(size_t(c.moe.num_experts));
+  for (int e = 0; e < c.moe.num_experts; ++e) {
+    const std::string ep = p + "experts." + std::to_string(e) + ".";
+    n.experts.push_back(mixtral ? ExpertTensorNames{ep + "w1", ep + "w3", ep + "w2"}
+                                : ExpertTensorNames{ep + "gate_proj", ep + "up_proj", ep + "down_proj"});
+  }
+  return n;
 }
 
 int64_t count_linear_modules(const ModelConfig& c) {

@@ -23,8 +23,7 @@ enum class LinearKind : uint8_t {
 
 // The checkpoint names of a Llama-family model's tensors: the one table the
 // expected-tensor list, the checkpoint loader and the dummy weights all read,
-// so a name is spelled once. MoE blocks name their experts in add_moe
-// (model_tensors.cpp), the only place that builds them. Declared after
+// so a name is spelled once (MoE blocks: moe_tensor_names below). Declared after
 // LinearKind: declared before it, kLmHead would be shadowed by its enumerator
 // (-Wshadow).
 inline constexpr std::string_view kEmbedTokensWeight = "model.embed_tokens.weight";
@@ -38,6 +37,18 @@ struct LayerTensorNames {
   std::string q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;  // "model.layers.<i>.self_attn.q_proj", ...
 };
 LayerTensorNames layer_tensor_names(int layer);
+
+// One MoE block's module names (Qwen3-MoE `mlp.gate`, `mlp.experts.E.gate_proj`;
+// Mixtral `block_sparse_moe.gate`, `block_sparse_moe.experts.E.w1` = gate,
+// w3 = up, w2 = down): what linear_modules lists and both loaders read.
+struct ExpertTensorNames {
+  std::string gate_proj, up_proj, down_proj;
+};
+struct MoeTensorNames {
+  std::string router;
+  std::vector<ExpertTensorNames> experts;  // config.moe.num_experts of them
+};
+MoeTensorNames moe_tensor_names(const ModelConfig& config, int layer);
 
 struct LinearModule {
   std::string name;       // module name; the weight is `<name>.weight`

@@ -1,9 +1,10 @@
-# The model forward pass and generation against transformers
+# The model forward pass (dense and MoE) and generation against transformers
 # (tools/make_model_fixtures.py → tests/fixtures/models), and fp8lm quantize against
 # LLM Compressor (tools/make_quantize_fixtures.py → tests/fixtures/quantize).
 add_executable(test_model
   ${CMAKE_CURRENT_LIST_DIR}/test_model_logits.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_model_batching.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_moe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_generate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_quantize.cpp)
 target_link_libraries(test_model PRIVATE fp8lm_runtime fp8lm_calibration fp8lm_quantize fp8lm_test_support)

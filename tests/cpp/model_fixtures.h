@@ -1,6 +1,7 @@
 // The model fixtures (tools/make_model_fixtures.py): tiny random checkpoints of
-// each architecture with transformers' float32 logits, per quantization case,
-// and a harness that runs fp8lm's forward pass on them.
+// each architecture (dense in models/, mixture-of-experts in models/moe/) with
+// transformers' float32 logits, per quantization case, and a harness that runs
+// fp8lm's forward pass on them.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +25,19 @@ namespace fp8lm::test {
 inline const nlohmann::json& model_manifest() {
   static const nlohmann::json m = read_manifest("models");
   return m;
+}
+
+// The mixture-of-experts models (Qwen3-MoE, Mixtral) have a manifest of their
+// own in models/moe (same schema; their "dir"s are relative to models/ too).
+inline constexpr const char* kMoeFixtures = "models/moe";
+inline const nlohmann::json& moe_manifest() {
+  static const nlohmann::json m = read_manifest(kMoeFixtures);
+  return m;
+}
+
+// The manifest of a fixture folder: "models" or kMoeFixtures.
+inline const nlohmann::json& manifest_of(const std::string& fixtures) {
+  return fixtures == kMoeFixtures ? moe_manifest() : model_manifest();
 }
 
 inline std::filesystem::path model_fixture_dir(const std::string& dir) {

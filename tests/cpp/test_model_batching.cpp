@@ -1,5 +1,5 @@
 // Properties the engine relies on, checked bit for bit on the tiny fixture
-// models: a sequence's logits do not depend on what it is batched with (prefill
+// models (dense and MoE): a sequence's logits do not depend on what it is batched with (prefill
 // and decode mixed in one step), on how its prompt is split into chunks, or on
 // the number of threads. Dynamic per-tensor activation scales are the one
 // documented exception (the scale spans the whole call) and are not tested here.
@@ -17,6 +17,7 @@ struct Setup {
   const char* model;
   const char* quantization;  // nullptr = as stored
   const char* kv;
+  const char* fixtures = "models";  // or kMoeFixtures
 };
 
 class ModelInvariance : public ::testing::TestWithParam<Setup> {
@@ -27,10 +28,11 @@ class ModelInvariance : public ::testing::TestWithParam<Setup> {
     o.kv_cache_dtype = io::parse_kv_cache_dtype(GetParam().kv);
     return o;
   }
-  std::filesystem::path dir() const { return model_fixture_dir(model_manifest()["models"][GetParam().model]["dir"]); }
+  const nlohmann::json& manifest() const { return manifest_of(GetParam().fixtures)["models"][GetParam().model]; }
+  std::filesystem::path dir() const { return model_fixture_dir(manifest()["dir"]); }
   std::vector<std::vector<int32_t>> prompts() const {
     std::vector<std::vector<int32_t>> out;
-    for (const auto& p : model_manifest()["models"][GetParam().model]["prompts"]) out.push_back(ids_of(p));
+    for (const auto& p : manifest()["prompts"]) out.push_back(ids_of(p));
     return out;
   }
 };
@@ -102,7 +104,10 @@ TEST_P(ModelInvariance, ThreadCountDoesNotChangeResults) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelInvariance,
                          ::testing::Values(Setup{"llama", nullptr, "fp32"}, Setup{"qwen2", "fp8:channel", "bf16"},
                                            Setup{"qwen3", "fp8:block", "fp8_e4m3"},
-                                           Setup{"mistral", "fp8:weight-only", "fp8_e5m2"}),
+                                           Setup{"mistral", "fp8:weight-only", "fp8_e5m2"},
+                                           // MoE: rows routed to different experts in one step.
+                                           Setup{"qwen3_moe", nullptr, "fp32", kMoeFixtures},
+                                           Setup{"mixtral", nullptr, "fp8_e4m3", kMoeFixtures}),
                          [](const auto& p) { return std::string(p.param.model); });
 
 TEST(ModelErrors, PositionsBeyondTheContextAndShortBlockTables) {

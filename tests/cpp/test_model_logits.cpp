@@ -1,8 +1,11 @@
 // fp8lm's forward pass against Hugging Face transformers (float32) on tiny
 // random checkpoints of each architecture (tools/make_model_fixtures.py): in
 // high precision, with a BF16 or FP8 KV cache, and under each FP8 scheme
-// against a PyTorch emulation of the same scheme; and LLM Compressor
-// checkpoints against transformers + compressed-tensors.
+// against a PyTorch emulation of the same scheme; LLM Compressor checkpoints
+// against transformers + compressed-tensors; and the mixture-of-experts models
+// (Qwen3-MoE with and without norm_topk_prob, with dense layers by
+// mlp_only_layers and decoder_sparse_step; Mixtral) in high precision, against
+// transformers' eager loop over the experts.
 //
 // Tolerances (fixed before looking at results):
 //  * high precision (BF16 weights, float32 or BF16 KV cache): within bf16
@@ -40,19 +43,22 @@ namespace fp8lm::test {
 namespace {
 
 struct CaseId {
+  std::string fixtures;  // "models" or kMoeFixtures: the manifest and the arrays' folder
   std::string model;
   size_t index;
 };
 
 std::vector<CaseId> all_cases() {
   std::vector<CaseId> out;
-  for (const auto& [model, m] : model_manifest()["models"].items())
-    for (size_t i = 0; i < m["cases"].size(); ++i) out.push_back({model, i});
+  for (const char* fixtures : {"models", kMoeFixtures})
+    for (const auto& [model, m] : manifest_of(fixtures)["models"].items())
+      for (size_t i = 0; i < m["cases"].size(); ++i) out.push_back({fixtures, model, i});
   return out;
 }
 
 std::string case_name(const ::testing::TestParamInfo<CaseId>& p) {
-  std::string s = p.param.model + "_" + model_manifest()["models"][p.param.model]["cases"][p.param.index]["name"].get<std::string>();
+  const nlohmann::json& m = manifest_of(p.param.fixtures)["models"][p.param.model];
+  std::string s = p.param.model + "_" + m["cases"][p.param.index]["name"].get<std::string>();
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return s;
@@ -73,7 +79,7 @@ double mean_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST_P(ModelLogits, MatchTransformers) {
-  const nlohmann::json& m = model_manifest()["models"][GetParam().model];
+  const nlohmann::json& m = manifest_of(GetParam().fixtures)["models"][GetParam().model];
   const nlohmann::json& c = m["cases"][GetParam().index];
   std::vector<float> k_scales, v_scales;
   if (c.contains("kv_scales") && !c["kv_scales"].is_null()) {
@@ -81,7 +87,7 @@ TEST_P(ModelLogits, MatchTransformers) {
     v_scales = c["kv_scales"]["v"].get<std::vector<float>>();
   }
   LoadedModel lm(model_fixture_dir(m["dir"]), overrides_of(c), 2, k_scales, v_scales);
-  const std::string dir = "models";
+  const std::string dir = GetParam().fixtures;
   // The unquantized model's logits: this model's bf16 case, or (for an LLM
   // Compressor checkpoint) those of the BF16 model it was made from.
   nlohmann::json base_files;

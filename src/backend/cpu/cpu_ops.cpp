@@ -28,6 +28,11 @@ struct VectorWeight final : backend::Weight {
   std::vector<float> v;
 };
 
+struct HostMoe final : backend::Weight {
+  explicit HostMoe(MoeExperts e) : experts(std::move(e)) {}
+  MoeExperts experts;
+};
+
 struct CpuKvCache final : backend::KvCache {
   CpuKvCache(const backend::KvCacheShape& s, std::vector<backend::KvLayerFormat> l) : cache(s, std::move(l)) {}
   const backend::KvCacheShape& shape() const override { return cache.shape(); }
@@ -125,6 +130,12 @@ std::unique_ptr<backend::Weight> CpuOps::upload_embedding(const weights::LinearW
   if (table.is_fp8() && table.scale_layout.granularity != Granularity::kChannel)
     throw Error("cpu ops: an FP8 embedding table needs one scale per row");
   return std::make_unique<HostLinear>(table, std::move(plan));
+}
+
+std::unique_ptr<backend::Weight> CpuOps::upload_moe_experts(std::span<const weights::LinearWeight> gate,
+                                                            std::span<const weights::LinearWeight> up,
+                                                            std::span<const weights::LinearWeight> down) {
+  return std::make_unique<HostMoe>(plan_moe_experts(gate, up, down));
 }
 
 std::string CpuOps::describe(const backend::Weight& w) const {
@@ -251,6 +262,17 @@ void CpuOps::silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor 
   float* o = f32(out);
   // The shared SiLU (numerics/silu.h): the same bits as the CUDA backend's fused kernel.
   for (int64_t i = 0; i < gate.rows * gate.cols; ++i) o[i] = silu_mul_f32(g[i], u[i]);
+}
+
+void CpuOps::moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
+                 const backend::MoeRouting& routing, backend::Tensor out) {
+  const OpClock clock(*this, "moe");
+  const MoeExperts& e = as<HostMoe>(experts, "MoE experts").experts;
+  require_shape(x, x.rows, e.hidden, "moe input");
+  require_shape(router_logits, x.rows, int64_t(e.gate.size()), "moe router logits");
+  require_shape(out, x.rows, e.hidden, "moe output");
+  cpu::moe({f32(x), size_t(x.rows * x.cols)}, x.rows, {f32(router_logits), size_t(router_logits.rows * router_logits.cols)},
+           e, routing, {f32(out), size_t(out.rows * out.cols)}, &pool_, kernels_, moe_scratch_);
 }
 
 void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,

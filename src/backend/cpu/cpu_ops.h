@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/moe.h"
 #include "backend/ops.h"
 #include "common/thread_pool.h"
 
@@ -31,6 +32,10 @@ class CpuOps final : public backend::Ops {
   std::unique_ptr<backend::Weight> upload_embedding(const weights::LinearWeight& table) override;
   // The plan of a linear weight or embedding table (LinearPlan::describe); empty for a vector.
   std::string describe(const backend::Weight& w) const override;
+  bool supports_moe() const override { return true; }
+  std::unique_ptr<backend::Weight> upload_moe_experts(std::span<const weights::LinearWeight> gate,
+                                                      std::span<const weights::LinearWeight> up,
+                                                      std::span<const weights::LinearWeight> down) override;
   std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
                                                   std::vector<backend::KvLayerFormat> layers) override;
 
@@ -50,6 +55,8 @@ class CpuOps final : public backend::Ops {
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
   void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) override;
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
+  void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
+           const backend::MoeRouting& routing, backend::Tensor out) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
                  const backend::AttentionParams& params, backend::KvCache& cache, int layer) override {
     attention(q, k, v, out, step_.sequences, params, cache, layer);
@@ -86,6 +93,7 @@ class CpuOps final : public backend::Ops {
   std::vector<std::vector<float>> scratch_;
   backend::RowSampler row_sampler_;  // sample_rows' scratch
   std::vector<float> sample_row_;    // the row it works on
+  MoeScratch moe_scratch_;           // moe's buffers
   size_t next_scratch_ = 0;
 
   // Times one op while profiling; only the outermost (add_rms_norm calls add

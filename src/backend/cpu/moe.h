@@ -1,0 +1,55 @@
+// The CPU backend's sparse MoE block (Ops::moe): each row's experts picked
+// from its router logits (backend::MoeRouting), the rows of each expert
+// gathered and run through that expert's SwiGLU MLP with the ordinary CPU
+// linear layer (any scheme it plans), and the weighted outputs added into
+// each row in increasing expert order — transformers' loop over the experts,
+// so the float32 rounding is the same. Every step is row-independent, so a
+// row's result does not depend on its batch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/linear_plan.h"
+#include "backend/ops.h"
+#include "common/thread_pool.h"
+#include "numerics/kernel_choice.h"
+#include "weights/linear_weight.h"
+
+namespace fp8lm::cpu {
+
+struct ExpertLinear {
+  weights::LinearWeight w;
+  LinearPlan plan;
+};
+
+// One MoE block's experts, expert e at index e of each vector.
+struct MoeExperts {
+  std::vector<ExpertLinear> gate, up, down;
+  int64_t hidden = 0, width = 0;  // H (gate/up input, down output) and I (expert width)
+};
+
+// Validates and plans the experts (every expert the same [I, H] / [H, I] shapes).
+MoeExperts plan_moe_experts(std::span<const weights::LinearWeight> gate, std::span<const weights::LinearWeight> up,
+                            std::span<const weights::LinearWeight> down);
+
+// One row's routing: ids[0..top_k) by decreasing probability (the lower id
+// first on ties) and their weights, from `experts` router logits.
+void route_row(const float* logits, int64_t experts, const backend::MoeRouting& routing, int32_t* ids,
+               float* weights);
+
+// Buffers a call reuses (grown, never shrunk).
+struct MoeScratch {
+  std::vector<int32_t> ids;
+  std::vector<float> weights, x, gate, up, act, y;
+  std::vector<std::vector<int64_t>> rows;    // per expert: the rows routed to it, in order
+  std::vector<std::vector<float>> row_weight;  // per expert: those rows' weights
+};
+
+// out[rows, H] = the MoE block of x[rows, H] (see the file comment).
+void moe(std::span<const float> x, int64_t rows, std::span<const float> router_logits, const MoeExperts& experts,
+         const backend::MoeRouting& routing, std::span<float> out, ThreadPool* pool, KernelChoice kernels,
+         MoeScratch& scratch);
+
+}  // namespace fp8lm::cpu
