@@ -6,9 +6,10 @@
 //   bench_cuda_attention [--batch 1,8,32,64,256] [--context 1024] [--kv bf16,e4m3]
 //                        [--heads 32] [--kv-heads 8] [--head-dim 128] [--iters 50] [--json PATH]
 //
-// The kernel is the one fp8lm's engine runs for that step (paged_attention's choice: the split
-// SIMT kernel, or the tensor-core decode kernel when sequences × KV heads ≥ 2 × the SMs), under
-// the CUDA backend's environment switches (FP8LM_CUDA_WARP_DECODE, FP8LM_CUDA_DECODE_OFFSETS_AHEAD,
+// The kernel is the one fp8lm's engine runs for that step (paged_attention's choice: the
+// tensor-core decode kernel, split over the context at small batches, or with
+// FP8LM_CUDA_DECODE_SPLIT=0 the split SIMT kernel below 2 × the SMs (sequence, KV head) pairs),
+// under the CUDA backend's environment switches (FP8LM_CUDA_DECODE_SPLIT, FP8LM_CUDA_DECODE_CTAS,
 // FP8LM_CUDA_FUSED_MERGE, FP8LM_CUDA_KV_PREFETCH), which the output names: run the program once
 // per setting to compare forms. Blocks are scattered over the cache (a random permutation), as a
 // long-running server's are. The cache is replicated into as many layer copies as it takes for
@@ -255,8 +256,8 @@ int run_main(int argc, char** argv) {
 
   cudaDeviceProp prop{};
   FP8LM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const std::string switches = "FP8LM_CUDA_WARP_DECODE=" + env_or("FP8LM_CUDA_WARP_DECODE", "1") +
-                               " FP8LM_CUDA_DECODE_OFFSETS_AHEAD=" + env_or("FP8LM_CUDA_DECODE_OFFSETS_AHEAD", "0") +
+  const std::string switches = "FP8LM_CUDA_DECODE_SPLIT=" + env_or("FP8LM_CUDA_DECODE_SPLIT", "1") +
+                               " FP8LM_CUDA_DECODE_CTAS=" + env_or("FP8LM_CUDA_DECODE_CTAS", "4") +
                                " FP8LM_CUDA_FUSED_MERGE=" + env_or("FP8LM_CUDA_FUSED_MERGE", "1") +
                                " FP8LM_CUDA_KV_PREFETCH=" + env_or("FP8LM_CUDA_KV_PREFETCH", "1");
   std::printf("device: %s, %d SMs; %d heads, %d KV heads, head_dim %lld, context %d + 1, blocks of %d\n%s\n\n",

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Decode attention on the H200 (issue 19), in one device call: the attention GPU tests under each
 # decode form, bench_cuda_attention under each form (the kernel alone against its K/V bandwidth
-# roofline), and with --ncu an Nsight Compute profile of the batch-256 tensor-core decode kernel
-# (where its time goes: throughput against the memory roofline, warp stall reasons). Results
-# under $OUT (default ./gpu-results):
+# roofline), and with --ncu an Nsight Compute profile of the batch-256 decode kernel of the first
+# form (where its time goes: throughput against the memory roofline, warp stall reasons).
+# Results under $OUT (default ./gpu-results):
 #   test_cuda_attention_<form>.log   the GPU tests with that form's switches
 #   attention_<form>.{md,json}      bench_cuda_attention's table and numbers
 #   ncu_<form>_<kv>.txt             the profile (--ncu)
-# Forms: warp (the default: each warp its own copy ring), offsets (the warp form with key offsets
-# a tile ahead: FP8LM_CUDA_DECODE_OFFSETS_AHEAD=1), cta (the CTA-wide double buffer:
-# FP8LM_CUDA_WARP_DECODE=0).
+# Forms: split (the default: the tensor-core decode kernel, the context split at small batches
+# up to 4 CTAs an SM), simt (FP8LM_CUDA_DECODE_SPLIT=0: the split SIMT kernel below 2 × the SMs
+# (sequence, KV head) pairs), ctas<N> (the split up to N CTAs an SM: FP8LM_CUDA_DECODE_CTAS=N).
 #
-#   bash scripts/gpu_attention.sh [--ncu] [--forms "warp offsets cta"] [bench options, e.g. --batch 256]
+#   bash scripts/gpu_attention.sh [--ncu] [--forms "split simt ctas8"] [--test-forms "split simt"]
+#                                 [bench options, e.g. --batch 256]
 #
 # Binaries: $FP8LM_BIN (a directory holding test_cuda_attention and bench_cuda_attention, as
 # scripts/pack_gpu_binaries.sh packs them), else build/tests and build/bench.
@@ -19,15 +20,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-results}
 mkdir -p "$out"
-forms="warp offsets cta" ncu=0 bench_args=()
+forms="split simt" test_forms="" ncu=0 bench_args=()
 while (($#)); do
   case "$1" in
     --ncu) ncu=1 ;;
     --forms) forms=$2; shift ;;
+    --test-forms) test_forms=$2; shift ;;
     *) bench_args+=("$1") ;;
   esac
   shift
 done
+test_forms=${test_forms:-$forms}
 test_bin=${FP8LM_BIN:+$FP8LM_BIN/test_cuda_attention}
 test_bin=${test_bin:-build/tests/test_cuda_attention}
 bench_bin=${FP8LM_BIN:+$FP8LM_BIN/bench_cuda_attention}
@@ -36,14 +39,14 @@ bench_bin=${bench_bin:-build/bench/bench_cuda_attention}
 # The environment of a form, as `env` arguments.
 form_env() {
   case "$1" in
-    warp) echo "FP8LM_CUDA_WARP_DECODE=1 FP8LM_CUDA_DECODE_OFFSETS_AHEAD=0" ;;
-    offsets) echo "FP8LM_CUDA_WARP_DECODE=1 FP8LM_CUDA_DECODE_OFFSETS_AHEAD=1" ;;
-    cta) echo "FP8LM_CUDA_WARP_DECODE=0 FP8LM_CUDA_DECODE_OFFSETS_AHEAD=0" ;;
-    *) echo "gpu_attention.sh: unknown form $1 (warp, offsets, cta)" >&2; exit 2 ;;
+    split) echo "FP8LM_CUDA_DECODE_SPLIT=1" ;;
+    simt) echo "FP8LM_CUDA_DECODE_SPLIT=0" ;;
+    ctas[0-9]*) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_CTAS=${1#ctas}" ;;
+    *) echo "gpu_attention.sh: unknown form $1 (split, simt, ctas<N>)" >&2; exit 2 ;;
   esac
 }
 
-for f in $forms; do
+for f in $test_forms; do
   e=$(form_env "$f") || exit 2
   # shellcheck disable=SC2086
   env $e timeout 300 "$test_bin" > "$out/test_cuda_attention_$f.log" 2>&1
@@ -59,16 +62,13 @@ done
 if ((ncu)); then
   # One batch-256 call of the decode kernel after the warm-up, the kernel's own sections only;
   # the clocks left as they are (METHOD.md).
-  for f in $forms; do
-    e=$(form_env "$f")
-    kernel=warp_decode_kernel
-    [[ $f == cta ]] && kernel=flash_attention_kernel
-    for kv in bf16 e4m3; do
-      # shellcheck disable=SC2086
-      env $e timeout 300 ncu --clock-control none --kernel-name "regex:$kernel" --launch-skip 5 --launch-count 1 \
-        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-        --section SchedulerStats "$bench_bin" --batch 256 --kv "$kv" --iters 5 > "$out/ncu_${f}_$kv.txt" 2>&1
-      echo "ncu ($f, $kv): exit $?"
-    done
+  f=${forms%% *}
+  e=$(form_env "$f")
+  for kv in bf16 e4m3; do
+    # shellcheck disable=SC2086
+    env $e timeout 300 ncu --clock-control none --kernel-name "regex:warp_decode_kernel" --launch-skip 5 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+      --section SchedulerStats "$bench_bin" --batch 256 --kv "$kv" --iters 5 > "$out/ncu_${f}_$kv.txt" 2>&1
+    echo "ncu ($f, $kv): exit $?"
   done
 fi

@@ -33,12 +33,19 @@
 //     constant scale·k_scale rounds once more, a relative u on every s_j: u·(m − s_j) on the
 //     weights. Against a running maximum: the subtractions s_j − m_part and m_old − m_new of
 //     all the rescalings add up to ≤ u·(m − s_j), expf ≤ 2 ulp, and each of the R rescalings
-//     e^(m_old − m_new) adds ≤ 3u (expf 2u, the product u), R ≤ cdiv(L, 64) + 1 (64-key tiles
-//     spanned; 512-position partitions are fewer). So e_j ≤ (n + 3)·u·a_j + 2u·(m − s_j) +
+//     e^(m_old − m_new) adds ≤ 3u (expf 2u, the product u), R ≤ cdiv(L, 64) + 2 (the 64-key
+//     tiles spanned, ≤ cdiv(L, 64) + 1, less the key's own, then the merge of a CTA's warps and
+//     the merge of the context's chunks or partitions). So e_j ≤ (n + 3)·u·a_j + 2u·(m − s_j) +
 //     (2 + 3R)·u (one u·a_j spare). On the tensor-core path P is rounded to BF16 before P·V and
 //     the normalizer sums the rounded values: one more relative error ≤ 2^-8 (BF16's unit
 //     roundoff) per weight (the path is known from the host rule: head_dim 64/128, non-F32
-//     cache, a sequence with > kDecodeMaxNewTokens new tokens).
+//     cache, a sequence with > kDecodeMaxNewTokens new tokens, or decode rows where
+//     paged_attention_decode_uses_mma says so).
+//   * The tensor-core kernels on an FP8 cache multiply in FP16 (attention_mma.cuh): Q times 2^e
+//     (largest |q_i| of the row in [2^14, 2^15)) rounds only below FP16's normal range, by
+//     ≤ 2^-25·2^-e ≤ 2^-39·max|q_i| per element: ≤ |scale|·max|q_i|·Σ_i |k_ji|·2^-39 on s_j. P is rounded to FP16 instead of BF16 (2^-11 ≤ 2^-8 relative,
+//     but below 2^-14 to FP16's subnormal step: ≤ 2^-25 absolute per weight before the
+//     normalizer l ≥ 1 divides it): ≤ 2^-25·Σ_j (|v_jd| + |o_d|) on the output.
 //     The weighted sums: L products and additions (exact products on the tensor cores), R
 //     rescales, × v_scale and / l, and (FP8) v_scale applied after the sum rather than to each
 //     cached value: (L + R + 5)·u·(Σ_j p_j |v_jd| + |o_d|).
@@ -529,13 +536,14 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
   std::vector<std::pair<size_t, int64_t>> rows;  // (sequence, token)
   for (size_t i = 0; i < p.seqs.size(); ++i)
     for (int64_t t = 0; t < p.seqs[i].n; ++t) rows.emplace_back(i, t);
-  // A large decode batch runs every row on the tensor-core kernel (its BF16 P·V bound).
+  // Which kernel takes the decode rows (the tensor-core one: its BF16 / FP16 P·V bound).
   cuda::DeviceAttentionBatch shape;
   shape.num_seqs = int(p.seqs.size());
   shape.num_rows = p.rows;
   shape.max_new_tokens = p.max_new_tokens;
   shape.max_context = p.max_context;
-  const bool all_rows_mma = cuda::paged_attention_decode_uses_mma(shape, p.params, p.cfg.fmt.element);
+  const bool decode_mma = cuda::paged_attention_decode_uses_mma(shape, p.params, p.cfg.fmt.element);
+  const bool fp8_cache = p.cfg.fmt.element == KvElement::kE4M3 || p.cfg.fmt.element == KvElement::kE5M2;
   std::vector<int64_t> bad_per_row(rows.size(), 0);
   std::vector<double> worst_per_row(rows.size(), 0.0);
   std::vector<std::string> first_msg(rows.size());
@@ -545,24 +553,30 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
     const int64_t row = p.first_row[i] + t, pos = s.start + t;
     const int64_t lo = p.cfg.window ? std::max<int64_t>(0, pos - *p.cfg.window + 1) : 0;
     const int64_t L = pos - lo + 1;
-    const int64_t R = cdiv(L, 64) + 1;
-    const bool mma = (s.n > cuda::kDecodeMaxNewTokens && cuda::paged_attention_prefill_uses_mma(hd, p.cfg.fmt.element)) ||
-                     all_rows_mma;
+    const int64_t R = cdiv(L, 64) + 2;
+    const bool decode_row = s.n <= cuda::kDecodeMaxNewTokens;
+    const bool mma = decode_row ? decode_mma : cuda::paged_attention_prefill_uses_mma(hd, p.cfg.fmt.element);
+    const bool fp16 = mma && fp8_cache;  // the FP16 terms above
     const size_t n_att = static_cast<size_t>(L), n_hd = static_cast<size_t>(hd);
     std::vector<double> sc(n_att), a(n_att), w(n_att), eg(n_att), ec(n_att);
-    std::vector<double> o(n_hd), av(n_hd), bg(n_hd), bc(n_hd);
+    std::vector<double> o(n_hd), av(n_hd), bg(n_hd), bc(n_hd), sum_v(n_hd);
     for (int h = 0; h < heads; ++h) {
       const int kh = h / group;
       const float* qh = &p.q[size_t(row * p.q_row() + h * hd)];
+      double q_max = 0;
+      for (int64_t d = 0; d < hd; ++d) q_max = std::max(q_max, std::abs(double(qh[d])));
+      std::vector<double> q_round(n_att, 0.0);  // the FP16 Q term of each s_j
       for (int64_t j = 0; j < L; ++j) {
         const float* kj = &kd[i][size_t((lo + j) * p.kv_row() + kh * hd)];
-        double dot = 0, abs_dot = 0;
+        double dot = 0, abs_dot = 0, abs_k = 0;
         for (int64_t d = 0; d < hd; ++d) {
           dot += double(qh[d]) * kj[d];
           abs_dot += std::abs(double(qh[d]) * kj[d]);
+          abs_k += std::abs(double(kj[d]));
         }
         sc[size_t(j)] = dot * scale;
         a[size_t(j)] = abs_dot * std::abs(scale);
+        if (fp16) q_round[size_t(j)] = std::abs(scale) * q_max * abs_k * 0x1p-39;
       }
       const double m = *std::max_element(sc.begin(), sc.end());
       double sum = 0;
@@ -572,7 +586,7 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
         const double pj = w[size_t(j)] / sum;
         w[size_t(j)] = pj;
         eg[size_t(j)] = double(hd + 3) * kU * a[size_t(j)] + 2 * kU * (m - sc[size_t(j)]) + double(2 + 3 * R) * kU +
-                        (mma ? 0x1p-8 : 0.0);
+                        (mma ? 0x1p-8 : 0.0) + q_round[size_t(j)];
         ec[size_t(j)] = double(hd + 2) * kU * a[size_t(j)] + kU * (m - sc[size_t(j)]) + 2 * kU;
         pg += pj * eg[size_t(j)];
         pc += pj * ec[size_t(j)];
@@ -581,6 +595,7 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
       std::fill(av.begin(), av.end(), 0.0);
       std::fill(bg.begin(), bg.end(), 0.0);
       std::fill(bc.begin(), bc.end(), 0.0);
+      std::fill(sum_v.begin(), sum_v.end(), 0.0);
       for (int64_t j = 0; j < L; ++j) {
         const float* vj = &vd[i][size_t((lo + j) * p.kv_row() + kh * hd)];
         const double pj = w[size_t(j)];
@@ -588,13 +603,15 @@ int64_t check_output(const Problem& p, const cpu::PagedKvCache& cache, const std
           const double v = vj[d];
           o[size_t(d)] += pj * v;
           av[size_t(d)] += pj * std::abs(v);
+          sum_v[size_t(d)] += std::abs(v);
           bg[size_t(d)] += pj * eg[size_t(j)] * std::abs(v);
           bc[size_t(d)] += pj * ec[size_t(j)] * std::abs(v);
         }
       }
       for (int64_t d = 0; d < hd; ++d) {
         const double od = std::abs(o[size_t(d)]);
-        const double e_gpu = bg[size_t(d)] + pg * od + double(L + R + 5) * kU * (av[size_t(d)] + od);
+        const double e_gpu = bg[size_t(d)] + pg * od + double(L + R + 5) * kU * (av[size_t(d)] + od) +
+                             (fp16 ? 0x1p-25 * (sum_v[size_t(d)] + double(L) * od) : 0.0);
         const double e_cpu = bc[size_t(d)] + pc * od + double(L + 2) * kU * (av[size_t(d)] + od);
         const double tol = 1.01 * (e_gpu + e_cpu) + half_ulp_bf16(od + e_gpu);
         const size_t at = size_t(row * p.q_row() + h * hd + d);
@@ -750,6 +767,14 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
                              few_new(300, 1200), rng));
   run_and_check(make_problem({"few new tokens e4m3 hd128 gqa8 window500 large batch", 16, 2, 128, kE4M3, 500, 16},
                              few_new(300, 1200), rng));
+  // The same at small batches: the context split into chunks (rows of one CTA whose keys end
+  // in different chunks; rows within one chunk written whole, the others merged).
+  run_and_check(make_problem({"few new tokens bf16 hd128 gqa4 small batch", 8, 2, 128, kBf16, std::nullopt, 16},
+                             few_new(5, 3000), rng));
+  run_and_check(make_problem({"few new tokens e4m3 hd64 gqa4 window700 small batch", 8, 2, 64, kE4M3, 700, 16},
+                             few_new(5, 3000), rng));
+  run_and_check(make_problem({"few new tokens e5m2 hd128 gqa8 small batch", 16, 2, 128, kE5M2, std::nullopt, 16},
+                             few_new(3, 2000), rng));
   report_worst();
 }
 

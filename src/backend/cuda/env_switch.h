@@ -1,5 +1,5 @@
 // A/B switches of the CUDA backend read from the environment (FP8LM_CUDA_PDL,
-// FP8LM_CUDA_FUSED_MERGE, FP8LM_CUDA_KV_PREFETCH, FP8LM_CUDA_WARP_DECODE: docs/architecture.md):
+// FP8LM_CUDA_FUSED_MERGE, FP8LM_CUDA_KV_PREFETCH, FP8LM_CUDA_DECODE_SPLIT: docs/architecture.md):
 // each is on unless its variable is "0", so that one binary measures a technique with and without
 // it in the same device call.
 #pragma once

@@ -14,17 +14,18 @@
 //                          GC shuffles rather than GC·log2(TG)); scores go to shared memory, a
 //                          warp per head takes the max and the exponentials, then each group
 //                          accumulates w·v for its keys in registers.
-//   reduce_kernel          merges a decode row's partitions (log-sum-exp).
+//   reduce_kernel          merges a decode row's partitions (log-sum-exp): the SIMT kernel's
+//                          64-position ones or the tensor-core decode kernel's chunks.
 //   flash_attention_kernel the tensor-core prefill kernel: 64 packed (token, query head) rows
 //                          of one sequence and kv head per CTA (4 warps × 16 rows), 64-key tiles
-//                          gathered from the paged cache with cp.async into a double buffer
-//                          (FP8 tiles expanded to exact BF16 in shared memory), S = Q·Kᵀ and
-//                          O += P·V with mma.sync m16n8k16, online softmax in registers.
-//                          A step without prefill rows of many sequences (sequences × KV heads
-//                          ≥ twice the SMs) runs on its key-split form (one CTA per (sequence,
-//                          KV head, 16 rows), each warp a quarter of every tile) only with
-//                          FP8LM_CUDA_WARP_DECODE=0; by default on paged_attention_decode.cu's
-//                          warp-pipelined form of it. What both share is attention_mma.cuh.
+//                          gathered from the paged cache with cp.async into a double buffer,
+//                          S = Q·Kᵀ and O += P·V with mma.sync m16n8k16 (BF16; an FP8 cache's
+//                          codes converted to FP16 in registers: attention_mma.cuh), online
+//                          softmax in registers.
+//   warp_decode_kernel     (paged_attention_decode.cu) the tensor-core decode kernel: decode rows
+//                          with head_dim 64 / 128 and a BF16 or FP8 cache, split over the context
+//                          where the batch is too small to fill the GPU. What it shares with the
+//                          prefill kernel is attention_mma.cuh.
 #include "backend/cuda/paged_attention.h"
 
 #include <cuda_bf16.h>
@@ -35,6 +36,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -174,6 +176,8 @@ struct RowArgs {
   int parts;          // partitions per row in the grid (split mode)
   int tcap;           // decode slots per sequence: min(max_new_tokens, kDecodeMaxNewTokens)
   int seq_base;       // split mode: the first sequence of this launch (slots count from it)
+  int partition;      // positions per partition (the reduce kernel): kDecodePartition, or the
+                      // tensor-core decode kernel's keys per chunk
   float* part_o;      // [slot][head][part][head_dim]
   float* part_m;      // [slot][head][part]
   float* part_l;
@@ -203,18 +207,6 @@ __device__ __forceinline__ void reduce_scatter(float (&v)[GC], int lane, int& he
       reduce_scatter<1, M / 2, GC>(v, lane, head);
     }
   }
-}
-
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int m = 16; m >= 1; m /= 2) x = fmaxf(x, __shfl_xor_sync(kFull, x, m));
-  return x;
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int m = 16; m >= 1; m /= 2) x += __shfl_xor_sync(kFull, x, m);
-  return x;
 }
 
 // Split mode, before the kernel waits for the one before it: brings the partition's K and V of
@@ -247,37 +239,11 @@ __device__ void prefetch_cached_kv(const RowArgs& a) {
   }
 }
 
-// Writes head h of decode slot `slot` (output row `row`), one warp: the log-sum-exp merge of
-// its partitions [p_lo, p_hi]. The lanes take the partitions for the maximum and the sum (warp
-// reductions), then 4 consecutive dimensions each, over every partition's partial in 16-byte
-// loads unrolled so that many are in flight at once. (The first fused form looped over the
-// partitions per dimension, a chain of L2 round trips: attention measured 6 µs a layer slower
-// than with the separate merge kernel.) The partials come through L2 (__ldcg): other CTAs
-// wrote them.
+// Writes head h of decode slot `slot` (output row `row`), one warp: merge_partials_warp over its
+// partitions [p_lo, p_hi].
 __device__ void merge_head_warp(const RowArgs& a, int slot, int h, int64_t row, int p_lo, int p_hi, int lane) {
-  const int64_t base = (int64_t(slot) * a.num_heads + h) * a.parts;
-  float m = -INFINITY;
-  for (int i = p_lo + lane; i <= p_hi; i += 32) m = fmaxf(m, __ldcg(a.part_m + base + i));
-  m = warp_max(m);
-  float l = 0.0f;
-  for (int i = p_lo + lane; i <= p_hi; i += 32) l += __ldcg(a.part_l + base + i) * expf(__ldcg(a.part_m + base + i) - m);
-  l = warp_sum(l);
-  const int hd = a.head_dim;
-  for (int d = 4 * lane; d < hd; d += 128) {  // head_dim is a multiple of 8: whole float4s
-    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 8
-    for (int i = p_lo; i <= p_hi; ++i) {
-      const float w = expf(__ldcg(a.part_m + base + i) - m);
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(a.part_o + (base + i) * hd + d));
-      o[0] = fmaf(v.x, w, o[0]);
-      o[1] = fmaf(v.y, w, o[1]);
-      o[2] = fmaf(v.z, w, o[2]);
-      o[3] = fmaf(v.w, w, o[3]);
-    }
-    __nv_bfloat16* dst = a.out + (row * a.num_heads + h) * hd + d;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) dst[j] = __float2bfloat16_rn((o[j] * a.v_scale) / l);
-  }
+  merge_partials_warp(a.part_o, a.part_m, a.part_l, (int64_t(slot) * a.num_heads + h) * a.parts, p_lo, p_hi,
+                      a.head_dim, a.v_scale, a.out + (row * a.num_heads + h) * a.head_dim, lane);
 }
 
 // E: cache element; TG: lanes per key (a power of two ≥ head_dim / 8); GC: query heads per pass.
@@ -506,7 +472,7 @@ __global__ void __launch_bounds__(32) reduce_kernel(const RowArgs a) {
   const int n = a.seq_num_tokens[seq];
   if (n > kDecodeMaxNewTokens || t >= n) return;
   const int64_t pos = int64_t(a.seq_start_position[seq]) + t;
-  const int p_lo = int(window_lo(pos, a.window) / kDecodePartition), p_hi = int(pos / kDecodePartition);
+  const int p_lo = int(window_lo(pos, a.window) / a.partition), p_hi = int(pos / a.partition);
   if (p_lo == p_hi) return;  // written directly
   const int64_t row = int64_t(a.seq_first_row[seq]) + t;
   merge_head_warp(a, slot, h, row, p_lo, p_hi, int(threadIdx.x));
@@ -518,32 +484,27 @@ constexpr int kBM = 64;  // packed (token, query head) rows per CTA
 
 
 // Shared memory of one CTA (bytes). BF16 tiles have rows of HD + 8 elements (16 bytes of padding:
-// ldmatrix's 8 row addresses fall in different bank groups).
+// ldmatrix's 8 row addresses fall in different bank groups); FP8 tiles rows of HD codes, their
+// 16-byte pieces swizzled (fp8_piece) to the same end.
 template <int HD, KvElement E>
 struct FlashSmem {
   static constexpr bool kFp8 = kIsFp8<E>;
-  static constexpr int kStride = HD + 8;                    // bf16 elements per tile row
-  static constexpr int kTile = kBN * kStride * 2;           // one BF16 K or V tile
+  static constexpr int kStride = HD + 8;                    // bf16 elements per Q row
   static constexpr int kRawRow = kFp8 ? HD : kStride * 2;   // bytes per key in a load stage
   static constexpr int kStage = kBN * kRawRow;              // one K or V load stage
   static constexpr int kQ = 0;
   static constexpr int kStages = kBM * kStride * 2;         // [2 stages][K, V]
-  static constexpr int kConv = kStages + 4 * kStage;        // FP8: the expanded K, V tiles
-  static constexpr int kBytes = kConv + (kFp8 ? 2 * kTile : 0);
+  static constexpr int kBytes = kStages + 4 * kStage;
 };
 
-
-// kKeySplit (decode steps): a CTA takes 16 packed rows, and each warp a quarter of every key
-// tile (16 keys) with its own online softmax, merged through shared memory at the end: at
-// decode a sequence has G rows per token (4 for Llama-3's GQA), so splitting rows over the
-// warps would leave three of them computing masked rows.
-template <int HD, KvElement E, bool kKeySplit>
+// Each warp takes 16 of the CTA's 64 packed rows over every key tile.
+template <int HD, KvElement E>
 __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const FlashArgs a) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
   using S = FlashSmem<HD, E>;
-  constexpr int kRows = kKeySplit ? kKeySplitRows : kBM;  // packed rows per CTA
-  constexpr int kWarpKeys = kKeySplit ? kBN / 4 : kBN;  // keys of a tile per warp
+  constexpr int kRows = kBM;  // packed rows per CTA
+  constexpr int kWarpKeys = kBN;  // keys of a tile per warp
   extern __shared__ __align__(16) unsigned char fsmem[];
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int seq = int(blockIdx.x / unsigned(a.tiles));
@@ -553,8 +514,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
   const int G = a.group;
   const int rows_total = n * G;
   const int r0 = tile * kRows;
-  const int warp_row = kKeySplit ? 0 : warp * 16;  // the warp's first row in the CTA
-  const int warp_key = kKeySplit ? warp * kWarpKeys : 0;  // the warp's first key in a tile
+  const int warp_row = warp * 16;  // the warp's first row in the CTA
+  const int warp_key = 0;          // the warp's first key in a tile
   if (r0 >= rows_total) return;
   const int kvh = int(blockIdx.y);
   const int64_t start = a.seq_start_position[seq];
@@ -606,10 +567,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
         const int64_t block = table[j / a.block_size];
         off = ((block * a.num_kv_heads + kvh) * a.block_size + j % a.block_size) * HD * kElemBytes<E> + ch * 16;
       }
-      cp_async16(smem_addr(kdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.k) + off,
-                 ok ? 16 : 0);
-      cp_async16(smem_addr(vdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.v) + off,
-                 ok ? 16 : 0);
+      const int at = key * S::kRawRow + (S::kFp8 ? fp8_piece<HD>(key, ch) : ch) * 16;
+      cp_async16(smem_addr(kdst + at), static_cast<const unsigned char*>(a.k) + off, ok ? 16 : 0);
+      cp_async16(smem_addr(vdst + at), static_cast<const unsigned char*>(a.v) + off, ok ? 16 : 0);
     }
   };
 
@@ -618,6 +578,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
   for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
   uint32_t qf[HD / 16][4];
+  float scale_r[2] = {a.score_scale, a.score_scale};  // FP8: per row (fp8_q_fragments)
 
   const int64_t jt_first = lo_first / kBN, jt_last = p_last / kBN;
   const int ntiles = int(jt_last - jt_first + 1);
@@ -634,41 +595,29 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
     }
     __syncthreads();
     if (it == 0) {
+      if constexpr (S::kFp8) {
+        fp8_q_fragments<HD, S::kStride>(fsmem + S::kQ + warp_row * S::kStride * 2, lane, a.score_scale, qf, scale_r);
+      } else {
 #pragma unroll
-      for (int ks = 0; ks < HD / 16; ++ks)
-        ldmatrix_x4(qf[ks], smem_addr(fsmem + S::kQ + ((warp_row + (lane & 15)) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
-    }
-    const unsigned char* kb;
-    const unsigned char* vb;
-    if constexpr (S::kFp8) {
-      // Expand the stage's codes to exact BF16 values.
-      const unsigned char* raw = fsmem + S::kStages + 2 * (it & 1) * S::kStage;
-      unsigned char* conv = fsmem + S::kConv;
-      constexpr int kCpr = HD / 16;  // 16 codes per piece
-      for (int idx = tid; idx < 2 * kBN * kCpr; idx += kFlashThreads) {
-        const int which = idx / (kBN * kCpr), rem = idx % (kBN * kCpr), key = rem / kCpr, ch = rem % kCpr;
-        expand_fp8x16<E>(raw + which * S::kStage + key * HD + ch * 16,
-                         conv + which * S::kTile + (key * S::kStride + ch * 16) * 2);
+        for (int ks = 0; ks < HD / 16; ++ks)
+          ldmatrix_x4(qf[ks], smem_addr(fsmem + S::kQ + ((warp_row + (lane & 15)) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
       }
-      __syncthreads();
-      kb = conv;
-      vb = conv + S::kTile;
-    } else {
-      kb = fsmem + S::kStages + 2 * (it & 1) * S::kStage;
-      vb = kb + S::kStage;
     }
-
+    const unsigned char* kb = fsmem + S::kStages + 2 * (it & 1) * S::kStage;
+    const unsigned char* vb = kb + S::kStage;
     const int64_t jtile = jt * kBN;
     const bool full = !partial_rows && jtile >= lo_last && jtile + kBN - 1 <= p_first;
-    attend_tile<HD, kWarpKeys, S::kStride>(kb, vb, warp_key, qf, a.score_scale, full, jtile + warp_key, lo_r, pos_r,
-                                           lane, m_r, l_r, o);
+    if constexpr (S::kFp8) {
+      attend_tile_fp8<HD, E, kWarpKeys>(kb, vb, warp_key, qf, scale_r, full, jtile + warp_key, lo_r, pos_r, lane, m_r,
+                                        l_r, o);
+    } else {
+      attend_tile<HD, kWarpKeys, S::kStride>(kb, vb, warp_key, qf, a.score_scale, full, jtile + warp_key, lo_r, pos_r,
+                                             lane, m_r, l_r, o);
+    }
     __syncthreads();  // the next iteration refills this stage
   }
 
-  if constexpr (kKeySplit) {
-    if (!merge_key_split_warps<HD>(fsmem, warp, lane, m_r, l_r, o)) return;
-  }
-  write_attention_rows<HD>(a, first_row, kvh, ok_r, tok_r, head_r, lane, l_r, o);
+  write_attention_rows<HD, S::kFp8>(a, first_row, kvh, ok_r, tok_r, head_r, lane, l_r, o);
 }
 
 // ---- Host side -----------------------------------------------------------------------------
@@ -813,23 +762,21 @@ void launch_rows_any(KvElement e, const RowArgs& a, unsigned blocks, cudaStream_
   }
 }
 
-template <int HD, KvElement E, bool kKeySplit>
+template <int HD, KvElement E>
 void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   constexpr int kBytes = FlashSmem<HD, E>::kBytes;
-  static_assert(!kKeySplit || kBytes >= kKeySplitMergeBytes<HD>, "the warps' merge fits in the tiles' space");
   // A host call (not a stream operation: allowed while capturing a graph), per device.
-  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E, kKeySplit>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  launch_dependent(flash_attention_kernel<HD, E, kKeySplit>, dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream, a);
+  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  launch_dependent(flash_attention_kernel<HD, E>, dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream, a);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int HD, bool kKeySplit>
+template <int HD>
 void launch_flash_e(KvElement e, const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   switch (e) {
-    case KvElement::kBF16: launch_flash<HD, KvElement::kBF16, kKeySplit>(a, blocks, stream); break;
-    case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3, kKeySplit>(a, blocks, stream); break;
-    case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2, kKeySplit>(a, blocks, stream); break;
+    case KvElement::kBF16: launch_flash<HD, KvElement::kBF16>(a, blocks, stream); break;
+    case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3>(a, blocks, stream); break;
+    case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2>(a, blocks, stream); break;
     case KvElement::kF32: fail("paged attention", "no tensor-core path for an f32 cache");
     default: fail("paged attention", "no tensor-core path for kv element type " + std::to_string(int(e)));
   }
@@ -848,12 +795,29 @@ int sm_count() {
   return n;
 }
 
+// FP8LM_CUDA_DECODE_CTAS: the tensor-core decode kernel's CTAs per SM below which it splits the
+// context (default 4: two waves of two CTAs an SM), 1..64; another value is refused by name.
+int decode_ctas_per_sm() {
+  static const int v = [] {
+    const char* e = std::getenv("FP8LM_CUDA_DECODE_CTAS");
+    if (e == nullptr || *e == '\0') return 4;
+    char* end = nullptr;
+    const long x = std::strtol(e, &end, 10);
+    if (*end != '\0' || x < 1 || x > 64)
+      fail("paged attention", std::string("FP8LM_CUDA_DECODE_CTAS=") + e + " is not a whole number in [1, 64]");
+    return int(x);
+  }();
+  return v;
+}
+
 }  // namespace
 
 bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
                                      KvElement element) {
-  return paged_attention_prefill_uses_mma(params.head_dim, element) && batch.max_new_tokens <= kDecodeMaxNewTokens &&
-         int64_t(batch.num_seqs) * params.num_kv_heads >= 2 * int64_t(sm_count());
+  // FP8LM_CUDA_DECODE_SPLIT=0 (A/B): small batches back on the split SIMT kernel.
+  static const bool split = env_switch_on("FP8LM_CUDA_DECODE_SPLIT");
+  return paged_attention_prefill_uses_mma(params.head_dim, element) &&
+         (split || int64_t(batch.num_seqs) * params.num_kv_heads >= 2 * int64_t(sm_count()));
 }
 
 bool paged_attention_prefill_uses_mma(int64_t head_dim, KvElement element) {
@@ -942,21 +906,16 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     ra.part_l = reinterpret_cast<float*>(base + up16(plan.part_o_floats * 4) + up16(plan.part_ml_floats * 4));
   }
 
-  // A decode step of many sequences goes to the tensor-core kernel whole, in
-  // its key-split form: one CTA per (sequence, KV head, 16 packed rows) streams
-  // the context through a double-buffered copy pipeline, each warp a quarter of
-  // every tile. The split SIMT kernel's CTAs of one 64-key partition each are
-  // latency-bound there (batch 256, Llama-3.1-8B: ~0.9 ms a layer, ~1.2 TB/s
-  // for BF16 and no faster for FP8; the row-split tensor-core kernel, whose
-  // warps each took 16 rows of which a decode fills 4 in one: 0.63 ms). With
-  // fewer sequences than twice the SMs per KV head the split kernel stays: one
-  // CTA per (sequence, head) alone would leave most SMs idle.
+  // Decode rows (sequences with ≤ kDecodeMaxNewTokens new tokens) take the tensor-core decode
+  // kernel where it has a form for the head size and cache (H200, Llama-3.1-8B, 1k context:
+  // docs/benchmarks.md), else the split SIMT kernel over 64-position partitions.
   const bool mma = paged_attention_prefill_uses_mma(p.head_dim, layer.element);
   const bool decode_on_mma = paged_attention_decode_uses_mma(batch, p, layer.element);
 
-  // 1. Decode rows (sequences with ≤ kDecodeMaxNewTokens new tokens), split over partitions.
+  // 1. Decode rows on the SIMT kernel, split over partitions.
   if (!decode_on_mma) {
     ra.split = true;
+    ra.partition = kDecodePartition;
     static const bool prefetch = env_switch_on("FP8LM_CUDA_KV_PREFETCH");  // A/B switch, default on
     for (int64_t first = 0; first < batch.num_seqs; first += plan.group_seqs) {
       ra.seq_base = int(first);
@@ -981,41 +940,67 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     if (!plan.prefill) return;
   }
 
-  // 2. Rows of longer sequences (every row when decode_on_mma).
-  if (mma) {
-    FlashArgs fa{};
-    fa.q = q;
-    fa.out = out;
-    fa.seq_first_row = batch.seq_first_row;
-    fa.seq_num_tokens = batch.seq_num_tokens;
-    fa.seq_start_position = batch.seq_start_position;
-    fa.block_tables = batch.block_tables;
-    fa.max_blocks_per_seq = batch.max_blocks_per_seq;
-    fa.k = layer.k;
-    fa.v = layer.v;
-    fa.num_heads = p.num_heads;
-    fa.num_kv_heads = p.num_kv_heads;
-    fa.group = plan.group;
-    fa.block_size = block_size;
-    fa.window = window;
-    fa.score_scale = score_scale;
-    fa.v_scale = v_scale;
-    fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, decode_on_mma ? kKeySplitRows : kBM));
-    fa.decode_max_new_tokens = decode_on_mma ? 0 : kDecodeMaxNewTokens;
-    const unsigned blocks = unsigned(int64_t(batch.num_seqs) * fa.tiles);
-    // FP8LM_CUDA_WARP_DECODE=0 (an A/B switch) keeps the CTA-wide double buffer of the flash
-    // kernel's key-split form; by default each warp pipelines its own keys (same output bits).
-    static const bool warp_decode = env_switch_on("FP8LM_CUDA_WARP_DECODE");
-    if (decode_on_mma && warp_decode) {
-      launch_warp_decode(int(p.head_dim), layer.element, fa, blocks, stream);
-    } else if (decode_on_mma) {
-      if (p.head_dim == 64) launch_flash_e<64, true>(layer.element, fa, blocks, stream);
-      else launch_flash_e<128, true>(layer.element, fa, blocks, stream);
-    } else if (p.head_dim == 64) {
-      launch_flash_e<64, false>(layer.element, fa, blocks, stream);
-    } else {
-      launch_flash_e<128, false>(layer.element, fa, blocks, stream);
+  FlashArgs fa{};
+  fa.q = q;
+  fa.out = out;
+  fa.seq_first_row = batch.seq_first_row;
+  fa.seq_num_tokens = batch.seq_num_tokens;
+  fa.seq_start_position = batch.seq_start_position;
+  fa.block_tables = batch.block_tables;
+  fa.max_blocks_per_seq = batch.max_blocks_per_seq;
+  fa.k = layer.k;
+  fa.v = layer.v;
+  fa.num_heads = p.num_heads;
+  fa.num_kv_heads = p.num_kv_heads;
+  fa.group = plan.group;
+  fa.block_size = block_size;
+  fa.window = window;
+  fa.score_scale = score_scale;
+  fa.v_scale = v_scale;
+  fa.chunks = 1;
+
+  // 2. Decode rows on the tensor cores: one CTA per (sequence, 16 rows, KV head), and where
+  // those are fewer than FP8LM_CUDA_DECODE_CTAS (default 4) per SM, the context split into as
+  // many chunks as make them up (a chunk ≥ one 64-key tile), merged by the kernel's last chunk
+  // or the reduce kernel.
+  if (decode_on_mma) {
+    fa.tiles = int(cdiv(int64_t(plan.tcap) * plan.group, kKeySplitRows));
+    fa.decode_max_new_tokens = plan.prefill ? kDecodeMaxNewTokens : 0;
+    fa.tcap = plan.tcap;
+    const int64_t max_tiles = cdiv(batch.max_context, kBN);
+    int64_t chunk_tiles = max_tiles;
+    const int64_t ctas = int64_t(batch.num_seqs) * fa.tiles * p.num_kv_heads;
+    const int64_t want = int64_t(decode_ctas_per_sm()) * sm_count();
+    // The partials use the workspace sized for the SIMT kernel's partitions (as many as tiles),
+    // whole batches only.
+    if (ctas < want && plan.workspace > 0 && plan.group_seqs == batch.num_seqs)
+      chunk_tiles = cdiv(max_tiles, std::min(cdiv(want, ctas), max_tiles));
+    fa.chunk_tiles = int(chunk_tiles);
+    fa.chunks = int(cdiv(max_tiles, chunk_tiles));
+    fa.part_o = ra.part_o;
+    fa.part_m = ra.part_m;
+    fa.part_l = ra.part_l;
+    // The kernel merges the chunks itself where there are counters for every (sequence, row
+    // tile, KV head); else the reduce kernel does.
+    fa.merge_counters = merge_counters != nullptr && ctas <= kAttentionMergeCounters ? merge_counters : nullptr;
+    launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles), stream);
+    if (fa.chunks > 1 && fa.merge_counters == nullptr) {
+      ra.parts = fa.chunks;
+      ra.partition = fa.chunk_tiles * kBN;
+      launch_dependent(reduce_kernel, dim3(unsigned(plan.slots), unsigned(p.num_heads)), 32, 0, stream, ra);
+      FP8LM_CUDA_CHECK(cudaGetLastError());
     }
+    if (!plan.prefill) return;
+    fa.chunks = 1;
+  }
+
+  // 3. Rows of sequences with more new tokens.
+  if (mma) {
+    fa.tiles = int(cdiv(int64_t(batch.max_new_tokens) * plan.group, kBM));
+    fa.decode_max_new_tokens = kDecodeMaxNewTokens;
+    const unsigned blocks = unsigned(int64_t(batch.num_seqs) * fa.tiles);
+    if (p.head_dim == 64) launch_flash_e<64>(layer.element, fa, blocks, stream);
+    else launch_flash_e<128>(layer.element, fa, blocks, stream);
   } else {
     ra.split = false;
     launch_rows_any(layer.element, ra, unsigned(batch.num_rows), stream);

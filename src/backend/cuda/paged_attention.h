@@ -151,11 +151,12 @@ void store_kv(const __nv_bfloat16* k, const __nv_bfloat16* v, const DeviceAttent
 inline constexpr size_t kAttentionWorkspaceCap = size_t(256) << 20;
 size_t paged_attention_workspace_bytes(const DeviceAttentionBatch& batch, const backend::AttentionParams& p);
 
-// Counters that let the decode kernel merge a row's partitions itself: the last CTA of a
-// (decode slot, KV head) to finish merges them (one kernel instead of the kernel + the merge
-// kernel; the same arithmetic in the same order, so the same bytes). Device memory of
-// kAttentionMergeCounters unsigned ints, zero-filled once when allocated: every call leaves
-// the counters it used at zero again. A batch with more slots × KV heads than that, or a call
+// Counters that let the decode kernels merge a row's partitions itself: the last CTA of a
+// (decode slot, KV head) of the SIMT kernel, or of a (sequence, row tile, KV head) of the
+// tensor-core decode kernel's context chunks, to finish merges them (one kernel instead of the
+// kernel + the merge kernel; the same arithmetic in the same order, so the same bytes). Device
+// memory of kAttentionMergeCounters unsigned ints, zero-filled once when allocated: every call
+// leaves the counters it used at zero again. A batch with more of those than that, or a call
 // without counters, merges with the separate kernel.
 inline constexpr int64_t kAttentionMergeCounters = 4096;
 

@@ -1,18 +1,27 @@
-// The warp-pipelined decode form of the tensor-core attention (attention_mma.cuh's
-// launch_warp_decode): a decode step of many sequences, one CTA per (sequence, 16 packed rows,
-// KV head), each of its 4 warps a quarter of every 64-key tile — the key split of
-// paged_attention.cu's flash kernel — but each warp gathers its own 16 keys of a tile into its
-// own ring of kStages copy stages and waits only for its own copies (cp.async groups and
-// __syncwarp, no __syncthreads until the merge). So a warp keeps kStages − 1 tiles in flight
-// while it computes one, instead of the CTA's one, and an FP8 cache keeps its tiles as codes
-// (half the bytes of a stage) until the warp expands its own 16 keys to BF16 just before its
-// MMAs. Same arithmetic as the flash kernel's key-split form, in the same order: the same output
-// bits.
+// The tensor-core decode kernel (attention_mma.cuh's launch_warp_decode): rows of sequences with
+// few new tokens, one CTA per (sequence, 16 packed (token, query head) rows, KV head, chunk of
+// the context), each of its 4 warps a quarter of every 64-key tile, merged through shared memory
+// at the end. Each warp gathers its own 16 keys of a tile into its own ring of kStages copy
+// stages and waits only for its own copies (cp.async groups and __syncwarp, no __syncthreads
+// until the merge), so it keeps kStages − 1 tiles in flight while it computes one. The cache
+// offsets of the warp's 16 keys are computed a tile ahead, once per key (lane l < 16 takes key
+// l: one block-table load, one 32-bit division), and reach the lanes copying the key's pieces by
+// shuffles (per piece, before its copy, they cost 1.37× the time at batch 256: H200,
+// docs/benchmarks.md).
+//
+// BF16 cache: BF16 MMAs over the padded tiles, as the prefill kernel. FP8 cache: the codes stay
+// codes in shared memory (half the bytes of a stage) and become FP16 in registers right before
+// FP16 MMAs (attention_mma.cuh's attend_tile_fp8: exact; no expansion pass through shared memory).
+//
+// The split over the context (grid.z): at small batches one CTA per (sequence, KV head) would
+// leave most SMs idle, so the context is cut into chunks of whole tiles; rows spanning several
+// chunks leave partial states (maximum, sum, unnormalized output) that the last of the tile's
+// chunks to finish merges (merge counters), or else the reduce kernel (paged_attention.cu); rows
+// within one chunk are written whole.
 #include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -30,36 +39,31 @@ constexpr int kWarpKeys = kBN / kFlashWarps;  // keys of a tile per warp
 template <int HD, KvElement E>
 struct WarpDecodeSmem {
   static constexpr bool kFp8 = kIsFp8<E>;
-  static constexpr int kStride = HD + 8;                   // bf16 elements per row of Q / an expanded key
-  static constexpr int kRawRow = kFp8 ? HD : kStride * 2;  // bytes per key in a copy stage
-  // Stages per warp: BF16 3 (2 tiles in flight), FP8 4 (3 in flight at half the bytes); two CTAs
-  // fit an SM either way (HD = 128: 109 KB, 105 KB).
+  static constexpr int kStride = HD + 8;                   // bf16 elements per row of Q / a BF16 key
+  static constexpr int kRow = kFp8 ? HD : kStride * 2;     // bytes per key in a copy stage
+  // Stages per warp: BF16 3 (2 tiles in flight; 109 KB a CTA at HD = 128: two CTAs an SM), FP8 4
+  // (3 in flight at half the bytes; 68 KB: three CTAs an SM).
   static constexpr int kStages = kFp8 ? 4 : 3;
-  static constexpr int kStage = 2 * kWarpKeys * kRawRow;           // the warp's K then V keys of a tile
-  static constexpr int kExpanded = kFp8 ? 2 * kWarpKeys * kStride * 2 : 0;  // its K, V as BF16
-  static constexpr int kWarp = kStages * kStage + kExpanded;
+  static constexpr int kStage = 2 * kWarpKeys * kRow;  // the warp's K then V keys of a tile
   static constexpr int kQ = kKeySplitRows * kStride * 2;
-  static constexpr int kUsed = kQ + kFlashWarps * kWarp;
+  static constexpr int kUsed = kQ + kFlashWarps * kStages * kStage;
   static constexpr int kBytes = kUsed > kKeySplitMergeBytes<HD> ? kUsed : kKeySplitMergeBytes<HD>;
 };
 
-// kOffsetsAhead (opt-in, FP8LM_CUDA_DECODE_OFFSETS_AHEAD=1; built, not yet measured): the cache
-// offsets of the warp's 16 keys of a tile are computed once per key — lane l < 16 takes key l: one
-// block-table load and one 32-bit division — a tile before the copies that need them, and reach the
-// lanes copying the key's pieces by shuffles. Without it every lane loads the table entry and
-// divides in 64 bits for each 16-byte piece it copies, just before the copy: at batch 256 the
-// kernel takes as long for an FP8 cache as for a BF16 one, so its time is not in the bytes.
-template <int HD, KvElement E, bool kOffsetsAhead>
+template <int HD, KvElement E>
 __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashArgs a) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
   using S = WarpDecodeSmem<HD, E>;
+  constexpr bool kFp8 = S::kFp8;
   constexpr int kStages = S::kStages;
   extern __shared__ __align__(16) unsigned char wsmem[];
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int seq = int(blockIdx.x / unsigned(a.tiles));
   const int tile = a.tiles - 1 - int(blockIdx.x % unsigned(a.tiles));
+  const int chunk = int(blockIdx.z);
   const int n = a.seq_num_tokens[seq];
+  if (a.decode_max_new_tokens > 0 && n > a.decode_max_new_tokens) return;  // the prefill kernel's
   const int G = a.group;
   const int rows_total = n * G;
   const int r0 = tile * kKeySplitRows;
@@ -70,6 +74,13 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
   const int r_end = r0 + kKeySplitRows < rows_total ? r0 + kKeySplitRows : rows_total;
   const int64_t p_first = start + r0 / G, p_last = start + (r_end - 1) / G;
   const int64_t lo_first = window_lo(p_first, a.window), lo_last = window_lo(p_last, a.window);
+  int64_t jt_first = lo_first / kBN, jt_last = p_last / kBN;
+  if (a.chunks > 1) {
+    const int64_t c0 = int64_t(chunk) * a.chunk_tiles;
+    jt_first = jt_first > c0 ? jt_first : c0;
+    jt_last = jt_last < c0 + a.chunk_tiles - 1 ? jt_last : c0 + a.chunk_tiles - 1;
+    if (jt_first > jt_last) return;  // no row of this CTA sees a key of this chunk
+  }
   const bool partial_rows = r_end - r0 < kKeySplitRows;
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks_per_seq;
   const int64_t q_stride = int64_t(a.num_heads) * HD;
@@ -101,11 +112,11 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
     }
     cp_async_commit();
   }
-  unsigned char* ring = wsmem + S::kQ + warp * S::kWarp;
-  unsigned char* expanded = ring + kStages * S::kStage;
+  unsigned char* ring = wsmem + S::kQ + warp * kStages * S::kStage;
 
-  // kOffsetsAhead: the byte offset in the cache of key (lane & 15) of tile jt, −1 where it is
-  // not gathered; the lanes copying a key's pieces take it from that lane.
+  // The byte offset in the cache of key (lane & 15) of tile jt, −1 where it is not gathered:
+  // keys [lo_first, p_last] are, others are zero-filled without touching the block table
+  // (blocks outside a sliding window may already be someone else's).
   auto key_offset = [&](int64_t jt) -> int64_t {
     const int64_t j = jt * kBN + warp_key + (lane & 15);
     if (j < lo_first || j > p_last) return -1;
@@ -113,53 +124,42 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
     const int64_t block = table[jj / bs];
     return ((block * a.num_kv_heads + kvh) * bs + jj % bs) * HD * kElemBytes<E>;
   };
-  // The warp's 16 keys of tile jt into a stage: keys [lo_first, p_last] gathered, others
-  // zero-filled without touching the block table (blocks outside a sliding window may already
-  // be someone else's). offset: with kOffsetsAhead, this lane's key_offset(jt); else unused.
-  auto load_keys = [&](int stage, int64_t jt, int64_t offset) {
+  // The warp's 16 keys of a tile into a stage; offset: this lane's key_offset of that tile.
+  auto load_keys = [&](int stage, int64_t offset) {
     constexpr int kCpr = HD * kElemBytes<E> / 16;
     static_assert(kWarpKeys * kCpr % 32 == 0, "every lane shuffles as often");
     unsigned char* kdst = ring + stage * S::kStage;
-    unsigned char* vdst = kdst + kWarpKeys * S::kRawRow;
+    unsigned char* vdst = kdst + kWarpKeys * S::kRow;
     for (int idx = lane; idx < kWarpKeys * kCpr; idx += 32) {
       const int key = idx / kCpr, ch = idx % kCpr;
-      bool ok;
-      int64_t off = 0;
-      if constexpr (kOffsetsAhead) {
-        const int64_t key_off = __shfl_sync(kFullMask, offset, key);
-        ok = key_off >= 0;
-        if (ok) off = key_off + ch * 16;
-      } else {
-        const int64_t j = jt * kBN + warp_key + key;
-        ok = j >= lo_first && j <= p_last;
-        if (ok) {
-          const int64_t block = table[j / a.block_size];
-          off = ((block * a.num_kv_heads + kvh) * a.block_size + j % a.block_size) * HD * kElemBytes<E> + ch * 16;
-        }
-      }
-      cp_async16(smem_addr(kdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.k) + off,
-                 ok ? 16 : 0);
-      cp_async16(smem_addr(vdst + key * S::kRawRow + ch * 16), static_cast<const unsigned char*>(a.v) + off,
-                 ok ? 16 : 0);
+      const int64_t key_off = __shfl_sync(kFullMask, offset, key);
+      const bool ok = key_off >= 0;
+      const int64_t off = ok ? key_off + ch * 16 : 0;
+      const int at = key * S::kRow + (kFp8 ? fp8_piece<HD>(key, ch) : ch) * 16;
+      cp_async16(smem_addr(kdst + at), static_cast<const unsigned char*>(a.k) + off, ok ? 16 : 0);
+      cp_async16(smem_addr(vdst + at), static_cast<const unsigned char*>(a.v) + off, ok ? 16 : 0);
     }
   };
 
-  const int64_t jt_first = lo_first / kBN, jt_last = p_last / kBN;
   const int ntiles = int(jt_last - jt_first + 1);
   // Prologue: kStages − 1 tiles in flight (empty groups past the last tile keep the counting).
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < ntiles) load_keys(st, jt_first + st, kOffsetsAhead ? key_offset(jt_first + st) : 0);
+    if (st < ntiles) load_keys(st, key_offset(jt_first + st));
     cp_async_commit();
   }
-  int64_t next_offset = -1;  // kOffsetsAhead: this lane's key offset of the next tile to copy
-  if constexpr (kOffsetsAhead) next_offset = kStages - 1 < ntiles ? key_offset(jt_first + kStages - 1) : -1;
+  int64_t next_offset = kStages - 1 < ntiles ? key_offset(jt_first + kStages - 1) : -1;
   cp_async_wait<kStages - 1>();  // the Q group
   __syncthreads();
   uint32_t qf[HD / 16][4];
+  float scale_r[2] = {a.score_scale, a.score_scale};
+  if constexpr (kFp8) {
+    fp8_q_fragments<HD, S::kStride>(wsmem, lane, a.score_scale, qf, scale_r);
+  } else {
 #pragma unroll
-  for (int ks = 0; ks < HD / 16; ++ks)
-    ldmatrix_x4(qf[ks], smem_addr(wsmem + ((lane & 15) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
+    for (int ks = 0; ks < HD / 16; ++ks)
+      ldmatrix_x4(qf[ks], smem_addr(wsmem + ((lane & 15) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
+  }
 
   float o[HD / 8][4];
 #pragma unroll
@@ -171,58 +171,89 @@ __global__ void __launch_bounds__(kFlashThreads) warp_decode_kernel(const FlashA
     __syncwarp();                  // ... and every lane's; every lane is done with tile it − 1's stage
     {
       const int ahead = it + kStages - 1;
-      if (ahead < ntiles) load_keys(ahead % kStages, jt_first + ahead, next_offset);
+      if (ahead < ntiles) load_keys(ahead % kStages, next_offset);
       cp_async_commit();
       // Issued now, waited for at the next iteration's copies: the table load's latency hides
       // behind this tile's MMAs.
-      if constexpr (kOffsetsAhead) next_offset = ahead + 1 < ntiles ? key_offset(jt_first + ahead + 1) : -1;
+      next_offset = ahead + 1 < ntiles ? key_offset(jt_first + ahead + 1) : -1;
     }
-    const int64_t jt = jt_first + it;
     const unsigned char* kb = ring + (it % kStages) * S::kStage;
-    const unsigned char* vb = kb + kWarpKeys * S::kRawRow;
-    if constexpr (S::kFp8) {
-      // Expand the warp's codes to exact BF16 values.
-      constexpr int kCpr = HD / 16;  // 16 codes per piece
-      for (int idx = lane; idx < 2 * kWarpKeys * kCpr; idx += 32) {
-        const int which = idx / (kWarpKeys * kCpr), rem = idx % (kWarpKeys * kCpr), key = rem / kCpr,
-                  ch = rem % kCpr;
-        expand_fp8x16<E>(kb + which * kWarpKeys * S::kRawRow + key * HD + ch * 16,
-                         expanded + (which * kWarpKeys * S::kStride + key * S::kStride + ch * 16) * 2);
-      }
-      __syncwarp();
-      kb = expanded;
-      vb = expanded + kWarpKeys * S::kStride * 2;
-    }
-
-    const int64_t jtile = jt * kBN;
+    const unsigned char* vb = kb + kWarpKeys * S::kRow;
+    const int64_t jtile = (jt_first + it) * kBN;
     const bool full = !partial_rows && jtile >= lo_last && jtile + kBN - 1 <= p_first;
-    attend_tile<HD, kWarpKeys, S::kStride>(kb, vb, 0, qf, a.score_scale, full, jtile + warp_key, lo_r, pos_r, lane,
-                                           m_r, l_r, o);
+    if constexpr (kFp8) {
+      attend_tile_fp8<HD, E, kWarpKeys>(kb, vb, 0, qf, scale_r, full, jtile + warp_key, lo_r, pos_r, lane, m_r, l_r, o);
+    } else {
+      attend_tile<HD, kWarpKeys, S::kStride>(kb, vb, 0, qf, a.score_scale, full, jtile + warp_key, lo_r, pos_r, lane,
+                                             m_r, l_r, o);
+    }
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring: the merge reuses the space
   if (!merge_key_split_warps<HD>(wsmem, warp, lane, m_r, l_r, o)) return;
-  write_attention_rows<HD>(a, first_row, kvh, ok_r, tok_r, head_r, lane, l_r, o);
-}
 
-template <int HD, KvElement E, bool kOffsetsAhead>
-void launch_kernel(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
-  constexpr int kBytes = WarpDecodeSmem<HD, E>::kBytes;
-  auto* kernel = warp_decode_kernel<HD, E, kOffsetsAhead>;
-  // A host call (not a stream operation: allowed while capturing a graph), per device.
-  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  launch_dependent(kernel, dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream, a);
-  FP8LM_CUDA_CHECK(cudaGetLastError());
+  // Warp 0 writes the rows: whole (normalized, BF16) where this chunk holds all of the row's
+  // keys, else this chunk's partial state for the reduce kernel.
+  const int q = lane & 3;
+  const int64_t span = int64_t(a.chunk_tiles) * kBN;  // keys per chunk
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float l = quad_sum(l_r[i]);
+    if (!ok_r[i]) continue;
+    const int64_t c_lo = a.chunks > 1 ? lo_r[i] / span : 0, c_hi = a.chunks > 1 ? pos_r[i] / span : 0;
+    if (chunk < c_lo || chunk > c_hi) continue;  // none of the row's keys here
+    const int h = kvh * G + head_r[i];
+    const bool whole = c_lo == c_hi;
+    __nv_bfloat16* dst = a.out + (first_row + tok_r[i]) * q_stride + int64_t(h) * HD;
+    const int64_t at = ((int64_t(seq) * a.tcap + tok_r[i]) * a.num_heads + h) * a.chunks + chunk;
+    float* part = whole ? nullptr : a.part_o + at * HD;
+#pragma unroll
+    for (int pr = 0; pr < HD / 8; ++pr) {
+      float x0, x1;
+      const int dim = acc_pair<kFp8>(o, i, pr, q, x0, x1);
+      if (whole) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + dim) =
+            __floats2bfloat162_rn((x0 * a.v_scale) / l, (x1 * a.v_scale) / l);
+      } else {
+        *reinterpret_cast<float2*>(part + dim) = make_float2(x0, x1);
+      }
+    }
+    if (!whole && q == 0) {
+      a.part_m[at] = m_r[i];
+      a.part_l[at] = l;
+    }
+  }
+  if (a.chunks == 1 || a.merge_counters == nullptr) return;
+
+  // The last of this (sequence, row tile, KV head)'s chunks to finish merges its rows that span
+  // several chunks, and leaves the counter at zero for the next call.
+  const int64_t c_first = (lo_first / kBN) / a.chunk_tiles, c_last = (p_last / kBN) / a.chunk_tiles;
+  unsigned* counter = a.merge_counters + (int64_t(seq) * a.tiles + tile) * a.num_kv_heads + kvh;
+  __threadfence();
+  __syncwarp();
+  unsigned last = 0;
+  if (lane == 0) last = atomicAdd(counter, 1u) == unsigned(c_last - c_first) ? 1u : 0u;
+  if (__shfl_sync(kFullMask, last, 0) == 0) return;
+  __threadfence();
+  for (int gr = r0; gr < r_end; ++gr) {
+    const int tok = gr / G, h = kvh * G + gr % G;
+    const int64_t pos = start + tok, c_lo = window_lo(pos, a.window) / span, c_hi = pos / span;
+    if (c_lo == c_hi) continue;  // written whole
+    merge_partials_warp(a.part_o, a.part_m, a.part_l, ((int64_t(seq) * a.tcap + tok) * a.num_heads + h) * a.chunks,
+                        int(c_lo), int(c_hi), HD, a.v_scale, a.out + (first_row + tok) * q_stride + int64_t(h) * HD,
+                        lane);
+  }
+  if (lane == 0) *counter = 0;
 }
 
 template <int HD, KvElement E>
 void launch(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
-  static const bool ahead = [] {
-    const char* v = std::getenv("FP8LM_CUDA_DECODE_OFFSETS_AHEAD");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  if (ahead) launch_kernel<HD, E, true>(a, blocks, stream);
-  else launch_kernel<HD, E, false>(a, blocks, stream);
+  constexpr int kBytes = WarpDecodeSmem<HD, E>::kBytes;
+  auto* kernel = warp_decode_kernel<HD, E>;
+  // A host call (not a stream operation: allowed while capturing a graph), per device.
+  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  launch_dependent(kernel, dim3(blocks, unsigned(a.num_kv_heads), unsigned(a.chunks)), kFlashThreads, kBytes, stream, a);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
 template <int HD>
