@@ -9,7 +9,10 @@
 #   ncu_<form>_<kv>.txt             the profile (--ncu)
 # Forms: split (the default: the tensor-core decode kernel, the context split at small batches
 # up to 4 CTAs an SM), simt (FP8LM_CUDA_DECODE_SPLIT=0: the split SIMT kernel below 2 × the SMs
-# (sequence, KV head) pairs), ctas<N> (the split up to N CTAs an SM: FP8LM_CUDA_DECODE_CTAS=N).
+# (sequence, KV head) pairs), ctas<N> (the split up to N CTAs an SM: FP8LM_CUDA_DECODE_CTAS=N),
+# fp8ctas3 (the FP8 kernel compiled for three CTAs an SM, not four: FP8LM_CUDA_DECODE_FP8_CTAS=3),
+# transposed (pure FP8 decode steps on the transposed tiles instead of 16-row ones:
+# FP8LM_CUDA_DECODE_T=1).
 #
 #   bash scripts/gpu_attention.sh [--ncu] [--forms "split simt ctas8"] [--test-forms "split simt"]
 #                                 [bench options, e.g. --batch 256]
@@ -42,7 +45,9 @@ form_env() {
     split) echo "FP8LM_CUDA_DECODE_SPLIT=1" ;;
     simt) echo "FP8LM_CUDA_DECODE_SPLIT=0" ;;
     ctas[0-9]*) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_CTAS=${1#ctas}" ;;
-    *) echo "gpu_attention.sh: unknown form $1 (split, simt, ctas<N>)" >&2; exit 2 ;;
+    fp8ctas3) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_FP8_CTAS=3" ;;
+    transposed) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_T=1" ;;
+    *) echo "gpu_attention.sh: unknown form $1 (split, simt, ctas<N>, fp8ctas3, transposed)" >&2; exit 2 ;;
   esac
 }
 

@@ -753,6 +753,21 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
                              decodes(300, 1500), rng));
   run_and_check(make_problem({"decode e5m2 hd64 gqa8 large batch", 16, 2, 64, kE5M2b, std::nullopt, 16},
                              decodes(300, 1200), rng));
+  // Pure decode on an FP8 cache at a small batch, the context split into chunks: with
+  // FP8LM_CUDA_DECODE_T=1 (scripts/gpu_attention.sh's form `transposed`) on the transposed
+  // tiles (one token × a group of 4 in one MMA column block).
+  run_and_check(make_problem({"decode e4m3 hd128 gqa4 small batch (transposed, split)", 8, 2, 128, kE4M3,
+                              std::nullopt, 16},
+                             decodes(40, 3000), rng));
+  {
+    // Two new tokens a sequence × a group of 4: 8 rows, still the transposed tiles with
+    // FP8LM_CUDA_DECODE_T=1, rows of one CTA at two positions (the causal mask inside the last
+    // tile) and a sliding window.
+    std::vector<SeqSpec> two;
+    for (int i = 0; i < 200; ++i) two.push_back({std::uniform_int_distribution<int64_t>(0, 1499)(rng), 2});
+    run_and_check(make_problem({"two new tokens e5m2 hd64 gqa4 window200 (transposed)", 8, 2, 64, kE5M2, 200, 16},
+                               two, rng));
+  }
   // Up to kDecodeMaxNewTokens new tokens a sequence at a large batch: the tensor-core decode
   // kernel with several 16-row tiles per (sequence, KV head), and rows of one CTA at different
   // positions (the causal mask inside the last tile).
@@ -767,14 +782,15 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
                              few_new(300, 1200), rng));
   run_and_check(make_problem({"few new tokens e4m3 hd128 gqa8 window500 large batch", 16, 2, 128, kE4M3, 500, 16},
                              few_new(300, 1200), rng));
-  // The same at small batches: the context split into chunks (rows of one CTA whose keys end
-  // in different chunks; rows within one chunk written whole, the others merged).
+  // The same at small batches (40 sequences × 2 KV heads: at least the 64 pairs the tensor-core
+  // kernel needs, under 2 × the SMs): the context split into chunks (rows of one CTA whose keys
+  // end in different chunks; rows within one chunk written whole, the others merged).
   run_and_check(make_problem({"few new tokens bf16 hd128 gqa4 small batch", 8, 2, 128, kBf16, std::nullopt, 16},
-                             few_new(5, 3000), rng));
+                             few_new(40, 3000), rng));
   run_and_check(make_problem({"few new tokens e4m3 hd64 gqa4 window700 small batch", 8, 2, 64, kE4M3, 700, 16},
-                             few_new(5, 3000), rng));
+                             few_new(40, 3000), rng));
   run_and_check(make_problem({"few new tokens e5m2 hd128 gqa8 small batch", 16, 2, 128, kE5M2, std::nullopt, 16},
-                             few_new(3, 2000), rng));
+                             few_new(40, 2000), rng));
   report_worst();
 }
 

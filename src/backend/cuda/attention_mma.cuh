@@ -49,6 +49,7 @@ inline constexpr int kBN = 64;  // keys per tile
 inline constexpr int kFlashThreads = 128;
 inline constexpr int kFlashWarps = kFlashThreads / 32;
 inline constexpr int kKeySplitRows = 16;  // packed rows per CTA of the key-split (decode) form: one MMA row tile
+inline constexpr int kDecodeTRows = 8;    // rows a CTA of the transposed decode tiles fit (decode_mma_t.cuh): the MMA's N
 
 struct FlashArgs {
   const __nv_bfloat16* q;
@@ -548,6 +549,9 @@ __device__ __forceinline__ void merge_partials_warp(const float* part_o, const f
 // The tensor-core decode kernel (paged_attention_decode.cu): each warp streams its own quarter of
 // every tile through its own multi-stage copy ring, so no warp waits for another until the merge.
 // Launches one CTA per (sequence, 16 packed rows) × KV head × context chunk (a.chunks).
-void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, cudaStream_t stream);
+// transposed: the FP8 tiles of decode_mma_t.cuh, for an FP8 cache where every sequence's rows
+// fit kDecodeTRows (a.tiles must be 1).
+void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, bool transposed,
+                        cudaStream_t stream);
 
 }  // namespace fp8lm::cuda::attention_detail

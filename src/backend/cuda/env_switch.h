@@ -14,4 +14,10 @@ inline bool env_switch_on(const char* name) {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
+// A technique built but not yet measured: off unless its variable is "1".
+inline bool env_opt_in(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 }  // namespace fp8lm::cuda

@@ -814,10 +814,16 @@ int decode_ctas_per_sm() {
 
 bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
                                      KvElement element) {
-  // FP8LM_CUDA_DECODE_SPLIT=0 (A/B): small batches back on the split SIMT kernel.
+  // FP8LM_CUDA_DECODE_SPLIT=0 (A/B): small batches back on the split SIMT kernel. With the
+  // context split on, the SIMT kernel keeps the steps of fewer than kDecodeMmaMinPairs (sequence,
+  // KV head) pairs: there its one launch of many small CTAs beats the tensor-core kernel's
+  // (H200, 8 KV heads, 1k context, µs SIMT / tensor cores: batch 1 BF16 19.8 / 23.7, E4M3 18.3 /
+  // 24.1; batch 4 35.2 / 39.1, 29.4 / 36.1; batch 8 54.1 / 42.3, 40.1 / 37.1: docs/benchmarks.md).
+  constexpr int64_t kDecodeMmaMinPairs = 64;
   static const bool split = env_switch_on("FP8LM_CUDA_DECODE_SPLIT");
+  const int64_t pairs = int64_t(batch.num_seqs) * params.num_kv_heads;
   return paged_attention_prefill_uses_mma(params.head_dim, element) &&
-         (split || int64_t(batch.num_seqs) * params.num_kv_heads >= 2 * int64_t(sm_count()));
+         ((split && pairs >= kDecodeMmaMinPairs) || pairs >= 2 * int64_t(sm_count()));
 }
 
 bool paged_attention_prefill_uses_mma(int64_t head_dim, KvElement element) {
@@ -983,7 +989,14 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     // The kernel merges the chunks itself where there are counters for every (sequence, row
     // tile, KV head); else the reduce kernel does.
     fa.merge_counters = merge_counters != nullptr && ctas <= kAttentionMergeCounters ? merge_counters : nullptr;
-    launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles), stream);
+    // Pure decode steps on an FP8 cache whose rows a sequence fit 8 (one token × a group of ≤ 8)
+    // take the transposed tiles with FP8LM_CUDA_DECODE_T=1 (built, not yet measured on the H200:
+    // off by default until it is).
+    static const bool transposed_on = env_opt_in("FP8LM_CUDA_DECODE_T");
+    const bool transposed = transposed_on && is_fp8(layer.element) && !plan.prefill &&
+                            int64_t(plan.tcap) * plan.group <= kDecodeTRows;
+    launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles), transposed,
+                       stream);
     if (fa.chunks > 1 && fa.merge_counters == nullptr) {
       ra.parts = fa.chunks;
       ra.partition = fa.chunk_tiles * kBN;

@@ -128,9 +128,10 @@ inline constexpr int kDecodePartition = 64;
 // kernel (head_dim 64 or 128, BF16 or FP8 cache) rather than the SIMT path.
 bool paged_attention_prefill_uses_mma(int64_t head_dim, backend::KvElement element);
 
-// Whether every row of this batch takes the tensor-core kernel: a step without prefill rows
-// (max_new_tokens ≤ kDecodeMaxNewTokens) of num_seqs × num_kv_heads ≥ 2 × the current
-// device's SMs, with paged_attention_prefill_uses_mma(head_dim, element).
+// Whether the decode rows of this batch (sequences of ≤ kDecodeMaxNewTokens new tokens) take the
+// tensor-core decode kernel: num_seqs × num_kv_heads ≥ 64 (the context split over more CTAs
+// where that is under 4 × the SMs; FP8LM_CUDA_DECODE_SPLIT=0: ≥ 2 × the current device's SMs),
+// with paged_attention_prefill_uses_mma(head_dim, element).
 bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
                                      backend::KvElement element);
 
