@@ -109,6 +109,58 @@ __device__ __forceinline__ uint32_t pack_bf16x2(__nv_bfloat162 x) {
   return u;
 }
 
+// A row's MMA accumulators are spread over the four lanes of a quad (lane & 3): their sum and
+// their maximum.
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFullMask, x, 1);
+  return x + __shfl_xor_sync(kFullMask, x, 2);
+}
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
+}
+
+// The online softmax's running state of a row (maximum m, sum l) moved to a tile's maximum mx:
+// returns the factor that rescales what was summed so far (l here; the caller's outputs), and
+// m_use, the maximum to subtract from the tile's scores (0 for a row with nothing seen yet).
+__device__ __forceinline__ float move_row_max(float mx, float& m, float& l, float& m_use) {
+  const float m_new = fmaxf(m, mx);
+  m_use = m_new == -INFINITY ? 0.0f : m_new;
+  const float alpha = expf(m - m_use);
+  m = m_new;
+  l *= alpha;
+  return alpha;
+}
+
+// Four BF16 values at p (8-byte aligned) as floats.
+__device__ __forceinline__ void load_bf16x4(const unsigned char* p, float (&x)[4]) {
+  const uint2 w = *reinterpret_cast<const uint2*>(p);
+  x[0] = bf16_bits_to_float(uint16_t(w.x & 0xFFFFu));
+  x[1] = bf16_bits_to_float(uint16_t(w.x >> 16));
+  x[2] = bf16_bits_to_float(uint16_t(w.y & 0xFFFFu));
+  x[3] = bf16_bits_to_float(uint16_t(w.y >> 16));
+}
+
+__device__ __forceinline__ float abs_max4(const float (&x)[4]) {
+  return fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
+}
+
+// The power of two that brings a row of Q into FP16's range for the FP8 steps: up = 2^e puts
+// the row's largest |q| (amax) in [2^14, 2^15), e in [-40, 40] (0 for a zero or non-finite row);
+// down = 2^-e takes it back out of the scores.
+struct Fp16RowScale {
+  float up, down;
+};
+__device__ __forceinline__ Fp16RowScale fp16_row_scale(float amax) {
+  int e = 0;
+  if (amax > 0.0f && isfinite(amax)) {
+    int ex = 0;
+    frexpf(amax, &ex);  // amax = f · 2^ex, f in [0.5, 1)
+    e = min(max(15 - ex, -40), 40);
+  }
+  return {__int_as_float((127 + e) << 23), __int_as_float((127 - e) << 23)};
+}
+
 // S = Q·Kᵀ of a warp's 16 rows (qf: Q's A fragments) over kWarpKeys keys: rows key0.. of kb,
 // BF16 rows of kStride elements.
 template <int HD, int kWarpKeys, int kStride>
@@ -158,13 +210,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kWarpKeys / 8][4], const
         mx = fmaxf(mx, x);
       }
     }
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-    const float m_new = fmaxf(m_r[i], mx);
-    m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet
-    alpha[i] = expf(m_r[i] - m_use[i]);
-    m_r[i] = m_new;
-    l_r[i] *= alpha[i];
+    alpha[i] = move_row_max(quad_max(mx), m_r[i], l_r[i], m_use[i]);
   }
   if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
@@ -308,13 +354,7 @@ template <int HD, int kStride>
 __device__ __forceinline__ void fp8_q_fragments(const unsigned char* qs, int lane, float score_scale,
                                                 uint32_t (&qf)[HD / 16][4], float (&scale_r)[2]) {
   const int g = lane >> 2, q4 = (lane & 3) * 4;
-  auto load4 = [&](int i, int c, float (&x)[4]) {
-    const uint2 w = *reinterpret_cast<const uint2*>(qs + ((g + 8 * i) * kStride + 16 * c + q4) * 2);
-    x[0] = bf16_bits_to_float(uint16_t(w.x & 0xFFFFu));
-    x[1] = bf16_bits_to_float(uint16_t(w.x >> 16));
-    x[2] = bf16_bits_to_float(uint16_t(w.y & 0xFFFFu));
-    x[3] = bf16_bits_to_float(uint16_t(w.y >> 16));
-  };
+  auto load4 = [&](int i, int c, float (&x)[4]) { load_bf16x4(qs + ((g + 8 * i) * kStride + 16 * c + q4) * 2, x); };
   float up[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -323,18 +363,11 @@ __device__ __forceinline__ void fp8_q_fragments(const unsigned char* qs, int lan
     for (int c = 0; c < HD / 16; ++c) {
       float x[4];
       load4(i, c, x);
-      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3]))));
+      amax = fmaxf(amax, abs_max4(x));
     }
-    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 2));
-    int e = 0;
-    if (amax > 0.0f && isfinite(amax)) {
-      int ex = 0;
-      frexpf(amax, &ex);  // amax = f · 2^ex, f in [0.5, 1)
-      e = min(max(15 - ex, -40), 40);
-    }
-    up[i] = __int_as_float((127 + e) << 23);
-    scale_r[i] = score_scale * __int_as_float((127 - e) << 23);
+    const Fp16RowScale rs = fp16_row_scale(quad_max(amax));
+    up[i] = rs.up;
+    scale_r[i] = score_scale * rs.down;
   }
 #pragma unroll
   for (int c = 0; c < HD / 16; ++c) {
@@ -410,12 +443,6 @@ __device__ __forceinline__ void attend_tile_fp8(const unsigned char* kb, const u
 // Shared memory the key-split merge needs: every warp's maxima, sums and outputs of 16 rows.
 template <int HD>
 constexpr int kKeySplitMergeBytes = kFlashWarps * kKeySplitRows * (HD + 2) * 4;
-
-// A row's MMA accumulators are spread over the four lanes of a quad (lane & 3): their sum.
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(kFullMask, x, 1);
-  return x + __shfl_xor_sync(kFullMask, x, 2);
-}
 
 // The end of a key-split CTA: its warps hold online-softmax states (maxima m_r, partial sums
 // l_r, unnormalized outputs o) of the same 16 rows over different keys. Every warp leaves them

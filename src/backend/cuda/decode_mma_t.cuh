@@ -56,23 +56,12 @@ __device__ __forceinline__ void fp8_qt_fragments(const unsigned char* qs, int la
   float amax = 0.0f;
 #pragma unroll
   for (int c = 0; c < HD / 16; ++c) {
-    const uint2 w = *reinterpret_cast<const uint2*>(qs + (g * kStride + 16 * c + q4) * 2);
-    x[c][0] = bf16_bits_to_float(uint16_t(w.x & 0xFFFFu));
-    x[c][1] = bf16_bits_to_float(uint16_t(w.x >> 16));
-    x[c][2] = bf16_bits_to_float(uint16_t(w.y & 0xFFFFu));
-    x[c][3] = bf16_bits_to_float(uint16_t(w.y >> 16));
-    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[c][0]), fabsf(x[c][1])), fmaxf(fabsf(x[c][2]), fabsf(x[c][3]))));
+    load_bf16x4(qs + (g * kStride + 16 * c + q4) * 2, x[c]);
+    amax = fmaxf(amax, abs_max4(x[c]));
   }
-  amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 2));
-  int e = 0;
-  if (amax > 0.0f && isfinite(amax)) {
-    int ex = 0;
-    frexpf(amax, &ex);  // amax = f · 2^ex, f in [0.5, 1)
-    e = min(max(15 - ex, -40), 40);
-  }
-  const float up = __int_as_float((127 + e) << 23);
-  const float row_scale = score_scale * __int_as_float((127 - e) << 23);
+  const Fp16RowScale rs = fp16_row_scale(quad_max(amax));  // row g's, over the quad holding it
+  const float up = rs.up;
+  const float row_scale = score_scale * rs.down;
 #pragma unroll
   for (int i = 0; i < 2; ++i) scale_r[i] = __shfl_sync(kFullMask, row_scale, (2 * (lane & 3) + i) * 4);
 #pragma unroll
@@ -126,12 +115,7 @@ __device__ __forceinline__ void softmax_tile_t(float (&s)[4], const float (&scal
         if (j < lo_r[i] || j > pos_r[i]) x = -INFINITY;
       }
     }
-    const float mx = key_lanes_max(fmaxf(s[i], s[2 + i]));
-    const float m_new = fmaxf(m_r[i], mx);
-    m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet
-    alpha[i] = expf(m_r[i] - m_use[i]);
-    m_r[i] = m_new;
-    l_r[i] *= alpha[i];
+    alpha[i] = move_row_max(key_lanes_max(fmaxf(s[i], s[2 + i])), m_r[i], l_r[i], m_use[i]);
   }
   if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll

@@ -300,20 +300,21 @@ int fp8_ctas_per_sm() {
   return v;
 }
 
+// An FP8 cache's forms: transposed, or 16-row tiles compiled for 4 (default) or 3 CTAs an SM.
+template <int HD, KvElement E>
+void launch_fp8(const FlashArgs& a, unsigned blocks, bool transposed, int fp8_ctas, cudaStream_t stream) {
+  if (transposed) launch<HD, E, 4, true>(a, blocks, stream);
+  else if (fp8_ctas == 3) launch<HD, E, 3>(a, blocks, stream);
+  else launch<HD, E, 4>(a, blocks, stream);
+}
+
 template <int HD>
 void launch_e(KvElement e, const FlashArgs& a, unsigned blocks, bool transposed, cudaStream_t stream) {
   const int fp8_ctas = fp8_ctas_per_sm();
   switch (e) {
     case KvElement::kBF16: launch<HD, KvElement::kBF16, 1>(a, blocks, stream); break;
-    case KvElement::kE4M3:
-      if (transposed) launch<HD, KvElement::kE4M3, 4, true>(a, blocks, stream);
-      else if (fp8_ctas == 3) launch<HD, KvElement::kE4M3, 3>(a, blocks, stream);
-      else launch<HD, KvElement::kE4M3, 4>(a, blocks, stream);
-      break;
-    case KvElement::kE5M2:
-      if (transposed) launch<HD, KvElement::kE5M2, 4, true>(a, blocks, stream);
-      else launch<HD, KvElement::kE5M2, 4>(a, blocks, stream);
-      break;
+    case KvElement::kE4M3: launch_fp8<HD, KvElement::kE4M3>(a, blocks, transposed, fp8_ctas, stream); break;
+    case KvElement::kE5M2: launch_fp8<HD, KvElement::kE5M2>(a, blocks, transposed, fp8_ctas, stream); break;
     default: throw Error("cuda paged attention: no warp decode kernel for kv element type " + std::to_string(int(e)));
   }
 }
