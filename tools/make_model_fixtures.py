@@ -24,7 +24,8 @@ What it writes (see tests/fixtures/models/README.md for the exact semantics of e
 5. Tiny random mixture-of-experts models in tests/fixtures/models/moe/ (a manifest of their own,
    same schema): Qwen3-MoE with norm_topk_prob true and a dense layer through mlp_only_layers,
    Qwen3-MoE with norm_topk_prob false and decoder_sparse_step 2, Mixtral; hidden 64, 8 experts,
-   top-2; the float32 logits of transformers' eager expert loop (bf16 case only), and the
+   top-2; the float32 logits of transformers' eager expert loop (bf16; for Qwen3-MoE and Mixtral
+   also the four online FP8 cases, experts emulated by Fp8Experts as fp8lm and vLLM run them), and the
    smallest gap between any token's k-th and (k+1)-th router probability, asserted to be 100
    times the float32 noise of a probability, so no implementation's rounding changes an expert. `--only-moe` regenerates this part
    alone (a few seconds, no LLM Compressor, the rest untouched).
@@ -62,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixture_arrays import ArrayWriter  # noqa: E402
 # The online-quantization formulas the CPU linear layer is already tested against: reusing
 # them (rather than a copy) keeps the model fixtures and the linear fixtures in lockstep.
-from make_linear_fixtures import FMAX, quantize_activation  # noqa: E402
+from make_linear_fixtures import FMAX, fp8, quantize_activation  # noqa: E402
 from make_numerics_fixtures import ct_case  # noqa: E402
 
 SEED = 0
@@ -266,15 +267,18 @@ class Fp8Linear(nn.Module):
     `accum` float32 is only for the sensitivity twin (see twin()).
     """
 
-    def __init__(self, w_deq: torch.Tensor, bias, act: str, static_scale: float = 0.0):
+    def __init__(self, w_deq: torch.Tensor, bias, act: str, static_scale: float = 0.0, quantize=None):
         super().__init__()
         self.w_deq, self.bias, self.act, self.static_scale = w_deq, bias, act, static_scale
+        self.quantize = quantize  # x -> float64 fake-quantized x, replacing `act` (group_quantizer)
         self.accum = torch.float64
 
     def forward(self, x):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1]).float()  # [tokens, K]: one call = one prompt
-        if self.act == "none":
+        if self.quantize is not None:
+            xd = self.quantize(x2)
+        elif self.act == "none":
             xd = x2.double()
         else:
             codes, _, full = quantize_activation(x2, self.act, self.static_scale, 0.0)
@@ -344,7 +348,7 @@ def twin(model):
     change propagates), i.e. the noise floor any other implementation will see too."""
     m = copy.deepcopy(model)
     for mod in m.modules():
-        if isinstance(mod, Fp8Linear):
+        if isinstance(mod, (Fp8Linear, Fp8Experts)):
             mod.accum = torch.float32
     return replace_linears(m, lambda name, lin: F64Linear(lin), include_lm_head=True)
 
@@ -723,6 +727,77 @@ MOE_DIR = "moe"  # under --out: its own manifest and arrays, so ArrayWriter's cl
 MOE_GAP_OVER_NOISE = 100  # a token's k-th - (k+1)-th router probability ≥ this × float32 noise (topk_margin)
 
 
+MOE_FP8_ARCHS = ["qwen3_moe", "mixtral"]  # the FP8 cases (kept to two models: the fixtures stay small)
+
+
+class Fp8Experts(nn.Module):
+    """A sparse block's experts (transformers' Qwen3MoeExperts / MixtralExperts eager loop, whose
+    gate_up_proj [E, 2I, H] holds gate then up) with every projection in FP8 as fp8lm's
+    --quantization fp8:* runs it: each expert's gate, up and down quantized on its own
+    (ct_weight, compressed-tensors' arithmetic, as the loader does per checkpoint tensor),
+    activations through quantize_activation (vLLM's quantizers), products in float64 (like
+    Fp8Linear). A dynamic per-TENSOR activation scale is one scale for the whole call, as vLLM's
+    fused MoE takes it (moe_kernel_quantize_input on the whole batch, then on the whole
+    intermediate cache): gate/up's over every token of the block's input, down's over every
+    routed token's SwiGLU output. Per-token / per-group scales are per row, so gathering first
+    or after is the same."""
+
+    def __init__(self, experts, layout: str, act: str, weights=None, quantize=None):
+        super().__init__()
+        width = experts.intermediate_dim
+        gate_up, down = experts.gate_up_proj.detach(), experts.down_proj.detach()
+        self.num_experts, self.act, self.act_fn, self.quantize = experts.num_experts, act, experts.act_fn, quantize
+        if weights is not None:  # a checkpoint's own: ([gate], [up], [down]) dequantized, float64
+            self.gate, self.up, self.down = weights
+        else:
+            self.gate = [ct_weight(gate_up[e, :width], layout) for e in range(self.num_experts)]
+            self.up = [ct_weight(gate_up[e, width:], layout) for e in range(self.num_experts)]
+            self.down = [ct_weight(down[e], layout) for e in range(self.num_experts)]
+        self.accum = torch.float64
+
+    def quantized(self, x):
+        if self.quantize is not None:
+            return self.quantize(x.float())
+        if self.act == "none":
+            return x.double()
+        codes, _, full = quantize_activation(x.float(), self.act, 0.0, 0.0)
+        return codes.double() * full.double()
+
+    def matmul(self, xd, w):
+        return (xd.to(self.accum) @ w.to(self.accum).T).float()
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        xd = self.quantized(hidden_states)
+        routed, acts = [], []
+        for e in range(self.num_experts):
+            # transformers' order: the tokens that chose e first, then second, ...
+            pos, tok = torch.where((top_k_index == e).T)
+            if len(tok) == 0:
+                continue
+            gate, up = self.matmul(xd[tok], self.gate[e]), self.matmul(xd[tok], self.up[e])
+            routed.append((e, pos, tok))
+            acts.append(self.act_fn(gate) * up)
+        ad = self.quantized(torch.cat(acts))
+        start = 0
+        for (e, pos, tok), a in zip(routed, acts):
+            y = self.matmul(ad[start:start + len(tok)], self.down[e])
+            start += len(tok)
+            out.index_add_(0, tok, (y * top_k_weights[tok, pos, None]).to(out.dtype))
+        return out
+
+
+def online_fp8_moe(model, layout: str, act: str):
+    """online_fp8 (attention, dense MLPs) plus every sparse block's experts as Fp8Experts; the
+    routers stay float32 (transformers' TopKRouter is not an nn.Linear, so replace_linears leaves
+    it, as fp8lm never quantizes a router)."""
+    m = online_fp8(model, layout, act)
+    for layer in m.model.layers:
+        if hasattr(layer.mlp, "experts"):
+            layer.mlp.experts = Fp8Experts(layer.mlp.experts, layout, act)
+    return m
+
+
 def tiny_moe_config(arch: str):
     import transformers
     common = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
@@ -808,6 +883,161 @@ def topk_margin(model, prompts) -> dict:
     return {"layers": sorted(probs), "min_topk_gap": min(gaps.values()), "router_prob_noise": noise}
 
 
+def moe_fp8_cases(arch: str, model, prompts: list, plain: list, w: ArrayWriter) -> list:
+    """The online FP8 schemes (ONLINE) on an MoE model: Fp8Linear everywhere but lm_head and the
+    routers, Fp8Experts in the sparse blocks. Each FP8 model's own expert choices must be as safe
+    from float32 noise as the BF16 model's (topk_margin on the FP8 model and its twin)."""
+    cases = []
+    for case, (quant, layout, act) in ONLINE.items():
+        m = online_fp8_moe(model, layout, act)
+        logits = run_logits(m, prompts)
+        noise = per_prompt(logits, run_logits(twin(m), prompts))
+        margin = topk_margin(m, prompts)
+        d = max_diff(logits, plain)
+        print(f"  {arch:16s} {case:15s} vs bf16: max {d:<8.4g} mean {mean_diff(logits, plain):<8.3g} "
+              f"top-1 agree {top1_agreement(logits, plain):.3f} | twin max {max(noise):.3g} | top-k gap "
+              f"{margin['min_topk_gap']:.3g}, router noise {margin['router_prob_noise']:.3g}")
+        assert 0 < d < 2.0, (arch, case, d)  # must differ, by a modest amount
+        assert margin["min_topk_gap"] >= MOE_GAP_OVER_NOISE * margin["router_prob_noise"], (arch, case, margin)
+        cases.append({"name": case, "quantization": quant, "kv_cache_dtype": "fp32", "kv_scales": None,
+                      "max_abs_diff_vs_bf16": per_prompt(logits, plain), "mean_abs_diff_vs_bf16": mean_diff(logits, plain),
+                      "max_abs_diff_accumulation_twin": noise, "min_topk_gap": margin["min_topk_gap"],
+                      "router_prob_noise": margin["router_prob_noise"],
+                      "logits": [w.array(f"{arch}_{case}_p{i}", t) for i, t in enumerate(logits)]})
+    return cases
+
+
+# FP8 MoE checkpoints: the Hugging Face "fp8" layout of Qwen3-30B-A3B-FP8 (per-expert
+# weight_scale_inv blocks) written by transformers' own quantizer, and LLM Compressor's FP8_BLOCK
+# Qwen3-MoE checkpoint of tests/fixtures/checkpoints. Neither runs in transformers on a CPU with
+# fp8lm's semantics (without a GPU transformers dequantizes an fp8 checkpoint — and needs
+# accelerate, not in the fixture venv — and quantizes no activation; compressed-tensors 0.20.1's
+# group quantizer fails on K = 64 < 128), so the reference is the emulation on the checkpoint's
+# own codes and scales.
+MOE_HF_BLOCK = 16  # transformers' Fp8Quantize leaves a weight whose dims are not multiples of the
+                   # block unquantized, and the tiny dims (64, 48, 32) are not multiples of 128
+MOE_CT_BLOCK = "../checkpoints/ct_fp8_block_qwen3_moe"  # relative to --out
+MOE_CT_SOURCE = "../checkpoints/qwen3_moe_bf16"          # the model it was made from (asserted)
+
+
+def group_quantizer(g: int):
+    """quantize_activation's dynamic_group (vLLM's per-token-group rule) for groups of g."""
+    def quantize(x):
+        m, k = x.shape
+        cols = -(-k // g)
+        s = torch.empty(m, cols, dtype=torch.float32)
+        for j in range(cols):
+            s[:, j] = torch.clamp(x[:, j * g:(j + 1) * g].abs().amax(dim=1), min=1e-10) / FMAX
+        full = s.repeat_interleave(g, 1)[:, :k]
+        return fp8(x, full).double() * full.double()
+    return quantize
+
+
+def block_dequant(codes, scales, bn: int, bk: int):
+    n, k = codes.shape
+    return codes.double() * scales.double().repeat_interleave(bn, 0).repeat_interleave(bk, 1)[:n, :k]
+
+
+def block_checkpoint_emulation(src_model, folder: Path, scale_suffix: str, bn: int, bk: int):
+    """src_model (float32) with every FP8 weight of `folder`'s checkpoint as codes x scale (block
+    grid), activations in dynamic 1 x bk groups: Fp8Linear for attention and dense MLPs,
+    Fp8Experts for the sparse blocks (Qwen3-MoE names). Asserts that every tensor the checkpoint
+    keeps in high precision equals src_model's (so src_model is its source)."""
+    from safetensors.torch import load_file
+    sd = load_file(str(folder / "model.safetensors"))
+    src = src_model.state_dict()
+    for k, v in sd.items():
+        if v.dtype != torch.float8_e4m3fn and not k.endswith(scale_suffix) and k in src:
+            assert torch.equal(v.float(), src[k]), k
+    quantize = group_quantizer(bk)
+    deq = lambda name: block_dequant(sd[name + ".weight"], sd[name + "." + scale_suffix], bn, bk)
+
+    def make(name, lin):
+        assert sd[name + ".weight"].dtype == torch.float8_e4m3fn, name
+        return Fp8Linear(deq(name), None, "group", quantize=quantize)
+    m = replace_linears(copy.deepcopy(src_model), make)
+    for i, layer in enumerate(m.model.layers):
+        if hasattr(layer.mlp, "experts"):
+            ex = layer.mlp.experts
+            p = f"model.layers.{i}.mlp.experts."
+            w = tuple([deq(f"{p}{e}.{proj}") for e in range(ex.num_experts)] for proj in ("gate_proj", "up_proj", "down_proj"))
+            layer.mlp.experts = Fp8Experts(ex, None, None, weights=w, quantize=quantize)
+    return m.eval(), sd
+
+
+def make_hf_fp8_moe(src: Path, folder: Path):
+    """Qwen3-30B-A3B-FP8's layout from the tiny qwen3_moe: every linear but the routers and lm_head
+    as F8_E4M3 codes + F32 weight_scale_inv blocks, quantized by transformers' Fp8Quantize (the op
+    FineGrainedFP8Config uses to quantize and save_pretrained to write), config.json with
+    quantization_config {quant_method fp8, activation_scheme dynamic, fmt e4m3, weight_block_size}."""
+    from types import SimpleNamespace
+    from safetensors.torch import load_file, save_file
+    from transformers import FineGrainedFP8Config
+    from transformers.integrations.finegrained_fp8 import Fp8Quantize
+    quantizer = Fp8Quantize(SimpleNamespace(quantization_config=FineGrainedFP8Config(
+        weight_block_size=(MOE_HF_BLOCK, MOE_HF_BLOCK))))
+    out = {}
+    for k, v in load_file(str(src / "model.safetensors")).items():
+        keep = v.ndim != 2 or k.endswith(".mlp.gate.weight") or k in ("lm_head.weight", "model.embed_tokens.weight")
+        out.update({k: v} if keep else quantizer.convert({k: v}))
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+                                  "weight_block_size": [MOE_HF_BLOCK, MOE_HF_BLOCK]}
+    clean(folder)
+    save_file(out, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def moe_checkpoint_entry(name: str, folder: Path, dir_name: str, model, prompts, base_logits, semantics: str,
+                         w: ArrayWriter, facts: dict) -> dict:
+    logits = run_logits(model, prompts)
+    noise = per_prompt(logits, run_logits(twin(model), prompts))
+    margin = topk_margin(model, prompts)
+    d = max_diff(logits, base_logits)
+    print(f"  {name}: vs source bf16 max {d:.4g} mean {mean_diff(logits, base_logits):.3g} | twin max "
+          f"{max(noise):.3g} | top-k gap {margin['min_topk_gap']:.3g}, router noise {margin['router_prob_noise']:.3g}")
+    assert 0 < d < 2.0, (name, d)
+    assert margin["min_topk_gap"] >= MOE_GAP_OVER_NOISE * margin["router_prob_noise"], (name, margin)
+    return {"dir": dir_name, "architecture": type(model).__name__, "prompts": prompts,
+            "source_bf16_logits": [w.array(f"{name}_source_bf16_p{i}", t) for i, t in enumerate(base_logits)],
+            **facts, "min_topk_gap": margin["min_topk_gap"], "router_prob_noise": margin["router_prob_noise"],
+            "cases": [{"name": "fp8lm_semantics", "semantics": semantics, "quantization": None,
+                       "kv_cache_dtype": "fp32", "kv_scales": None,
+                       "max_abs_diff_vs_bf16": per_prompt(logits, base_logits),
+                       "max_abs_diff_accumulation_twin": noise,
+                       "logits": [w.array(f"{name}_p{i}", t) for i, t in enumerate(logits)]}]}
+
+
+def moe_checkpoints(out: Path, w: ArrayWriter, manifest: dict):
+    moe_out = out / MOE_DIR
+    q = manifest["models"]["qwen3_moe"]
+    base = [torch.from_numpy(__import__("numpy").fromfile(moe_out / f, dtype="<f4")).reshape(len(p), -1)
+            for f, p in zip(q["cases"][0]["logits"], q["prompts"])]
+    src = load_moe_f32(moe_out / "qwen3_moe")
+    folder = moe_out / "hf_fp8_block_qwen3_moe"
+    make_hf_fp8_moe(moe_out / "qwen3_moe", folder)
+    # (transformers would load this only through accelerate, which the fixture venv lacks; the
+    # bytes are its own quantizer's, the reading of them is the emulation's.)
+    emu, _ = block_checkpoint_emulation(src, folder, "weight_scale_inv", MOE_HF_BLOCK, MOE_HF_BLOCK)
+    b = MOE_HF_BLOCK
+    manifest["models"]["hf_fp8_block_qwen3_moe"] = moe_checkpoint_entry(
+        "hf_fp8_block_qwen3_moe", folder, f"{MOE_DIR}/hf_fp8_block_qwen3_moe", emu, q["prompts"], base,
+        f"W = codes x weight_scale_inv ({b}x{b} blocks, F32); x in dynamic 1x{b} groups, scale = max(amax, 1e-10) "
+        "/ 448 (vLLM's per-token-group rule); products in float64; experts as Fp8Experts; router and lm_head "
+        "float32 of the BF16 values.", w, {"source": f"{MOE_DIR}/qwen3_moe"})
+
+    ct = (out / MOE_CT_BLOCK).resolve()
+    ct_src = load_moe_f32((out / MOE_CT_SOURCE).resolve())
+    emu, _ = block_checkpoint_emulation(ct_src, ct, "weight_scale", 128, 128)
+    prompts = make_prompts(13)
+    manifest["models"]["ct_fp8_block_qwen3_moe"] = moe_checkpoint_entry(
+        "ct_fp8_block_qwen3_moe", ct, MOE_CT_BLOCK, emu, prompts, run_logits(ct_src, prompts),
+        "LLM Compressor's FP8_BLOCK checkpoint (tests/fixtures/checkpoints) run with fp8lm's semantics: "
+        "W = codes x weight_scale (128x128 blocks, BF16 widened; ragged: dims < 128); x in dynamic 1x128 groups "
+        "(vLLM's rule); products in float64; experts as Fp8Experts; the ignored routers and lm_head float32.",
+        w, {"source": MOE_CT_SOURCE})
+
+
 def moe_fixtures(out: Path):
     import safetensors
     import transformers
@@ -839,6 +1069,9 @@ def moe_fixtures(out: Path):
             "router_prob_noise": margin["router_prob_noise"],
             "cases": [{"name": "bf16", "quantization": None, "kv_cache_dtype": "fp32", "kv_scales": None,
                        "logits": [w.array(f"{arch}_bf16_p{i}", t) for i, t in enumerate(logits)]}]}
+        if arch in MOE_FP8_ARCHS:
+            manifest["models"][arch]["cases"] += moe_fp8_cases(arch, model, prompts, logits, w)
+    moe_checkpoints(out, w, manifest)
     (moe_out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     total = sum(p.stat().st_size for p in moe_out.rglob("*") if p.is_file())
     print(f"{total} bytes in {moe_out}")

@@ -170,7 +170,7 @@ class Ops {
   // model refuses an MoE architecture at load where it does not (issue 20: CUDA).
   virtual bool supports_moe() const { return false; }
   // One MoE block's experts, expert e the SwiGLU MLP down[e](silu(gate[e]·x) · up[e]·x):
-  // gate/up [I, H], down [H, I], every expert the same shape, one scheme per linear.
+  // gate/up [I, H], down [H, I], every expert the same shape, one scheme for the block.
   virtual std::unique_ptr<Weight> upload_moe_experts(std::span<const weights::LinearWeight> gate,
                                                      std::span<const weights::LinearWeight> up,
                                                      std::span<const weights::LinearWeight> down) {
@@ -264,7 +264,11 @@ class Ops {
   // row r routes to (router_logits[r], [rows, experts], as `routing` says),
   // summed in float32 from zero in increasing expert order — transformers'
   // loop over the experts, so the rounding is its rounding. Rows are
-  // independent: a row's result does not depend on the others in the call.
+  // independent: a row's result does not depend on the others in the call —
+  // except with FP8 experts whose activations take a dynamic per-tensor scale:
+  // as in vLLM's fused MoE that scale spans the call (gate/up: every row of x;
+  // down: every routed row), and a static input scale is the largest of the
+  // block's experts (gate and up together, down apart).
   virtual void moe(Tensor x, Tensor router_logits, const Weight& experts, const MoeRouting& routing, Tensor out) {
     (void)x, (void)router_logits, (void)experts, (void)routing, (void)out;
     throw_no_moe("moe");

@@ -45,8 +45,8 @@ inline constexpr float kDummyInputScale = 32.0f / 448.0f;
 double dummy_weight_bound();
 
 // A spec from io::read_model_spec_dummy (or any spec: nothing is read from
-// files) → the weights. Throws fp8lm::Error for an unsupported model (FP8 MoE) or
-// a non-positive sigma.
+// files) → the weights. Throws fp8lm::Error for an unsupported model (an MoE
+// layer whose experts do not share one scheme) or a non-positive sigma.
 HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeightOptions& options = {});
 
 }  // namespace fp8lm::loader

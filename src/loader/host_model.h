@@ -47,17 +47,24 @@ struct HostModelWeights {
 // Called after each decoder layer is loaded (layer index, layer count).
 using LoadProgress = std::function<void(int layer, int layers)>;
 
-// The cheap part of the loaders' checks (the architecture), for callers that
-// want to refuse a model before loading anything else. MoE models run with
-// high-precision experts only so far: an FP8 checkpoint or --quantization fp8
-// of one is refused by name (issue 20), not run through a path no test covers.
+// The cheap part of the loaders' checks, for callers that want to refuse a
+// model before loading anything else: every expert projection of an MoE layer
+// must have one quantization scheme, because a layer's experts run as one
+// block (Ops::moe; vLLM's fused MoE likewise loads one scheme per layer). The
+// format parsers already skip a layer's experts as a whole where a list names
+// one; what remains is a checkpoint or --keep-bf16 pattern that splits them.
 inline void check_supported(const io::ModelSpec& spec) {
-  const ModelConfig& c = spec.config;
-  const io::CheckpointQuantization& q = spec.quantization;
-  if (c.is_moe() && (q.serialized() || q.online))
-    throw Error(spec.directory.string() + ": " + c.architecture + " is a mixture-of-experts model, and FP8 MoE (" +
-                q.format + (q.variant.empty() ? "" : ", " + q.variant) +
-                ") is not implemented yet (issue 20): fp8lm runs MoE models in BF16 so far, without --quantization");
+  std::map<int, const io::LinearLayerSpec*> first_expert;  // per layer
+  for (const io::LinearLayerSpec& l : spec.linears) {
+    if (l.module.kind != LinearKind::kExpert) continue;
+    const io::LinearLayerSpec*& first = first_expert[l.module.layer];
+    if (first == nullptr) first = &l;
+    else if (!(l.scheme == first->scheme))
+      throw Error(spec.directory.string() + ": the experts of layer " + std::to_string(l.module.layer) +
+                  " do not share one quantization scheme: " + l.module.name + " is '" + l.scheme.describe() +
+                  "', " + first->module.name + " is '" + first->scheme.describe() +
+                  "'; fp8lm runs a layer's experts as one block with one scheme");
+  }
 }
 // The spec's linear layers by module name, for both loaders (checkpoint and dummy).
 class LinearSpecs {

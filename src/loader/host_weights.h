@@ -15,8 +15,10 @@
 namespace fp8lm::loader {
 
 // Throws fp8lm::Error naming the tensor for anything the model cannot run:
-// an FP8 MoE model (not yet implemented), a non-finite or non-positive scale,
-// per-head KV scales. A spec of read_model_spec_dummy (--load-format dummy)
+// an MoE layer whose experts do not share one scheme, a non-finite or
+// non-positive scale, per-head KV scales. Under --quantization fp8 each BF16
+// weight (each expert's too) is quantized as it is read and its pages dropped
+// right after, so the BF16 model is never resident at once. A spec of read_model_spec_dummy (--load-format dummy)
 // gets dummy_host_weights(spec) (loader/dummy_weights.h) instead. The cheap
 // part of these checks is check_supported (loader/host_model.h).
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress = {});

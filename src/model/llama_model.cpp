@@ -54,9 +54,13 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
     }
     if (config.sliding_window && i >= config.sliding_window_from_layer) l.sliding_window = config.sliding_window;
     layers_.push_back(std::move(l));
-    // MoE experts cannot couple rows: they are high precision (loader::check_supported refuses FP8 MoE).
     for (const weights::LinearWeight* lw : {&h.q, &h.k, &h.v, &h.o, &h.gate, &h.up, &h.down})
       rows_coupled_ = rows_coupled_ || lw->activation == ActivationQuant::kDynamicTensor;
+    // FP8 experts with a dynamic per-tensor scale: one scale over the block's rows (Ops::moe).
+    if (h.moe)
+      for (const auto* experts : {&h.moe->gate, &h.moe->up, &h.moe->down})
+        for (const weights::LinearWeight& lw : *experts)
+          rows_coupled_ = rows_coupled_ || lw.activation == ActivationQuant::kDynamicTensor;
   }
   rows_coupled_ = rows_coupled_ || w.lm_head.activation == ActivationQuant::kDynamicTensor;
 }

@@ -399,17 +399,19 @@ TEST(DummyWeights, Errors) {
     ConfigDir no_vocab(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})");
     EXPECT_FALSE(error_of(no_vocab.path()).empty());
   }
-  // MoE: BF16 experts are generated (a router and every expert's projections
-  // per layer); FP8 MoE is refused by name (issue 20).
+  // MoE: a router and every expert's projections per layer are generated, the
+  // experts in FP8 under --quantization fp8 (the router never: BF16).
   const loader::HostModelWeights moe = loader::dummy_host_weights(io::read_model_spec(checkpoint("qwen3_moe_bf16"), dummy()));
   ASSERT_TRUE(moe.layers.at(0).moe.has_value());
   EXPECT_EQ(moe.layers[0].moe->down.size(), 4u);
   EXPECT_EQ(moe.layers[0].moe->router.n, 4);
   io::LoadOverrides fp8_moe = dummy();
   fp8_moe.quantization = io::OnlineQuant::kChannelToken;
-  const std::string refused = error_of(checkpoint("qwen3_moe_bf16"), fp8_moe);
-  EXPECT_NE(refused.find("mixture-of-experts"), std::string::npos) << refused;
-  EXPECT_NE(refused.find("issue 20"), std::string::npos) << refused;
+  const loader::HostModelWeights moe8 =
+      loader::dummy_host_weights(io::read_model_spec(checkpoint("qwen3_moe_bf16"), fp8_moe));
+  EXPECT_EQ(moe8.layers.at(0).moe->down.at(3).element, ElementType::kE4M3);
+  EXPECT_EQ(moe8.layers[0].moe->down[3].activation, ActivationQuant::kDynamicToken);
+  EXPECT_EQ(moe8.layers[0].moe->router.element, ElementType::kBF16);
   // Overrides apply as for a real checkpoint: no online quantization of an FP8 config.
   io::LoadOverrides o = dummy();
   o.quantization = io::OnlineQuant::kBlock;

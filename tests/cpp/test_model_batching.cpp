@@ -18,6 +18,7 @@ struct Setup {
   const char* quantization;  // nullptr = as stored
   const char* kv;
   const char* fixtures = "models";  // or kMoeFixtures
+  const char* label = nullptr;        // the test's name when not the model's
 };
 
 class ModelInvariance : public ::testing::TestWithParam<Setup> {
@@ -107,8 +108,14 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelInvariance,
                                            Setup{"mistral", "fp8:weight-only", "fp8_e5m2"},
                                            // MoE: rows routed to different experts in one step.
                                            Setup{"qwen3_moe", nullptr, "fp32", kMoeFixtures},
-                                           Setup{"mixtral", nullptr, "fp8_e4m3", kMoeFixtures}),
-                         [](const auto& p) { return std::string(p.param.model); });
+                                           Setup{"mixtral", nullptr, "fp8_e4m3", kMoeFixtures},
+                                           // FP8 experts in each row-wise scheme (a dynamic per-tensor
+                                           // scale spans the call, as for dense layers).
+                                           Setup{"qwen3_moe", "fp8:block", "fp32", kMoeFixtures, "qwen3_moe_fp8_block"},
+                                           Setup{"mixtral", "fp8:channel", "bf16", kMoeFixtures, "mixtral_fp8_channel"},
+                                           Setup{"qwen3_moe_nonorm", "fp8:weight-only", "fp8_e4m3", kMoeFixtures,
+                                                 "qwen3_moe_nonorm_fp8_weight_only"}),
+                         [](const auto& p) { return std::string(p.param.label ? p.param.label : p.param.model); });
 
 TEST(ModelErrors, PositionsBeyondTheContextAndShortBlockTables) {
   LoadedModel lm(model_fixture_dir("llama"), {}, 1);

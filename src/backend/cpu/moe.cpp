@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "backend/cpu/linear.h"
 #include "common/error.h"
+#include "numerics/quantize.h"
 #include "numerics/silu.h"
 
 namespace fp8lm::cpu {
@@ -25,6 +29,57 @@ std::vector<ExpertLinear> plan_all(std::span<const weights::LinearWeight> ws, in
   return out;
 }
 
+// Every expert of a block must run the same computation (what a grouped GEMM
+// over the experts needs, and what vLLM's fused MoE loads): the plans may
+// differ only in a static input scale, which plan_moe_experts then unifies.
+bool same_scheme(const LinearPlan& a, const LinearPlan& b) {
+  const auto layout = [](const ScaleLayout& l) { return std::tuple(l.granularity, l.group_rows, l.group_cols); };
+  if (a.path != b.path || a.weight != b.weight || layout(a.weight_scales) != layout(b.weight_scales) ||
+      a.x_scale != b.x_scale || a.x_scale_cap != b.x_scale_cap ||
+      a.x_quant.has_value() != b.x_quant.has_value())
+    return false;
+  return !a.x_quant || layout(a.x_quant->layout) == layout(b.x_quant->layout);
+}
+
+void check_one_scheme(const MoeExperts& m) {
+  const LinearPlan& first = m.gate[0].plan;
+  const std::pair<const char*, const std::vector<ExpertLinear>*> kinds[] = {
+      {"gate", &m.gate}, {"up", &m.up}, {"down", &m.down}};
+  for (const auto& [what, experts] : kinds)
+    for (size_t e = 0; e < experts->size(); ++e)
+      if (!same_scheme((*experts)[e].plan, first))
+        throw Error("cpu ops: MoE expert " + std::to_string(e) + " " + what + " runs as '" +
+                    (*experts)[e].plan.describe() + "', expert 0 gate as '" + first.describe() +
+                    "': every expert projection of a block must have one quantization scheme");
+}
+
+// A static input scale: the largest of the experts', as vLLM keeps one per
+// layer for w13 (gate and up) and one for w2 (down).
+void unify_static_scale(std::initializer_list<std::vector<ExpertLinear>*> groups) {
+  float largest = 0.0f;
+  for (const std::vector<ExpertLinear>* g : groups)
+    for (const ExpertLinear& x : *g) largest = std::max(largest, x.plan.x_static_scale);
+  for (std::vector<ExpertLinear>* g : groups)
+    for (ExpertLinear& x : *g) x.plan.x_static_scale = largest;
+}
+
+// True when `p` quantizes its input with one dynamic scale per call: in an MoE
+// block that call is the whole block (see moe.h), so the scale is computed once
+// over all its rows and each expert's linear runs with it as a fixed scale.
+bool call_wide_scale(const LinearPlan& p) {
+  return p.path == LinearPlan::Path::kW8A8 && p.x_scale == LinearPlan::XScale::kDynamic &&
+         p.x_quant->layout.granularity == Granularity::kTensor;
+}
+
+// `p` with its per-tensor scale fixed to the one of all `rows` rows of x (the
+// dynamic quantizer is compute_scales then quantize_static, so the codes are
+// those the dynamic path would give over the same rows).
+LinearPlan fixed_scale_plan(LinearPlan p, std::span<const float> x, int64_t rows, int64_t cols, KernelChoice kernels) {
+  p.x_static_scale = compute_scales(MatrixView::f32(x.data(), rows, cols), *p.x_quant, kernels).at(0);
+  p.x_scale = LinearPlan::XScale::kStatic;
+  return p;
+}
+
 }  // namespace
 
 MoeExperts plan_moe_experts(std::span<const weights::LinearWeight> gate, std::span<const weights::LinearWeight> up,
@@ -38,6 +93,11 @@ MoeExperts plan_moe_experts(std::span<const weights::LinearWeight> gate, std::sp
   m.gate = plan_all(gate, m.width, m.hidden, "gate");
   m.up = plan_all(up, m.width, m.hidden, "up");
   m.down = plan_all(down, m.hidden, m.width, "down");
+  check_one_scheme(m);
+  if (m.gate[0].plan.x_scale == LinearPlan::XScale::kStatic) {
+    unify_static_scale({&m.gate, &m.up});
+    unify_static_scale({&m.down});
+  }
   return m;
 }
 
@@ -106,6 +166,15 @@ void moe(std::span<const float> x, int64_t rows, std::span<const float> router_l
   }
 
   std::fill(out.begin(), out.end(), 0.0f);
+  if (rows == 0) return;
+  // Pass 1: each expert's gate/up over its rows, the SwiGLU rows stored expert
+  // after expert, so that down's input is whole before a per-call scale is taken.
+  const bool x_wide = call_wide_scale(experts.gate[0].plan);
+  const LinearPlan gate_plan = x_wide ? fixed_scale_plan(experts.gate[0].plan, x, rows, h, kernels) : LinearPlan{};
+  s.act_start.assign(size_t(num_experts) + 1, 0);
+  for (int64_t e = 0; e < num_experts; ++e)
+    s.act_start[size_t(e) + 1] = s.act_start[size_t(e)] + int64_t(s.rows[size_t(e)].size());
+  s.act.resize(size_t(s.act_start.back() * width));
   for (int64_t e = 0; e < num_experts; ++e) {
     const std::vector<int64_t>& mine = s.rows[size_t(e)];
     if (mine.empty()) continue;
@@ -114,13 +183,26 @@ void moe(std::span<const float> x, int64_t rows, std::span<const float> router_l
     for (int64_t i = 0; i < n; ++i) std::copy_n(x.data() + mine[size_t(i)] * h, h, s.x.data() + i * h);
     s.gate.resize(size_t(n * width));
     s.up.resize(size_t(n * width));
-    s.act.resize(size_t(n * width));
+    const ExpertLinear &g = experts.gate[size_t(e)], &u = experts.up[size_t(e)];
+    // One fixed scale for all experts: the plans differ only in it (check_one_scheme).
+    linear(s.x, n, g.w, x_wide ? gate_plan : g.plan, s.gate, pool, kernels);
+    linear(s.x, n, u.w, x_wide ? gate_plan : u.plan, s.up, pool, kernels);
+    float* act = s.act.data() + s.act_start[size_t(e)] * width;
+    for (size_t i = 0; i < s.gate.size(); ++i) act[i] = silu_mul_f32(s.gate[i], s.up[i]);
+  }
+
+  // Pass 2: down, and the weighted outputs added in increasing expert order.
+  const bool act_wide = call_wide_scale(experts.down[0].plan);
+  const LinearPlan down_plan =
+      act_wide ? fixed_scale_plan(experts.down[0].plan, s.act, s.act_start.back(), width, kernels) : LinearPlan{};
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const std::vector<int64_t>& mine = s.rows[size_t(e)];
+    if (mine.empty()) continue;
+    const auto n = int64_t(mine.size());
     s.y.resize(size_t(n * h));
-    const ExpertLinear &g = experts.gate[size_t(e)], &u = experts.up[size_t(e)], &d = experts.down[size_t(e)];
-    linear(s.x, n, g.w, g.plan, s.gate, pool, kernels);
-    linear(s.x, n, u.w, u.plan, s.up, pool, kernels);
-    for (size_t i = 0; i < s.act.size(); ++i) s.act[i] = silu_mul_f32(s.gate[i], s.up[i]);
-    linear(s.act, n, d.w, d.plan, s.y, pool, kernels);
+    const ExpertLinear& d = experts.down[size_t(e)];
+    const std::span<const float> act(s.act.data() + s.act_start[size_t(e)] * width, size_t(n * width));
+    linear(act, n, d.w, act_wide ? down_plan : d.plan, s.y, pool, kernels);
     // transformers: out.index_add_(rows, y · p), the product rounded, then added.
     for (int64_t i = 0; i < n; ++i) {
       const float p = s.row_weight[size_t(e)][size_t(i)];

@@ -3,8 +3,17 @@
 // gathered and run through that expert's SwiGLU MLP with the ordinary CPU
 // linear layer (any scheme it plans), and the weighted outputs added into
 // each row in increasing expert order — transformers' loop over the experts,
-// so the float32 rounding is the same. Every step is row-independent, so a
-// row's result does not depend on its batch.
+// so the float32 rounding is the same.
+//
+// FP8 experts (any scheme the CPU linear plans) follow vLLM's fused MoE where
+// an activation scale spans more than a row, so that the GPU's grouped GEMMs
+// can match this reference: a dynamic per-tensor scale is one scale for the
+// whole call — gate/up's over every row of x, down's over every routed row's
+// SwiGLU output — not one per expert; a static (checkpoint) input scale is the
+// largest of the block's experts (gate and up together, down apart), as vLLM
+// loads one. Every other step is row-independent, so with row-wise schemes
+// (per token, per group, weight-only, static) a row's result does not depend
+// on its batch.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +39,11 @@ struct MoeExperts {
   int64_t hidden = 0, width = 0;  // H (gate/up input, down output) and I (expert width)
 };
 
-// Validates and plans the experts (every expert the same [I, H] / [H, I] shapes).
+// Validates and plans the experts: every expert the same [I, H] / [H, I]
+// shapes and one scheme for the whole block (element type, weight scale
+// layout, activation quantization: what a grouped GEMM over the experts
+// needs), each refused by name; static input scales replaced by the block's
+// largest (see the file comment).
 MoeExperts plan_moe_experts(std::span<const weights::LinearWeight> gate, std::span<const weights::LinearWeight> up,
                             std::span<const weights::LinearWeight> down);
 
@@ -42,7 +55,9 @@ void route_row(const float* logits, int64_t experts, const backend::MoeRouting& 
 // Buffers a call reuses (grown, never shrunk).
 struct MoeScratch {
   std::vector<int32_t> ids;
-  std::vector<float> weights, x, gate, up, act, y;
+  std::vector<float> weights, x, gate, up, y;
+  std::vector<float> act;                      // every expert's SwiGLU rows, expert after expert
+  std::vector<int64_t> act_start;              // per expert: its first row in act
   std::vector<std::vector<int64_t>> rows;    // per expert: the rows routed to it, in order
   std::vector<std::vector<float>> row_weight;  // per expert: those rows' weights
 };
