@@ -8,10 +8,10 @@
 //
 // The kernel is the one fp8lm's engine runs for that step (paged_attention's choice: the split
 // SIMT kernel under 64 (sequence, KV head) pairs, else the tensor-core decode kernel, split over
-// the context at small batches, transposed tiles for an FP8 cache; with
+// the context at small batches, one warp per pair for an FP8 cache from 12 pairs an SM; with
 // FP8LM_CUDA_DECODE_SPLIT=0 the split SIMT kernel below 2 × the SMs pairs), under the CUDA
 // backend's environment switches (FP8LM_CUDA_DECODE_SPLIT, FP8LM_CUDA_DECODE_CTAS,
-// FP8LM_CUDA_DECODE_FP8_CTAS, FP8LM_CUDA_DECODE_T, FP8LM_CUDA_FUSED_MERGE,
+// FP8LM_CUDA_DECODE_FP8_CTAS, FP8LM_CUDA_DECODE_T, FP8LM_CUDA_DECODE_PAIRS_MIN, FP8LM_CUDA_FUSED_MERGE,
 // FP8LM_CUDA_KV_PREFETCH), which the output names: run the program once
 // per setting to compare forms. Blocks are scattered over the cache (a random permutation), as a
 // long-running server's are. The cache is replicated into as many layer copies as it takes for
@@ -98,6 +98,7 @@ int run_main(int argc, char** argv) {
                                " FP8LM_CUDA_DECODE_CTAS=" + env_or("FP8LM_CUDA_DECODE_CTAS", "4") +
                                " FP8LM_CUDA_DECODE_FP8_CTAS=" + env_or("FP8LM_CUDA_DECODE_FP8_CTAS", "4") +
                                " FP8LM_CUDA_DECODE_T=" + env_or("FP8LM_CUDA_DECODE_T", "0") +
+                               " FP8LM_CUDA_DECODE_PAIRS_MIN=" + env_or("FP8LM_CUDA_DECODE_PAIRS_MIN", "12/SM") +
                                " FP8LM_CUDA_FUSED_MERGE=" + env_or("FP8LM_CUDA_FUSED_MERGE", "1") +
                                " FP8LM_CUDA_KV_PREFETCH=" + env_or("FP8LM_CUDA_KV_PREFETCH", "1");
   std::printf("device: %s, %d SMs; %d heads, %d KV heads, head_dim %lld, context %d + 1, blocks of %d\n%s\n\n",

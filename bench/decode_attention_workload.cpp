@@ -151,6 +151,7 @@ DecodeAttentionWorkload::DecodeAttentionWorkload(int batch, int context, KvEleme
   attention_batch_.block_tables = block_tables();
   attention_batch_.max_blocks_per_seq = blocks_per_seq_;
   attention_batch_.max_new_tokens = 1;
+  attention_batch_.max_decode_new_tokens = 1;  // as the engine gives it (cuda_ops)
   attention_batch_.max_context = attended_;
 
   std::vector<uint8_t> q_host(q_elems() * 2);
@@ -179,6 +180,7 @@ void DecodeAttentionWorkload::run_paged_attention(int copy) const {
 }
 
 const char* DecodeAttentionWorkload::paged_attention_kernel() const {
+  if (cuda::paged_attention_decode_uses_pairs(attention_batch_, p_, element_)) return "warp per pair";
   return cuda::paged_attention_decode_uses_mma(attention_batch_, p_, element_) ? "tensor-core decode" : "split SIMT";
 }
 

@@ -12,7 +12,9 @@
 # (sequence, KV head) pairs), ctas<N> (the split up to N CTAs an SM: FP8LM_CUDA_DECODE_CTAS=N),
 # fp8ctas3 (the FP8 kernel compiled for three CTAs an SM, not four: FP8LM_CUDA_DECODE_FP8_CTAS=3),
 # transposed (pure FP8 decode steps on the transposed tiles instead of 16-row ones:
-# FP8LM_CUDA_DECODE_T=1).
+# FP8LM_CUDA_DECODE_T=1), pairs (FP8 decode rows on the warp-per-pair kernel wherever the rows
+# fit, not only from 12 pairs an SM: FP8LM_CUDA_DECODE_PAIRS_MIN=0), keysplit (never on it:
+# the key-split CTAs at every batch).
 #
 #   bash scripts/gpu_attention.sh [--ncu] [--forms "split simt ctas8"] [--test-forms "split simt"]
 #                                 [bench options, e.g. --batch 256]
@@ -47,7 +49,9 @@ form_env() {
     ctas[0-9]*) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_CTAS=${1#ctas}" ;;
     fp8ctas3) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_FP8_CTAS=3" ;;
     transposed) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_T=1" ;;
-    *) echo "gpu_attention.sh: unknown form $1 (split, simt, ctas<N>, fp8ctas3, transposed)" >&2; exit 2 ;;
+    pairs) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_PAIRS_MIN=0" ;;
+    keysplit) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_PAIRS_MIN=1000000000" ;;
+    *) echo "gpu_attention.sh: unknown form $1 (split, simt, ctas<N>, fp8ctas3, transposed, pairs, keysplit)" >&2; exit 2 ;;
   esac
 }
 

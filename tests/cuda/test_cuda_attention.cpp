@@ -164,6 +164,7 @@ struct Config {
   int block_size = 16;
   int extra_new_tokens = 0;  // host bounds looser than the batch needs
   int extra_context = 0;
+  bool decode_bound = true;  // the host bound on the decode rows' new tokens given (else −1: unknown)
 };
 
 std::string describe(const Config& c) {
@@ -295,6 +296,7 @@ struct HostBatch {
   int64_t num_rows = 0;
   std::vector<int32_t> row_seq, row_position, seq_first_row, seq_num_tokens, seq_start, tables;
   int max_blocks_per_seq = 0, max_new_tokens = 0, max_context = 0;
+  int max_decode_new_tokens = -1;
 };
 
 // The step being tested: block-table entries no kernel may read are poisoned (past each
@@ -308,6 +310,12 @@ HostBatch current_batch(const Problem& p) {
   b.max_new_tokens = p.max_new_tokens;
   b.max_context = p.max_context;
   b.max_blocks_per_seq = int(cdiv(p.max_context, bs)) + 1;
+  if (p.cfg.decode_bound) {  // as cuda_ops computes it, loosened as the other bounds are
+    int64_t dec = 0;
+    for (const SeqSpec& s : p.seqs)
+      if (s.n <= cuda::kDecodeMaxNewTokens) dec = std::max(dec, s.n);
+    b.max_decode_new_tokens = int(std::min<int64_t>(dec + p.cfg.extra_new_tokens, cuda::kDecodeMaxNewTokens));
+  }
   b.row_seq.assign(size_t(p.rows), -1);
   b.row_position.assign(size_t(p.rows), -1);
   b.tables.assign(size_t(b.num_seqs) * size_t(b.max_blocks_per_seq), kPoison);
@@ -400,6 +408,7 @@ struct DeviceBatch {
     view.max_blocks_per_seq = h.max_blocks_per_seq;
     view.max_new_tokens = h.max_new_tokens;
     view.max_context = h.max_context;
+    view.max_decode_new_tokens = h.max_decode_new_tokens;
   }
 };
 
@@ -715,6 +724,37 @@ TEST(CudaPagedAttention, MixedBatchesMatchCpu) {
       {{"f32 hd128 gqa2 (SIMT prefill)", 4, 2, 128, kF32, std::nullopt, 16}, 2000},
   };
   for (const Case& c : cases) run_and_check(make_problem(c.cfg, mixed_batch(rng, c.max_ctx), rng));
+  report_worst();
+}
+
+// Steps that mix prefills with many decodes (the engine's steps that admit new requests while
+// others decode): the decode rows on the tensor-core decode kernel sized by the decodes' own
+// bound — one-token decodes in one row tile (the transposed forms on an FP8 cache with
+// FP8LM_CUDA_DECODE_T=1 or FP8LM_CUDA_DECODE_PAIRS_MIN=0), multi-token ones in 16-row tiles —
+// and the prefill kernel skipping them; without the bound (−1) as before.
+TEST(CudaPagedAttention, LargeMixedBatchesMatchCpu) {
+  REQUIRE_HOPPER();
+  g_worst = 0.0;
+  std::mt19937_64 rng(test_seed() + 4);
+  auto uni = [&](int64_t a, int64_t b) { return std::uniform_int_distribution<int64_t>(a, b)(rng); };
+  auto batch = [&](int decodes, int64_t max_new, int64_t max_ctx) {
+    std::vector<SeqSpec> s = {{0, uni(100, 200)}, {uni(40, 300), uni(20, 90)}, {uni(0, 100), 9}};
+    for (int i = 0; i < decodes; ++i) s.push_back({uni(0, max_ctx - 1), uni(1, max_new)});
+    return s;
+  };
+  run_and_check(make_problem({"mixed e4m3 hd128 gqa4 one-token decodes", 8, 2, 128, kE4M3, std::nullopt, 16},
+                             batch(300, 1, 1200), rng));
+  run_and_check(make_problem({"mixed e5m2 hd64 gqa4 window200 one- and two-token decodes", 8, 2, 64, kE5M2, 200, 16},
+                             batch(300, 2, 1200), rng));
+  run_and_check(make_problem({"mixed e4m3 hd128 gqa8 one-token decodes", 16, 2, 128, kE4M3b, 500, 16},
+                             batch(200, 1, 1500), rng));
+  run_and_check(make_problem({"mixed e4m3 hd128 gqa4 few-token decodes", 8, 2, 128, kE4M3, std::nullopt, 16},
+                             batch(300, cuda::kDecodeMaxNewTokens, 1200), rng));
+  run_and_check(make_problem({"mixed bf16 hd128 gqa4 one-token decodes", 8, 2, 128, kBf16, std::nullopt, 16},
+                             batch(300, 1, 1200), rng));
+  Config unknown{"mixed e4m3 hd128 gqa4 one-token decodes, no decode bound", 8, 2, 128, kE4M3, std::nullopt, 16};
+  unknown.decode_bound = false;
+  run_and_check(make_problem(unknown, batch(300, 1, 1200), rng));
   report_worst();
 }
 

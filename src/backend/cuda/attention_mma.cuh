@@ -45,6 +45,30 @@ __device__ __forceinline__ float2 fp8x2_to_float2(uint32_t pair) {
   return __half22float2(__half2(h));
 }
 
+// A lane's two MMA fragment rows among a CTA's packed (token, query head) rows: row
+// r_first + i · r_step is token r / G, head r % G of the KV head's group, at position start +
+// token (−1 past the sequence's rows: every key masked), attending from window_lo of it.
+struct LaneRows {
+  int64_t pos[2], lo[2];
+  int tok[2], head[2];
+  bool ok[2];
+};
+
+__device__ __forceinline__ LaneRows lane_rows(int r_first, int r_step, int rows_total, int G, int64_t start,
+                                              int64_t window) {
+  LaneRows l;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = r_first + i * r_step;
+    l.ok[i] = r < rows_total;
+    l.tok[i] = r / G;
+    l.head[i] = r % G;
+    l.pos[i] = l.ok[i] ? start + l.tok[i] : -1;
+    l.lo[i] = l.ok[i] ? window_lo(l.pos[i], window) : 0;
+  }
+  return l;
+}
+
 inline constexpr int kBN = 64;  // keys per tile
 inline constexpr int kFlashThreads = 128;
 inline constexpr int kFlashWarps = kFlashThreads / 32;
@@ -65,6 +89,7 @@ struct FlashArgs {
   int64_t window;
   float score_scale, v_scale;
   int tiles;  // query tiles per sequence: grid.x = num_seqs × tiles
+  int num_seqs;  // the pair decode kernel's (sequence, KV head) pairs: num_seqs × num_kv_heads
   // The prefill kernel: sequences with at most this many new tokens are the decode kernel's
   // (kDecodeMaxNewTokens), or none (0). The decode kernel: sequences with more are the prefill
   // kernel's, or none (0).
@@ -580,5 +605,10 @@ __device__ __forceinline__ void merge_partials_warp(const float* part_o, const f
 // fit kDecodeTRows (a.tiles must be 1).
 void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, bool transposed,
                         cudaStream_t stream);
+
+// paged_attention_decode_pairs.cu: the decode rows of an FP8 cache whose decoding sequences'
+// rows fit kDecodeTRows, one warp per (sequence, KV head) over its whole context (no split:
+// a.chunks is ignored; a.decode_max_new_tokens > 0 skips the sequences with more new tokens).
+void launch_pair_decode(int head_dim, KvElement element, const FlashArgs& a, cudaStream_t stream);
 
 }  // namespace fp8lm::cuda::attention_detail

@@ -637,9 +637,11 @@ void CudaOps::begin_step(const backend::StepInputs& st) {
   const auto seqs = int64_t(st.sequences.size());
   if (int64_t(st.positions.size()) != rows) throw Error("cuda ops: one position per row is needed");
   int64_t max_blocks = 1, max_new = 1, max_ctx = 1;
+  int64_t max_decode_new = 0;  // over the sequences the decode kernels take
   for (const backend::AttentionSequence& s : st.sequences) {
     max_blocks = std::max<int64_t>(max_blocks, int64_t(s.block_table.size()));
     max_new = std::max(max_new, s.num_tokens);
+    if (s.num_tokens <= kDecodeMaxNewTokens) max_decode_new = std::max(max_decode_new, s.num_tokens);
     max_ctx = std::max(max_ctx, s.start_position + s.num_tokens);
   }
   // Block tables are padded to a power of two ≥ 32 blocks, so that decode steps
@@ -702,6 +704,7 @@ void CudaOps::begin_step(const backend::StepInputs& st) {
   b.max_blocks_per_seq = int(bucket);
   b.max_new_tokens = int(max_new);
   b.max_context = int(max_ctx);
+  b.max_decode_new_tokens = int(max_decode_new);
 }
 
 bool CudaOps::pads_decode_batches() const { return impl_->options.cuda_graphs && !impl_->profiling(); }

@@ -528,18 +528,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const Fl
   const int64_t q_stride = int64_t(a.num_heads) * HD;
 
   // This thread's rows: fragment rows lane / 4 and lane / 4 + 8 of its warp's 16.
-  int64_t pos_r[2], lo_r[2];
-  int tok_r[2], head_r[2];
-  bool ok_r[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = r0 + warp_row + lane / 4 + 8 * i;
-    ok_r[i] = r < rows_total;
-    tok_r[i] = r / G;
-    head_r[i] = r % G;
-    pos_r[i] = ok_r[i] ? start + tok_r[i] : -1;  // −1: every key masked
-    lo_r[i] = ok_r[i] ? window_lo(pos_r[i], a.window) : 0;
-  }
+  const LaneRows rows = lane_rows(r0 + warp_row + lane / 4, 8, rows_total, G, start, a.window);
+  const auto &pos_r = rows.pos, &lo_r = rows.lo;
+  const auto &tok_r = rows.tok, &head_r = rows.head;
+  const auto& ok_r = rows.ok;
 
   // Q tile (zeros past the sequence's rows); joins the first K/V copy group.
   {
@@ -810,6 +802,33 @@ int decode_ctas_per_sm() {
   return v;
 }
 
+// The fewest (sequence, KV head) pairs for which the decode rows of an FP8 cache take the
+// warp-per-pair kernel (paged_attention_decode_pairs.cu): 12 an SM (three CTAs of four pairs).
+// Measured on the H200 (Llama-3.1-8B, E4M3, docs/benchmarks.md): at 2,048 pairs (batch 256) and
+// more it beats the key-split CTAs at 1k context (145 against 224 µs) and at 192 positions
+// (39.5 against 85.3 µs; batch 1,024: 120.7 against 290.1); fewer pairs were not measured, so
+// they keep the key-split CTAs and their context split. FP8LM_CUDA_DECODE_PAIRS_MIN=N (A/B)
+// sets the threshold (0: always where the rows fit; a huge N: never).
+int64_t decode_pairs_min() {
+  static const int64_t env = [] {
+    const char* e = std::getenv("FP8LM_CUDA_DECODE_PAIRS_MIN");
+    if (e == nullptr || *e == '\0') return int64_t(-1);
+    char* end = nullptr;
+    const long long x = std::strtoll(e, &end, 10);
+    if (*end != '\0' || x < 0)
+      fail("paged attention", std::string("FP8LM_CUDA_DECODE_PAIRS_MIN=") + e + " is not a whole number >= 0");
+    return int64_t(x);
+  }();
+  constexpr int64_t kPairsPerSm = 12;
+  return env >= 0 ? env : kPairsPerSm * sm_count();
+}
+
+// The decode kernels' rows per sequence: the decodes' own bound where the host gave one (0: no
+// decode rows), else every sequence's up to kDecodeMaxNewTokens.
+int decode_tcap(const DeviceAttentionBatch& batch, int plan_tcap) {
+  return batch.max_decode_new_tokens >= 0 ? std::min(batch.max_decode_new_tokens, plan_tcap) : plan_tcap;
+}
+
 }  // namespace
 
 bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
@@ -824,6 +843,15 @@ bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const ba
   const int64_t pairs = int64_t(batch.num_seqs) * params.num_kv_heads;
   return paged_attention_prefill_uses_mma(params.head_dim, element) &&
          ((split && pairs >= kDecodeMmaMinPairs) || pairs >= 2 * int64_t(sm_count()));
+}
+
+bool paged_attention_decode_uses_pairs(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
+                                       KvElement element) {
+  if (!is_fp8(element) || !paged_attention_decode_uses_mma(batch, params, element)) return false;
+  const int64_t group = params.num_heads / params.num_kv_heads;
+  const int tcap = decode_tcap(batch, std::min(batch.max_new_tokens, kDecodeMaxNewTokens));
+  return tcap > 0 && tcap * group <= kDecodeTRows &&
+         int64_t(batch.num_seqs) * params.num_kv_heads >= decode_pairs_min();
 }
 
 bool paged_attention_prefill_uses_mma(int64_t head_dim, KvElement element) {
@@ -968,11 +996,14 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
   // 2. Decode rows on the tensor cores: one CTA per (sequence, 16 rows, KV head), and where
   // those are fewer than FP8LM_CUDA_DECODE_CTAS (default 4) per SM, the context split into as
   // many chunks as make them up (a chunk ≥ one 64-key tile), merged by the kernel's last chunk
-  // or the reduce kernel.
-  if (decode_on_mma) {
-    fa.tiles = int(cdiv(int64_t(plan.tcap) * plan.group, kKeySplitRows));
+  // or the reduce kernel. Sized by the decode rows' own bound on new tokens where the host gave
+  // one (a step mixing prefills and one-token decodes: one row tile, the transposed forms);
+  // no launch where the step has no decode rows.
+  const int dec_tcap = decode_tcap(batch, plan.tcap);
+  if (decode_on_mma && dec_tcap > 0) {
+    fa.tiles = int(cdiv(int64_t(dec_tcap) * plan.group, kKeySplitRows));
     fa.decode_max_new_tokens = plan.prefill ? kDecodeMaxNewTokens : 0;
-    fa.tcap = plan.tcap;
+    fa.tcap = dec_tcap;
     const int64_t max_tiles = cdiv(batch.max_context, kBN);
     int64_t chunk_tiles = max_tiles;
     const int64_t ctas = int64_t(batch.num_seqs) * fa.tiles * p.num_kv_heads;
@@ -989,19 +1020,28 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     // The kernel merges the chunks itself where there are counters for every (sequence, row
     // tile, KV head); else the reduce kernel does.
     fa.merge_counters = merge_counters != nullptr && ctas <= kAttentionMergeCounters ? merge_counters : nullptr;
-    // Pure decode steps on an FP8 cache whose rows a sequence fit 8 (one token × a group of ≤ 8)
-    // take the transposed tiles with FP8LM_CUDA_DECODE_T=1 (built, not yet measured on the H200:
-    // off by default until it is).
-    static const bool transposed_on = env_opt_in("FP8LM_CUDA_DECODE_T");
-    const bool transposed = transposed_on && is_fp8(layer.element) && !plan.prefill &&
-                            int64_t(plan.tcap) * plan.group <= kDecodeTRows;
-    launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles), transposed,
-                       stream);
-    if (fa.chunks > 1 && fa.merge_counters == nullptr) {
-      ra.parts = fa.chunks;
-      ra.partition = fa.chunk_tiles * kBN;
-      launch_dependent(reduce_kernel, dim3(unsigned(plan.slots), unsigned(p.num_heads)), 32, 0, stream, ra);
-      FP8LM_CUDA_CHECK(cudaGetLastError());
+    // Decode rows on an FP8 cache whose sequences' rows fit 8 (one token × a group of ≤ 8) take
+    // the transposed tiles: one warp per (sequence, KV head) where pairs are many
+    // (decode_pairs_min), else the key-split CTAs with FP8LM_CUDA_DECODE_T=1 (faster at 192
+    // positions from batch 256, not measured below it: off by default there).
+    if (paged_attention_decode_uses_pairs(batch, p, layer.element)) {
+      fa.num_seqs = batch.num_seqs;
+      launch_pair_decode(int(p.head_dim), layer.element, fa, stream);
+    } else {
+      static const bool transposed_on = env_opt_in("FP8LM_CUDA_DECODE_T");
+      const bool transposed =
+          transposed_on && is_fp8(layer.element) && int64_t(dec_tcap) * plan.group <= kDecodeTRows;
+      launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles),
+                         transposed, stream);
+      if (fa.chunks > 1 && fa.merge_counters == nullptr) {
+        ra.parts = fa.chunks;
+        ra.partition = fa.chunk_tiles * kBN;
+        ra.tcap = dec_tcap;  // the partials' slots: sequence · dec_tcap + token
+        launch_dependent(reduce_kernel, dim3(unsigned(int64_t(batch.num_seqs) * dec_tcap), unsigned(p.num_heads)), 32,
+                         0, stream, ra);
+        FP8LM_CUDA_CHECK(cudaGetLastError());
+        ra.tcap = plan.tcap;
+      }
     }
     if (!plan.prefill) return;
     fa.chunks = 1;

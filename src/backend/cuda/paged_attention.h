@@ -113,6 +113,11 @@ struct DeviceAttentionBatch {
   // Host-side upper bounds used to size grids (valid for every replay of a captured graph):
   int max_new_tokens = 0;  // ≥ every seq_num_tokens
   int max_context = 0;     // ≥ every seq_start_position + seq_num_tokens
+  // ≥ the new tokens of every sequence with at most kDecodeMaxNewTokens (the decode rows'
+  // sequences); 0: there are none; −1: not known (taken as min(max_new_tokens,
+  // kDecodeMaxNewTokens)). In a step that mixes prefills and decodes it sizes the decode
+  // kernels' grids by the decodes alone (and lets one-token decodes take the transposed tiles).
+  int max_decode_new_tokens = -1;
 };
 
 // Rows of sequences with at most this many new tokens take the decode kernel.
@@ -134,6 +139,11 @@ bool paged_attention_prefill_uses_mma(int64_t head_dim, backend::KvElement eleme
 // with paged_attention_prefill_uses_mma(head_dim, element).
 bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
                                      backend::KvElement element);
+
+// Whether those tensor-core decode rows take the warp-per-pair kernel (an FP8 cache, the decoding
+// sequences' rows fit 8, at least 12 (sequence, KV head) pairs an SM or FP8LM_CUDA_DECODE_PAIRS_MIN).
+bool paged_attention_decode_uses_pairs(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
+                                       backend::KvElement element);
 
 // Writes each row's K and V (rows × num_kv_heads·head_dim, BF16, 16-byte aligned) into the cache
 // at its position (block = block_tables[seq][pos / block_size], slot = pos % block_size), rounded

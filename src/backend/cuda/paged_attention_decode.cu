@@ -100,18 +100,11 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
   const int warp_key = warp * kWarpKeys;
 
   // This thread's rows: fragment rows lane / 4 and lane / 4 + 8.
-  int64_t pos_r[2], lo_r[2];
-  int tok_r[2], head_r[2];
-  bool ok_r[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = r0 + (kT ? 2 * (lane & 3) + i : lane / 4 + 8 * i);
-    ok_r[i] = r < rows_total;
-    tok_r[i] = r / G;
-    head_r[i] = r % G;
-    pos_r[i] = ok_r[i] ? start + tok_r[i] : -1;  // −1: every key masked
-    lo_r[i] = ok_r[i] ? window_lo(pos_r[i], a.window) : 0;
-  }
+  const LaneRows rows =
+      lane_rows(kT ? r0 + 2 * (lane & 3) : r0 + lane / 4, kT ? 1 : 8, rows_total, G, start, a.window);
+  const auto &pos_r = rows.pos, &lo_r = rows.lo;
+  const auto &tok_r = rows.tok, &head_r = rows.head;
+  const auto& ok_r = rows.ok;
 
   // Q tile (zeros past the sequence's rows), copied by the whole CTA: the first copy group.
   {
