@@ -112,6 +112,7 @@ void run(const QuantizeFlags& f, const RunFlags& rf) {
   const std::string calib_text = calibrate ? read_calibration_file(f.calib) : std::string();
 
   const io::ModelSpec spec = io::read_model_spec(f.model);
+  quantize::check_supported(spec, o);  // before calibrating, which may take a while
   std::optional<calibration::CalibrationStats> stats;
   if (calibrate) {
     const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(f.model);
@@ -155,7 +156,8 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--calib", f->calib, "Calibration text file (UTF-8)");
   cmd->add_option("--calib-samples", f->calib_samples, "Calibration sequences (default 128)");
   cmd->add_option("--calib-seq-len", f->calib_seq_len, "Tokens per calibration sequence (default 512)");
-  cmd->add_option("--ignore", f->ignore, "Linear module kept in BF16: exact name or re:<regex> (repeatable); lm_head always");
+  cmd->add_option("--ignore", f->ignore, "Linear module kept in BF16: exact name or re:<regex> (repeatable); lm_head and MoE routers always, "
+                  "an MoE layer's experts all or none");
   auto rf = add_run_flags(cmd);
   cmd->callback([f, rf] { run(*f, *rf); });
 }

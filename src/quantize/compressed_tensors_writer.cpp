@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "common/error.h"
 #include "io/atomic_file.h"
@@ -13,6 +16,7 @@
 #include "io/module_pattern.h"
 #include "io/safetensors_writer.h"
 #include "numerics/fp8_format.h"
+#include "spec/model_tensors.h"
 #include "weights/element_type_maps.h"
 #include "weights/quantize_weight.h"
 
@@ -103,6 +107,28 @@ class StagingDir {
   bool committed_ = false;
 };
 
+// Where a linear module comes in the model's named_modules() order as LLM
+// Compressor 0.14 (transformers 5.17) builds it, the order compressed-tensors
+// lists unquantized modules in `ignore` (tests/fixtures/quantize/README.md):
+// layer by layer, attention (q, k, v, o) before the MLP; an MoE block's experts
+// before its router (transformers' Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
+// define `experts` first), each expert as LLM Compressor unpacks it: up, gate,
+// down; lm_head last. linear_modules lists experts in checkpoint order (gate,
+// down, up) and the router first, so the order is rebuilt here.
+std::tuple<int, int, int, int> module_order(const LinearModule& m) {
+  if (m.kind == LinearKind::kLmHead) return {INT32_MAX, 0, 0, 0};
+  const auto ends = [&m](std::string_view a, std::string_view b) { return m.name.ends_with(a) || m.name.ends_with(b); };
+  switch (m.kind) {
+    case LinearKind::kExpert:
+      return {m.layer, 1, m.expert, ends("up_proj", "w3") ? 0 : ends("gate_proj", "w1") ? 1 : 2};
+    case LinearKind::kRouter:
+      return {m.layer, 2, 0, 0};
+    default:
+      // Attention and a dense MLP: linear_modules' order is the model's.
+      return {m.layer, m.kind == LinearKind::kAttention ? 0 : 1, 0, 0};
+  }
+}
+
 }  // namespace
 
 Preset parse_preset(std::string_view n) {
@@ -177,6 +203,14 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
           {"version", kCompressedTensorsVersion}};
 }
 
+void check_supported(const io::ModelSpec& src, const QuantizeOptions& o) {
+  const ModelConfig& c = src.config;
+  if (needs_calibration(o.preset) && c.is_moe())
+    throw Error(src.directory.string() + ": --scheme FP8 on " + c.architecture +
+                ": static activation scales need each expert's input range, which calibration does not observe "
+                "yet; use FP8_DYNAMIC or FP8_BLOCK (data-free) for MoE models");
+}
+
 QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::filesystem::path& out,
                                          const QuantizeOptions& o, const calibration::CalibrationStats* calibration,
                                          const WriteProgress& progress) {
@@ -186,6 +220,7 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
   if (src.quantization.serialized())
     throw Error(src.directory.string() + ": already quantized (" + src.quantization.format +
                 "); fp8lm quantize starts from a BF16 or float32 checkpoint");
+  check_supported(src, o);
   if ((needs_calibration(o.preset) || o.kv_cache_fp8) && calibration == nullptr)
     throw Error(std::string("quantize: ") + (o.kv_cache_fp8 ? "--kv-cache-dtype fp8" : "--scheme FP8") +
                 " needs calibration data (--calib FILE)");
@@ -201,10 +236,26 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
     DType weight_dtype;
   };
   std::map<std::string, Target> targets;  // by weight tensor name
+  // A layer's experts run as one block with one scheme (loader::check_supported),
+  // so --ignore keeps all of a layer's experts or none: the first expert of each
+  // layer, and whether it is kept, to name a split.
+  std::map<int, std::pair<const std::string*, bool>> first_expert;
   for (const io::LinearLayerSpec& l : src.linears) {
     const std::string& m = l.module.name;
     bool keep = l.module.kind == LinearKind::kLmHead || l.module.kind == LinearKind::kRouter;
     for (const io::ModulePattern& p : ignore_patterns) keep = keep || p.matches(m);
+    if (l.module.kind == LinearKind::kExpert) {
+      const auto [first, inserted] = first_expert.try_emplace(l.module.layer, &m, keep);
+      if (!inserted && first->second.second != keep) {
+        const std::string& kept = keep ? m : *first->second.first;
+        const std::string& quantized = keep ? *first->second.first : m;
+        throw Error("--ignore keeps " + kept + " in " + std::string(name(c.dtype)) + " but not " + quantized +
+                    ": fp8lm runs the experts of layer " + std::to_string(l.module.layer) +
+                    " as one block with one scheme, so ignore all of them (e.g. 're:model\\.layers\\." +
+                    std::to_string(l.module.layer) + "\\." + (c.mixtral_naming() ? "block_sparse_moe" : "mlp") +
+                    "\\.experts\\..*') or none");
+      }
+    }
     if (keep) {
       summary.kept.push_back(m);
       continue;
@@ -218,14 +269,20 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
     targets[l.weight_name] = {&l, d};
     summary.quantized.push_back(m);
   }
-  // A tied lm_head is a Linear in the model too.
-  if (c.tie_word_embeddings) summary.kept.insert(summary.kept.begin(), "lm_head");
-  // config.json's `ignore` is the recipe's list, as LLM Compressor writes it:
-  // lm_head, then the user's patterns as given, then MoE routers by pattern.
-  std::vector<std::string> ignore_list = {"lm_head"};
-  for (const std::string& p : o.ignore)
-    if (p != "lm_head") ignore_list.push_back(p);
-  if (c.is_moe()) ignore_list.push_back(c.mixtral_naming() ? "re:.*block_sparse_moe.gate$" : "re:.*mlp.gate$");
+  // A tied lm_head is a Linear in the model too, the model's last module.
+  if (c.tie_word_embeddings) summary.kept.push_back("lm_head");
+  // config.json's `ignore` is what compressed-tensors computes from the model,
+  // not the recipe's list: the name of every Linear left unquantized, in the
+  // model's module order (routers by name, lm_head last; checked against LLM
+  // Compressor's own MoE checkpoint, tests/fixtures/checkpoints/ct_fp8_block_qwen3_moe).
+  std::vector<std::pair<std::tuple<int, int, int, int>, std::string>> ordered;
+  for (const io::LinearLayerSpec& l : src.linears)
+    if (std::find(summary.kept.begin(), summary.kept.end(), l.module.name) != summary.kept.end())
+      ordered.emplace_back(module_order(l.module), l.module.name);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> ignore_list;
+  for (auto& [key, module] : ordered) ignore_list.push_back(std::move(module));
+  if (c.tie_word_embeddings) ignore_list.push_back("lm_head");
 
   // The scale grid of each target, computed once and shared by the scale
   // tensor and the codes (written in whichever order the file layout puts them).

@@ -38,7 +38,8 @@ bool needs_calibration(Preset p);            // static activation scales
 struct QuantizeOptions {
   Preset preset = Preset::kFp8Dynamic;
   // Linear modules left in high precision: exact names or "re:<regex>"
-  // (compressed-tensors' rules). lm_head is always kept.
+  // (compressed-tensors' rules). lm_head and MoE routers are always kept; an
+  // MoE layer's experts are kept all or none.
   std::vector<std::string> ignore;
   bool kv_cache_fp8 = false;  // write calibrated k_scale / v_scale
 };
@@ -52,9 +53,14 @@ struct QuantizeSummary {
 // Progress: (what is being written, done, total) once per tensor.
 using WriteProgress = std::function<void(const std::string& tensor, size_t done, size_t total)>;
 
+// What the writer refuses for this model whatever the data (so a command can
+// say so before calibrating): the static FP8 preset on an MoE model.
+void check_supported(const io::ModelSpec& source, const QuantizeOptions& options);
+
 // Throws fp8lm::Error naming the problem: OUT exists, the input is already
 // quantized or not BF16/F32, calibration missing for a static preset or an
-// FP8 KV cache, an invalid --ignore pattern, any I/O failure (nothing is left
+// FP8 KV cache, an invalid --ignore pattern, --ignore keeping some but not all
+// experts of an MoE layer, what check_supported refuses, any I/O failure (nothing is left
 // behind at OUT then).
 QuantizeSummary write_compressed_tensors(const io::ModelSpec& source, const std::filesystem::path& out,
                                          const QuantizeOptions& options,

@@ -10,8 +10,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
+#include "cpp/checkpoint_fixtures.h"
 #include "cpp/model_fixtures.h"
 #include "io/checkpoint_files.h"
 #include "numerics/fp8_format.h"
@@ -166,6 +171,139 @@ TEST(QuantizeStatic, WeightsExactAndInputScalesWithinTheForwardDifference) {
   EXPECT_EQ(q.cache->layer_format(0).element, backend::KvElement::kE4M3);
   EXPECT_EQ(q.cache->layer_format(0).k_scale, round_to_bf16(calibration::kv_scale(stats.k_amax[0])));
   EXPECT_FALSE(q.prompt_logits(samples[0]).empty());
+}
+
+// MoE models against LLM Compressor (tools/make_quantize_moe_fixtures.py, and
+// make_checkpoint_fixtures.py for Qwen3-MoE FP8_BLOCK): every expert
+// quantized, the routers and lm_head kept, `ignore` by module name in the
+// model's module order.
+struct MoeCase {
+  const char* source;     // tests/fixtures/checkpoints/<source>
+  const char* preset;
+  std::vector<std::string> ignore;
+  const char* reference;  // relative to tests/fixtures
+};
+
+class MoePresets : public ::testing::TestWithParam<MoeCase> {};
+
+fs::path write_moe(const MoeCase& m, const fs::path& out) {
+  const io::ModelSpec spec = io::read_model_spec(checkpoint_fixture(m.source));
+  quantize::QuantizeOptions o;
+  o.preset = quantize::parse_preset(m.preset);
+  o.ignore = m.ignore;
+  quantize::write_compressed_tensors(spec, out, o, nullptr);
+  return fs::path(FP8LM_FIXTURE_DIR) / m.reference;
+}
+
+TEST_P(MoePresets, FilesEqualLlmCompressorByteForByte) {
+  TempOut tmp("moe");
+  const fs::path ref = write_moe(GetParam(), tmp.out());
+  EXPECT_EQ(file_bytes(tmp.out() / "model.safetensors"), file_bytes(ref / "model.safetensors"));
+  EXPECT_EQ(file_bytes(tmp.out() / "config.json"), file_bytes(ref / "config.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, MoePresets,
+    ::testing::Values(MoeCase{"qwen3_moe_bf16", "FP8_BLOCK", {}, "checkpoints/ct_fp8_block_qwen3_moe"},
+                      MoeCase{"qwen3_moe_bf16", "FP8_DYNAMIC", {}, "quantize/moe_qwen3_FP8_DYNAMIC"},
+                      MoeCase{"qwen3_moe_bf16",
+                              "FP8_DYNAMIC",
+                              {R"(re:.*layers\.1\.mlp\.experts\..*)", "model.layers.0.self_attn.o_proj"},
+                              "quantize/moe_qwen3_FP8_DYNAMIC_ignore"}),
+    [](const auto& p) { return std::string(p.param.preset) + (p.param.ignore.empty() ? "" : "_ignore") + "_" +
+                               std::to_string(p.index); });
+
+// Mixtral: LLM Compressor 0.14 (transformers 5.17) writes the experts as
+// block_sparse_moe.experts.E.gate_proj / up_proj / down_proj, names that neither
+// fp8lm nor vLLM's Mixtral loader read; fp8lm keeps the checkpoint's w1 / w3 / w2.
+// With that renaming every tensor is LLM Compressor's byte for byte, and
+// config.json is its file byte for byte.
+TEST(QuantizeMoe, MixtralEqualsLlmCompressorTensorByTensor) {
+  TempOut tmp("mixtral");
+  const fs::path ref = write_moe({"mixtral_bf16", "FP8_BLOCK", {}, "quantize/moe_mixtral_FP8_BLOCK"}, tmp.out());
+  EXPECT_EQ(file_bytes(tmp.out() / "config.json"), file_bytes(ref / "config.json"));
+  const io::CheckpointFiles got(tmp.out()), want(ref);
+  ASSERT_EQ(got.tensor_names().size(), want.tensor_names().size());
+  for (const std::string& name : got.tensor_names()) {
+    SCOPED_TRACE(name);
+    std::string producer = name;
+    for (const auto& [w, proj] : {std::pair{".w1.", ".gate_proj."}, {".w3.", ".up_proj."}, {".w2.", ".down_proj."}})
+      if (const size_t at = producer.find(w); at != std::string::npos) producer.replace(at, 4, proj);
+    ASSERT_NE(want.find(producer), nullptr);
+    EXPECT_EQ(got.tensor(name).dtype, want.tensor(producer).dtype);
+    EXPECT_EQ(got.tensor(name).shape, want.tensor(producer).shape);
+    const auto a = got.bytes(name), b = want.bytes(producer);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0);
+  }
+}
+
+// The written MoE checkpoint runs exactly like --quantization fp8 of its
+// source (the same experts' codes and scales, so the same logits bit for
+// bit), for both MoE architectures (qwen3_moe has a dense layer too) and both
+// data-free presets.
+TEST(QuantizeMoe, WrittenCheckpointRunsLikeOnlineQuantization) {
+  for (const char* model : {"qwen3_moe", "mixtral"})
+    for (const quantize::Preset preset : {quantize::Preset::kFp8Dynamic, quantize::Preset::kFp8Block}) {
+      SCOPED_TRACE(std::string(model) + " " + std::string(quantize::name(preset)));
+      TempOut tmp(std::string("moe-roundtrip-") + model);
+      const fs::path dir = model_fixture_dir(std::string("moe/") + model);
+      quantize::QuantizeOptions o;
+      o.preset = preset;
+      quantize::write_compressed_tensors(io::read_model_spec(dir), tmp.out(), o, nullptr);
+      io::LoadOverrides online;
+      online.quantization =
+          preset == quantize::Preset::kFp8Block ? io::OnlineQuant::kBlock : io::OnlineQuant::kChannelToken;
+      LoadedModel a(dir, online, 2);
+      LoadedModel b(tmp.out(), {}, 2);
+      const loader::HostModelWeights w = loader::load_host_weights(io::read_model_spec(tmp.out()));
+      ASSERT_TRUE(w.layers[0].moe);
+      EXPECT_EQ(w.layers[0].moe->router.element, ElementType::kBF16);
+      EXPECT_EQ(w.layers[0].moe->down[1].element, ElementType::kE4M3);
+      for (const auto& p : moe_manifest()["models"][model]["prompts"]) {
+        const std::vector<float> x = a.prompt_logits(ids_of(p)), y = b.prompt_logits(ids_of(p));
+        ASSERT_EQ(x.size(), y.size());
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+      }
+    }
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A layer's experts run as one block with one scheme (loader::check_supported):
+// --ignore keeping some of them is refused by name, before anything is
+// written; the static preset (no expert input ranges from calibration) is
+// refused by name too.
+TEST(QuantizeMoe, SplitExpertsAndStaticPresetRefused) {
+  TempOut tmp("moe-errors");
+  const io::ModelSpec spec = io::read_model_spec(checkpoint_fixture("mixtral_bf16"));
+  quantize::QuantizeOptions o;
+  o.ignore = {"model.layers.1.block_sparse_moe.experts.2.w3"};
+  std::string e = error_of([&] { quantize::write_compressed_tensors(spec, tmp.out(), o, nullptr); });
+  EXPECT_NE(e.find("--ignore keeps model.layers.1.block_sparse_moe.experts.2.w3 in bfloat16 but not "
+                   "model.layers.1.block_sparse_moe.experts.0.w1"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("the experts of layer 1 as one block with one scheme"), std::string::npos) << e;
+  // The pattern the message suggests keeps the whole block, and is accepted.
+  o.ignore = {R"(re:model\.layers\.1\.block_sparse_moe\.experts\..*)"};
+  const quantize::QuantizeSummary s = quantize::write_compressed_tensors(spec, tmp.out(), o, nullptr);
+  EXPECT_EQ(s.quantized.size(), 4u + 12u + 4u);  // layer 0's attention and experts, layer 1's attention
+  fs::remove_all(tmp.out());
+
+  o.ignore.clear();
+  o.preset = quantize::Preset::kFp8;
+  const calibration::CalibrationStats none;
+  e = error_of([&] { quantize::write_compressed_tensors(spec, tmp.out(), o, &none); });
+  EXPECT_NE(e.find("--scheme FP8 on MixtralForCausalLM"), std::string::npos) << e;
+  for (const auto& entry : fs::directory_iterator(tmp.dir())) ADD_FAILURE() << "left behind: " << entry.path();
 }
 
 TEST(QuantizeErrors, RefusedWithoutTouchingAnything) {

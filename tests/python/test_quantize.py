@@ -33,6 +33,37 @@ def test_data_free_presets_equal_llm_compressor(run, tmp_path, model, scheme):
         assert (out / f).read_bytes() == (REF / f"{model}_{scheme}" / f).read_bytes(), f
 
 
+CHECKPOINTS = REPO / "tests" / "fixtures" / "checkpoints"
+
+
+# MoE (tools/make_quantize_moe_fixtures.py): routers and lm_head kept, `ignore` by module name.
+@pytest.mark.parametrize("scheme,ignore,ref", [
+    ("FP8_BLOCK", [], CHECKPOINTS / "ct_fp8_block_qwen3_moe"),
+    ("FP8_DYNAMIC", [], REF / "moe_qwen3_FP8_DYNAMIC"),
+    ("FP8_DYNAMIC", [r"re:.*layers\.1\.mlp\.experts\..*", "model.layers.0.self_attn.o_proj"],
+     REF / "moe_qwen3_FP8_DYNAMIC_ignore"),
+])
+def test_moe_presets_equal_llm_compressor(run, tmp_path, scheme, ignore, ref):
+    out = tmp_path / "out"
+    flags = [a for p in ignore for a in ("--ignore", p)]
+    r = run("quantize", str(CHECKPOINTS / "qwen3_moe_bf16"), "--out", str(out), "--scheme", scheme, *flags)
+    assert r.returncode == 0, r.stderr
+    assert "kept in bfloat16: " in r.stdout and "model.layers.1.mlp.gate" in r.stdout
+    for f in ("config.json", "model.safetensors"):
+        assert (out / f).read_bytes() == (ref / f).read_bytes(), f
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["--ignore", "model.layers.0.mlp.experts.1.down_proj"],
+     ["--ignore keeps model.layers.0.mlp.experts.1.down_proj", "as one block with one scheme"]),
+    (["--scheme", "FP8", "--calib", str(CALIB_TEXT)], ["--scheme FP8 on Qwen3MoeForCausalLM"]),
+])
+def test_moe_refusals_are_named_and_leave_nothing(run, tmp_path, args, needles):
+    r = run("quantize", str(CHECKPOINTS / "qwen3_moe_bf16"), "--out", str(tmp_path / "out"), *args)
+    assert_error(r, *needles)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_shipped_model_static_fp8_with_kv_scales_runs(run, tmp_path):
     out = tmp_path / "q"
     r = run("quantize", str(SHIPPED), "--out", str(out), "--scheme", "FP8", "--kv-cache-dtype", "fp8",

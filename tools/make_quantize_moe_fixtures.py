@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Make the MoE references of `fp8lm quantize` (tests/fixtures/quantize/moe_*) with LLM Compressor.
+
+The sources are the BF16 tiny MoE checkpoints of tests/fixtures/checkpoints/ (qwen3_moe_bf16,
+mixtral_bf16: 2 layers, 4 experts, hidden 64, so every 128x128 block is ragged). Each case is
+LLM Compressor's `oneshot` + `save_pretrained(save_compressed=True)` with
+QuantizationModifier(targets="Linear", scheme=S, ignore=IGNORE), the routers ignored by regex as
+LLM Compressor's MoE examples do:
+
+  moe_qwen3_FP8_DYNAMIC         ignore lm_head, re:.*mlp.gate$
+  moe_qwen3_FP8_DYNAMIC_ignore  + every expert of layer 1 and model.layers.0.self_attn.o_proj
+                                (the order of `ignore` in config.json: the model's module order)
+  moe_mixtral_FP8_BLOCK         ignore lm_head, re:.*block_sparse_moe.gate$
+
+(Qwen3-MoE FP8_BLOCK is tests/fixtures/checkpoints/ct_fp8_block_qwen3_moe, same recipe.)
+
+Checked every run, against the bytes (tests/fixtures/quantize/README.md, "MoE"):
+  * every weight_scale and FP8 code re-derived from the BF16 source (make_quantize_fixtures.py's
+    arithmetic), every other tensor the source's byte for byte, the tensor set exact;
+  * model.safetensors is safetensors' save_file of those tensors with metadata {"format": "pt"};
+  * config.json is json.dumps(source config + quantization_config, indent=2, sort_keys=True)
+    with `ignore` the unquantized modules by name (asserted: EXPECTED_IGNORE);
+  * Mixtral: LLM Compressor (with transformers 5.17) writes the experts as
+    block_sparse_moe.experts.E.gate_proj / up_proj / down_proj, not the checkpoint's w1 / w3 / w2
+    (asserted), so those are mapped back to the source's names for the checks;
+  * each checkpoint is made twice (two processes) and must come out byte-identical.
+
+Run with the LLM Compressor venv (llmcompressor 0.14.0.1; see make_quantize_fixtures.py):
+
+    python3 -m venv /tmp/llmc && /tmp/llmc/bin/pip install llmcompressor==0.14.0.1
+    /tmp/llmc/bin/python tools/make_quantize_moe_fixtures.py [--check-only]
+
+About a minute on two cores. Running it twice changes nothing.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_quantize_fixtures as dense  # noqa: E402  (the shared arithmetic and checks)
+
+REPO = dense.REPO
+CHECKPOINTS = REPO / "tests/fixtures/checkpoints"
+OUT = REPO / "tests/fixtures/quantize"
+QWEN_IGNORE = ["lm_head", "re:.*mlp.gate$"]
+CASES = {  # fixture folder: (source checkpoint, scheme, recipe ignore)
+    "moe_qwen3_FP8_DYNAMIC": ("qwen3_moe_bf16", "FP8_DYNAMIC", QWEN_IGNORE),
+    "moe_qwen3_FP8_DYNAMIC_ignore": ("qwen3_moe_bf16", "FP8_DYNAMIC",
+                                     QWEN_IGNORE + [r"re:.*layers\.1\.mlp\.experts\..*",
+                                                    "model.layers.0.self_attn.o_proj"]),
+    "moe_mixtral_FP8_BLOCK": ("mixtral_bf16", "FP8_BLOCK", ["lm_head", "re:.*block_sparse_moe.gate$"]),
+}
+# What compressed-tensors wrote as `ignore` (not the recipe's list): each unquantized Linear by
+# name in named_modules() order -- an MoE block's experts (each up, gate, down) before its router.
+EXPERTS_1 = [f"model.layers.1.mlp.experts.{e}.{p}" for e in range(4) for p in ("up_proj", "gate_proj", "down_proj")]
+EXPECTED_IGNORE = {
+    "moe_qwen3_FP8_DYNAMIC": ["model.layers.0.mlp.gate", "model.layers.1.mlp.gate", "lm_head"],
+    "moe_qwen3_FP8_DYNAMIC_ignore": ["model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate"] + EXPERTS_1 +
+                                    ["model.layers.1.mlp.gate", "lm_head"],
+    "moe_mixtral_FP8_BLOCK": ["model.layers.0.block_sparse_moe.gate", "model.layers.1.block_sparse_moe.gate",
+                              "lm_head"],
+}
+MIXTRAL_NAMES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}  # source name -> LLM Compressor's
+
+
+def worker(spec: dict):
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(spec["src"], dtype=torch.bfloat16)
+    oneshot(model=model, recipe=QuantizationModifier(targets="Linear", scheme=spec["scheme"], ignore=spec["ignore"]))
+    model.save_pretrained(spec["dst"], save_compressed=True)
+
+
+def make(out: Path):
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+        for run in ("a", "b"):
+            for name, (src, scheme, ignore) in CASES.items():
+                spec = {"src": str(CHECKPOINTS / src), "dst": str(tmp / run / name), "scheme": scheme, "ignore": ignore}
+                r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
+                                   cwd=tmp, env=env, capture_output=True, text=True)
+                if r.returncode != 0:
+                    sys.exit(f"worker {name} ({run}) failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+        for name in CASES:
+            for f in dense.FILES:
+                a, b = (tmp / "a" / name / f).read_bytes(), (tmp / "b" / name / f).read_bytes()
+                assert a == b, f"not deterministic: {name}/{f} differs between two runs"
+            dst = out / name
+            if dst.exists():
+                shutil.rmtree(dst)
+            dst.mkdir(parents=True)
+            for f in dense.FILES:
+                shutil.copy(tmp / "a" / name / f, dst / f)
+
+
+def producer_name(name: str, mixtral: bool) -> str:
+    if not mixtral or ".experts." not in name:
+        return name
+    for w, proj in MIXTRAL_NAMES.items():
+        name = name.replace(f".{w}.", f".{proj}.")
+    return name
+
+
+def check(folder: Path, src: str, scheme: str, name: str):
+    from safetensors.torch import load_file, save_file
+    strategy = dense.WEIGHT_STRATEGY[scheme]
+    mixtral = src.startswith("mixtral")
+    source = load_file(str(CHECKPOINTS / src / "model.safetensors"))
+    fx = load_file(str(folder / "model.safetensors"))
+    assert dense.read_header(folder / "model.safetensors")["__metadata__"] == {"format": "pt"}
+    kept = set(EXPECTED_IGNORE[name])
+    expected, codes_checked = set(), 0
+    for n, w in source.items():
+        mod = n[: -len(".weight")] if n.endswith(".weight") else None
+        quantized = w.dim() == 2 and mod not in kept and "embed_tokens" not in n
+        p = producer_name(n, mixtral)
+        expected.add(p)
+        if not quantized:
+            assert fx[p].dtype == w.dtype and torch.equal(fx[p].view(torch.int16), w.view(torch.int16)), n
+            continue
+        pmod = p[: -len(".weight")]
+        expected.add(pmod + ".weight_scale")
+        scale, codes = fx[pmod + ".weight_scale"], fx[p]
+        ref_scale = dense.weight_scale(w, strategy)
+        assert scale.dtype == torch.bfloat16 and torch.equal(scale.view(torch.int16), ref_scale.view(torch.int16)), p
+        assert codes.dtype == torch.float8_e4m3fn and torch.equal(codes.view(torch.uint8),
+                                                                  dense.weight_codes(w, ref_scale, strategy)), p
+        codes_checked += codes.numel()
+    assert set(fx) == expected, set(fx) ^ expected
+    if mixtral:
+        assert not any(".w1." in k or ".w2." in k or ".w3." in k for k in fx), "LLM Compressor wrote w1/w2/w3 now"
+    with tempfile.TemporaryDirectory() as tmp:
+        save_file(fx, f"{tmp}/m.safetensors", metadata={"format": "pt"})
+        assert Path(f"{tmp}/m.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes(), folder
+    cfg = json.loads((CHECKPOINTS / src / "config.json").read_text())
+    qc = dense.expected_qconfig(scheme, False)
+    qc["ignore"] = EXPECTED_IGNORE[name]
+    text = (folder / "config.json").read_text()
+    assert json.loads(text)["quantization_config"] == qc, json.loads(text)["quantization_config"]["ignore"]
+    assert text == json.dumps({**cfg, "quantization_config": qc}, indent=2, sort_keys=True), folder
+    print(f"{name}: bytes verified, {codes_checked} codes, ignore = {EXPECTED_IGNORE[name]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--check-only", action="store_true", help="only check the fixtures as they are")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker(json.loads(args.worker))
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    if not args.check_only:
+        make(out)
+    for name, (src, scheme, _) in CASES.items():
+        check(out / name, src, scheme, name)
+    # The Qwen3-MoE FP8_BLOCK reference made by make_checkpoint_fixtures.py passes the same checks.
+    EXPECTED_IGNORE["ct_fp8_block_qwen3_moe"] = EXPECTED_IGNORE["moe_qwen3_FP8_DYNAMIC"]
+    check(CHECKPOINTS / "ct_fp8_block_qwen3_moe", "qwen3_moe_bf16", "FP8_BLOCK", "ct_fp8_block_qwen3_moe")
+
+
+if __name__ == "__main__":
+    main()
