@@ -497,9 +497,13 @@ struct FlashSmem {
   static constexpr int kBytes = kStages + 4 * kStage;
 };
 
-// Each warp takes 16 of the CTA's 64 packed rows over every key tile.
-template <int HD, KvElement E>
-__global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(const FlashArgs a) {
+// Each warp takes 16 of the CTA's 64 packed rows over every key tile. kMinCtas: the CTAs an SM
+// it is compiled for (__launch_bounds__): 1 lets the compiler take 230–240 registers at HD = 128
+// (two CTAs an SM); 3 (FP8 caches at HD = 128, FP8LM_CUDA_PREFILL_FP8_CTAS=3: ≤ 168 registers,
+// 72 bytes of spills) for A/B at short prompts, where a CTA holds one or two key tiles and its
+// latency is hidden only by other CTAs (issue 19: 412 µs a layer for 128 prompts of 128 tokens).
+template <int HD, KvElement E, int kMinCtas = 1>
+__global__ void __launch_bounds__(kFlashThreads, kMinCtas) flash_attention_kernel(const FlashArgs a) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
   using S = FlashSmem<HD, E>;
@@ -754,21 +758,43 @@ void launch_rows_any(KvElement e, const RowArgs& a, unsigned blocks, cudaStream_
   }
 }
 
-template <int HD, KvElement E>
+template <int HD, KvElement E, int kMinCtas = 1>
 void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   constexpr int kBytes = FlashSmem<HD, E>::kBytes;
+  auto* kernel = flash_attention_kernel<HD, E, kMinCtas>;
   // A host call (not a stream operation: allowed while capturing a graph), per device.
-  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  launch_dependent(flash_attention_kernel<HD, E>, dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream, a);
+  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  launch_dependent(kernel, dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream, a);
   FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+// FP8LM_CUDA_PREFILL_FP8_CTAS: 1 (the default: the registers the compiler takes) or 3 (A/B: the
+// HD = 128 FP8 prefill kernel compiled for three CTAs an SM), refused by name otherwise.
+int prefill_fp8_ctas() {
+  static const int v = [] {
+    const char* e = std::getenv("FP8LM_CUDA_PREFILL_FP8_CTAS");
+    if (e == nullptr || *e == '\0' || std::strcmp(e, "1") == 0) return 1;
+    if (std::strcmp(e, "3") == 0) return 3;
+    fail("paged attention", std::string("FP8LM_CUDA_PREFILL_FP8_CTAS=") + e + " is not 1 or 3");
+  }();
+  return v;
+}
+
+template <int HD, KvElement E>
+void launch_flash_fp8(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
+  // Only HD = 128 takes more than 168 registers at one CTA an SM (HD = 64: 150–168).
+  if constexpr (HD == 128) {
+    if (prefill_fp8_ctas() == 3) return launch_flash<HD, E, 3>(a, blocks, stream);
+  }
+  launch_flash<HD, E>(a, blocks, stream);
 }
 
 template <int HD>
 void launch_flash_e(KvElement e, const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   switch (e) {
     case KvElement::kBF16: launch_flash<HD, KvElement::kBF16>(a, blocks, stream); break;
-    case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3>(a, blocks, stream); break;
-    case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2>(a, blocks, stream); break;
+    case KvElement::kE4M3: launch_flash_fp8<HD, KvElement::kE4M3>(a, blocks, stream); break;
+    case KvElement::kE5M2: launch_flash_fp8<HD, KvElement::kE5M2>(a, blocks, stream); break;
     case KvElement::kF32: fail("paged attention", "no tensor-core path for an f32 cache");
     default: fail("paged attention", "no tensor-core path for kv element type " + std::to_string(int(e)));
   }
