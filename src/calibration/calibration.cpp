@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "spec/model_tensors.h"
 
 namespace fp8lm::calibration {
 namespace {
@@ -16,12 +17,16 @@ float amax_of(std::span<const float> x) {
 
 class RangeObserver final : public model::ForwardObserver {
  public:
-  RangeObserver(CalibrationStats& stats, int layers, int kv_heads, int64_t head_dim)
-      : stats_(stats), kv_heads_(kv_heads), head_dim_(head_dim) {
+  RangeObserver(CalibrationStats& stats, const ModelConfig& c)
+      : stats_(stats), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+    const auto layers = c.num_hidden_layers;
+    moe_names_.resize(size_t(layers));
+    for (int i = 0; i < layers; ++i)
+      if (c.is_moe_layer(i)) moe_names_[size_t(i)] = moe_tensor_names(c, i);
     stats_.k_amax.assign(size_t(layers), 0.0f);
     stats_.v_amax.assign(size_t(layers), 0.0f);
-    stats_.k_head_amax.assign(size_t(layers), std::vector<float>(size_t(kv_heads), 0.0f));
-    stats_.v_head_amax.assign(size_t(layers), std::vector<float>(size_t(kv_heads), 0.0f));
+    stats_.k_head_amax.assign(size_t(layers), std::vector<float>(size_t(kv_heads_), 0.0f));
+    stats_.v_head_amax.assign(size_t(layers), std::vector<float>(size_t(kv_heads_), 0.0f));
   }
 
   void linear_input(int layer, model::LinearInput input, std::span<const float> x, int64_t, int64_t) override {
@@ -29,6 +34,21 @@ class RangeObserver final : public model::ForwardObserver {
     for (const std::string& m : model::modules_reading(input)) {
       float& slot = stats_.input_amax["model.layers." + std::to_string(layer) + "." + m];
       slot = std::max(slot, a);
+    }
+  }
+
+  // Each expert's own range under its checkpoint module name
+  // ("model.layers.L.mlp.experts.E.gate_proj", Mixtral's "...experts.E.w1").
+  void expert_input(int layer, int expert, model::LinearInput input, std::span<const float> x, int64_t,
+                    int64_t) override {
+    const ExpertTensorNames& n = moe_names_.at(size_t(layer)).experts.at(size_t(expert));
+    const float a = amax_of(x);
+    const auto note = [&](const std::string& m) { stats_.input_amax[m] = std::max(stats_.input_amax[m], a); };
+    if (input == model::LinearInput::kDown) {
+      note(n.down_proj);
+    } else {
+      note(n.gate_proj);
+      note(n.up_proj);
     }
   }
 
@@ -50,6 +70,7 @@ class RangeObserver final : public model::ForwardObserver {
   CalibrationStats& stats_;
   int kv_heads_;
   int64_t head_dim_;
+  std::vector<MoeTensorNames> moe_names_;  // per layer; empty for a dense layer
 };
 
 // Detaches the observer however calibration ends.
@@ -81,7 +102,7 @@ CalibrationStats calibrate(model::LlamaModel& model, backend::Ops& ops, std::spa
   for (size_t i = 0; i < table.size(); ++i) table[i] = int64_t(i);
 
   CalibrationStats stats;
-  RangeObserver observer(stats, c.num_hidden_layers, c.num_key_value_heads, c.head_dim);
+  RangeObserver observer(stats, c);
   model.set_observer(&observer);
   const ObserverGuard guard{model};
   std::vector<float> logits;

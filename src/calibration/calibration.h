@@ -31,6 +31,9 @@ struct CalibrationStats {
 // Runs each sample as its own sequence through `model` (on `ops`, with a
 // float32 KV cache of its own, so the model's cache format cannot colour the
 // ranges) and returns the maxima. progress(done, total) after each sample.
+// MoE experts get ranges only where the caller made the model observe every
+// expert first (LlamaModel::observe_all_experts: each expert over all tokens,
+// LLM Compressor's moe_calibrate_all_experts); otherwise their names are absent.
 // Throws fp8lm::Error for no samples or a sample longer than the context.
 CalibrationStats calibrate(model::LlamaModel& model, backend::Ops& ops,
                            std::span<const std::vector<int32_t>> samples,

@@ -123,6 +123,8 @@ void run(const QuantizeFlags& f, const RunFlags& rf) {
         backend::make_ops({.device = backend::Device::kCpu, .threads = rf.options().threads});
     const loader::HostModelWeights w = loader::load_host_weights(spec);
     model::LlamaModel m(spec.config, w, *ops);
+    // Static input scales of MoE experts: every expert over every token (w outlives m here).
+    if (quantize::needs_calibration(o.preset) && spec.config.is_moe()) m.observe_all_experts(w);
     ProgressBar bar("calibrating");
     stats = calibration::calibrate(m, *ops, samples, [&](size_t done, size_t total) { bar.update(done, total); });
     std::fprintf(stderr, "fp8lm: calibrated on %lld samples, %lld tokens of %s\n",

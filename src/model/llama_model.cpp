@@ -233,6 +233,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     // layer h += Σ p_e · expert_e(x) over the experts the router picks.
     ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x, l.gate_up.get());
     if (l.experts) {
+      if (observer_ != nullptr && !l.observed_gate.empty()) observe_experts(i, l, x);
       ops_.linear(x, *l.router, router_logits);
       ops_.moe(x, router_logits, *l.experts, routing_, proj);
     } else {
@@ -269,6 +270,43 @@ void LlamaModel::observe(int layer, LinearInput input, backend::Tensor x) {
   observed_.resize(size_t(x.rows * x.cols));
   ops_.to_host(x, observed_);
   observer_->linear_input(layer, input, observed_, x.rows, x.cols);
+}
+
+void LlamaModel::observe_all_experts(const loader::HostModelWeights& w) {
+  if (w.layers.size() != layers_.size())
+    throw Error("model: observe_all_experts given weights of " + std::to_string(w.layers.size()) +
+                " layers for a model of " + std::to_string(layers_.size()));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    const loader::HostLayer& h = w.layers[i];
+    if (h.moe.has_value() != (l.experts != nullptr))
+      throw Error("model: observe_all_experts given weights whose layer " + std::to_string(i) +
+                  " is not the model's (MoE or dense)");
+    if (!h.moe || !l.observed_gate.empty()) continue;
+    for (size_t e = 0; e < h.moe->gate.size(); ++e) {
+      l.observed_gate.push_back(ops_.upload_linear(h.moe->gate[e]));
+      l.observed_up.push_back(ops_.upload_linear(h.moe->up[e]));
+    }
+  }
+}
+
+void LlamaModel::observe_experts(int layer, const Layer& l, backend::Tensor x) {
+  // Every expert's gate/up reads the whole block input: one host copy for all.
+  observed_.resize(size_t(x.rows * x.cols));
+  ops_.to_host(x, observed_);
+  for (size_t e = 0; e < l.observed_gate.size(); ++e)
+    observer_->expert_input(layer, int(e), LinearInput::kGateUp, observed_, x.rows, x.cols);
+  const int64_t width = config_.moe.moe_intermediate_size;
+  const backend::Tensor gate = ops_.alloc(x.rows, width), up = ops_.alloc(x.rows, width);
+  const backend::Tensor act = ops_.alloc(x.rows, width);
+  for (size_t e = 0; e < l.observed_gate.size(); ++e) {
+    ops_.linear(x, *l.observed_gate[e], gate);
+    ops_.linear(x, *l.observed_up[e], up);
+    ops_.silu_mul(gate, up, act);
+    observed_.resize(size_t(act.rows * act.cols));
+    ops_.to_host(act, observed_);
+    observer_->expert_input(layer, int(e), LinearInput::kDown, observed_, act.rows, act.cols);
+  }
 }
 
 std::vector<std::string> modules_reading(LinearInput input) {

@@ -35,8 +35,8 @@ struct SequenceInput {
 
 // Which activation of a decoder layer an observer sees: the input shared by
 // q/k/v_proj, the input of o_proj, the input shared by gate/up_proj, the input
-// of down_proj. MoE layers report only kQkv and kO (their experts' inputs are
-// each a subset of the rows; calibrating them is issue 20's).
+// of down_proj. MoE layers report kQkv and kO here, and their experts' inputs
+// through ForwardObserver::expert_input where LlamaModel::observe_all_experts was called.
 enum class LinearInput : uint8_t { kQkv, kO, kGateUp, kDown };
 
 // The projections that read each LinearInput ("self_attn.q_proj", ...).
@@ -51,6 +51,13 @@ class ForwardObserver {
   // K after q/k norm and RoPE (what the cache stores) and V, [rows, kv_heads × head_dim] each.
   virtual void key_value(int layer, std::span<const float> k, std::span<const float> v, int64_t rows,
                          int64_t width) = 0;
+  // An MoE layer's expert (only after LlamaModel::observe_all_experts): kGateUp is
+  // the block's input x, every row; kDown is silu(gate_e·x) · up_e·x of every row —
+  // not only the rows the router sends to the expert (see observe_all_experts).
+  virtual void expert_input(int layer, int expert, LinearInput input, std::span<const float> x, int64_t rows,
+                            int64_t cols) {
+    (void)layer, (void)expert, (void)input, (void)x, (void)rows, (void)cols;
+  }
 };
 
 class LlamaModel {
@@ -86,6 +93,17 @@ class LlamaModel {
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 
+  // Calibration of MoE layers as LLM Compressor does it (oneshot's default
+  // moe_calibrate_all_experts): while an observer is set, every expert also
+  // runs on every row of its block's input, so each expert's input ranges come
+  // from all calibration tokens and an expert the router rarely picks still
+  // gets a range; the observer sees them through expert_input. The block's own
+  // output is unchanged (the extra SwiGLUs feed only the observer). Uploads
+  // each expert's gate and up projection once more as a plain linear — `weights`
+  // must be those the model was built from, and outlive it on backends that do
+  // not copy them (the CPU) — so this is for calibration runs only.
+  void observe_all_experts(const loader::HostModelWeights& weights);
+
   // The rows a decode-only step (one new token per sequence) of `rows`
   // sequences runs on `cache`: backend::decode_graph_rows(rows) where the
   // backend records such steps as graphs (Ops::pads_decode_batches) and the
@@ -104,6 +122,8 @@ class LlamaModel {
     std::unique_ptr<backend::Weight> q, k, v, o, gate, up, down;
     // An MoE layer: the router (its own linear, never quantized) and the experts; gate/up/down are null.
     std::unique_ptr<backend::Weight> router, experts;
+    // observe_all_experts only: each expert's gate and up as plain linears.
+    std::vector<std::unique_ptr<backend::Weight>> observed_gate, observed_up;
     // Where the backend fuses them: q/k/v as one weight, gate/up as one (then q, k, v, gate, up are null).
     std::unique_ptr<backend::Weight> qkv, gate_up;
     std::optional<int64_t> sliding_window;
@@ -120,6 +140,8 @@ class LlamaModel {
   std::vector<float> observed_, observed_v_;  // host copies for the observer
 
   void observe(int layer, LinearInput input, backend::Tensor x);
+  // expert_input of every expert of MoE layer `layer`, whose block input is x.
+  void observe_experts(int layer, const Layer& l, backend::Tensor x);
   // Checks and flattens the batch, hands it to the backend, runs the step: the logits tensor.
   backend::Tensor run_step(std::span<const SequenceInput> batch, backend::KvCache& cache);
   // The step's ops after begin_step: every layer, then the logits of `logit_rows` rows.

@@ -204,11 +204,10 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
 }
 
 void check_supported(const io::ModelSpec& src, const QuantizeOptions& o) {
-  const ModelConfig& c = src.config;
-  if (needs_calibration(o.preset) && c.is_moe())
-    throw Error(src.directory.string() + ": --scheme FP8 on " + c.architecture +
-                ": static activation scales need each expert's input range, which calibration does not observe "
-                "yet; use FP8_DYNAMIC or FP8_BLOCK (data-free) for MoE models");
+  // Every preset runs on every architecture fp8lm loads: MoE static scales come
+  // from a calibration that observes every expert (LlamaModel::observe_all_experts),
+  // and a missing range is refused by module name when writing.
+  (void)src, (void)o;
 }
 
 QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::filesystem::path& out,

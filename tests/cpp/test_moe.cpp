@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "cpp/checkpoint_fixtures.h"
 #include "cpp/model_fixtures.h"
+#include "cpp/test_util.h"
 #include "engine/runtime.h"
 #include "io/load_overrides.h"
 #include "numerics/silu.h"
@@ -26,15 +27,6 @@
 
 namespace fp8lm::test {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(MoeRouting, SoftmaxTopKAndRenormalisation) {
   // Probabilities ∝ e^0, e^2, e^2, e^1: experts 1 and 2 tie at the top (the lower id first).

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "common/error.h"
 #include "cpp/checkpoint_fixtures.h"
 #include "cpp/model_fixtures.h"
+#include "cpp/test_util.h"
 #include "io/checkpoint_files.h"
 #include "numerics/fp8_format.h"
 #include "quantize/compressed_tensors_writer.h"
@@ -268,20 +270,11 @@ TEST(QuantizeMoe, WrittenCheckpointRunsLikeOnlineQuantization) {
     }
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A layer's experts run as one block with one scheme (loader::check_supported):
 // --ignore keeping some of them is refused by name, before anything is
-// written; the static preset (no expert input ranges from calibration) is
-// refused by name too.
-TEST(QuantizeMoe, SplitExpertsAndStaticPresetRefused) {
+// written; the static preset with a calibration that did not observe the
+// experts is refused by the first expert's name.
+TEST(QuantizeMoe, SplitExpertsAndUncalibratedExpertsRefused) {
   TempOut tmp("moe-errors");
   const io::ModelSpec spec = io::read_model_spec(checkpoint_fixture("mixtral_bf16"));
   quantize::QuantizeOptions o;
@@ -302,8 +295,73 @@ TEST(QuantizeMoe, SplitExpertsAndStaticPresetRefused) {
   o.preset = quantize::Preset::kFp8;
   const calibration::CalibrationStats none;
   e = error_of([&] { quantize::write_compressed_tensors(spec, tmp.out(), o, &none); });
-  EXPECT_NE(e.find("--scheme FP8 on MixtralForCausalLM"), std::string::npos) << e;
+  EXPECT_NE(e.find("calibration recorded no input range for 'model.layers.0.self_attn.q_proj'"), std::string::npos)
+      << e;
   for (const auto& entry : fs::directory_iterator(tmp.dir())) ADD_FAILURE() << "left behind: " << entry.path();
+}
+
+// Static FP8 on Qwen3-MoE against LLM Compressor (moe_qwen3_FP8, calibrated on
+// calibration_ids.json, every expert over every token: oneshot's default
+// moe_calibrate_all_experts). Weights are data-free: byte-identical. Input
+// scales: LLM Compressor 0.14 ran this model's calibration WITHOUT a causal
+// mask (eager attention given attention_mask=None; fixture README, "MoE"),
+// fp8lm with the model's causal attention, so only the scales no attention
+// reaches are comparable: layer 0's q/k/v input, within the dense convention's
+// 2 BF16 ulps. Every expert's gate/up scale is then the layer's one block-input
+// range (all tokens), as in the fixture; down scales differ per expert.
+TEST(QuantizeMoe, StaticPresetAgainstLlmCompressor) {
+  const nlohmann::json ids = nlohmann::json::parse(file_bytes(quantize_fixture("calibration_ids.json")));
+  std::vector<std::vector<int32_t>> samples;
+  for (const auto& s : ids["input_ids"]) samples.push_back(s.get<std::vector<int32_t>>());
+  LoadedModel lm(checkpoint_fixture("qwen3_moe_bf16"), {}, 2);
+  const io::ModelSpec& spec = lm.spec;
+  lm.model->observe_all_experts(loader::load_host_weights(spec));
+  const calibration::CalibrationStats stats = calibration::calibrate(*lm.model, *lm.ops, samples);
+
+  TempOut tmp("moe-static");
+  quantize::QuantizeOptions o;
+  o.preset = quantize::Preset::kFp8;
+  quantize::write_compressed_tensors(spec, tmp.out(), o, &stats);
+  const fs::path ref_dir = quantize_fixture("moe_qwen3_FP8");
+  const io::CheckpointFiles got(tmp.out()), ref(ref_dir);
+  EXPECT_EQ(file_bytes(tmp.out() / "config.json"), file_bytes(ref_dir / "config.json"));
+  ASSERT_EQ(got.tensor_names(), ref.tensor_names());
+  const auto scale_of = [](const io::CheckpointFiles& f, const std::string& name) {
+    uint16_t b;
+    std::memcpy(&b, f.bytes(name).data(), 2);
+    return bf16_to_float(b);
+  };
+  for (const std::string& name : ref.tensor_names()) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(got.tensor(name).dtype, ref.tensor(name).dtype);
+    ASSERT_EQ(got.tensor(name).shape, ref.tensor(name).shape);
+    if (name.ends_with("input_scale")) continue;
+    const auto gb = got.bytes(name), rb = ref.bytes(name);
+    EXPECT_EQ(std::memcmp(gb.data(), rb.data(), gb.size()), 0);
+  }
+  for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
+    const std::string n = std::string("model.layers.0.self_attn.") + p + ".input_scale";
+    EXPECT_NEAR(scale_of(got, n), scale_of(ref, n), 0x1p-7 * scale_of(ref, n)) << n;
+  }
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string e = "model.layers." + std::to_string(layer) + ".mlp.experts.";
+    const float block = scale_of(got, e + "0.gate_proj.input_scale");
+    std::set<float> downs;
+    for (int x = 0; x < 4; ++x) {
+      for (const char* p : {"gate_proj", "up_proj"}) {
+        EXPECT_EQ(scale_of(got, e + std::to_string(x) + "." + p + ".input_scale"), block);
+        EXPECT_EQ(scale_of(ref, e + std::to_string(x) + "." + p + ".input_scale"),
+                  scale_of(ref, e + "0.gate_proj.input_scale"));
+      }
+      downs.insert(scale_of(got, e + std::to_string(x) + ".down_proj.input_scale"));
+    }
+    EXPECT_EQ(downs.size(), 4u);
+  }
+  // The written checkpoint loads (static scales: the block's largest per vLLM's rule) and runs.
+  LoadedModel q(tmp.out(), {}, 1);
+  const std::vector<float> logits = q.prompt_logits(samples[0]);
+  ASSERT_FALSE(logits.empty());
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST(QuantizeErrors, RefusedWithoutTouchingAnything) {

@@ -53,10 +53,11 @@ def test_moe_presets_equal_llm_compressor(run, tmp_path, scheme, ignore, ref):
         assert (out / f).read_bytes() == (ref / f).read_bytes(), f
 
 
+# (The static preset on MoE models is calibrated and compared with LLM Compressor in
+# tests/cpp/test_quantize.cpp: the tiny fixtures have no tokenizer for --calib text.)
 @pytest.mark.parametrize("args,needles", [
     (["--ignore", "model.layers.0.mlp.experts.1.down_proj"],
      ["--ignore keeps model.layers.0.mlp.experts.1.down_proj", "as one block with one scheme"]),
-    (["--scheme", "FP8", "--calib", str(CALIB_TEXT)], ["--scheme FP8 on Qwen3MoeForCausalLM"]),
 ])
 def test_moe_refusals_are_named_and_leave_nothing(run, tmp_path, args, needles):
     r = run("quantize", str(CHECKPOINTS / "qwen3_moe_bf16"), "--out", str(tmp_path / "out"), *args)
