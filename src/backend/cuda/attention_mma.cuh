@@ -606,6 +606,41 @@ __device__ __forceinline__ void merge_partials_warp(const float* part_o, const f
 void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, bool transposed,
                         cudaStream_t stream);
 
+// The decode kernels' gather (paged_attention_decode.cu, paged_attention_decode_pairs.cu): a warp
+// copies 16 keys at a time into a stage of its own ring. The byte offset in the cache of key j
+// (the key lane & 15 owns) of KV head kvh, −1 where it is not gathered: keys [lo, hi] are, others
+// are zero-filled without touching the block table (blocks outside a sliding window may already
+// be someone else's).
+template <int HD, KvElement E>
+__device__ __forceinline__ int64_t warp_key_offset(int64_t j, int64_t lo, int64_t hi, const int32_t* table,
+                                                   int block_size, int num_kv_heads, int kvh) {
+  if (j < lo || j > hi) return -1;
+  const int jj = int(j);  // positions fit an int (max_model_len)
+  const int64_t block = table[jj / block_size];
+  return ((block * num_kv_heads + kvh) * block_size + jj % block_size) * HD * kElemBytes<E>;
+}
+
+// The warp's 16 keys into a stage: K at kdst, V kRow · 16 bytes after it, key rows kRow bytes
+// apart (FP8: pieces swizzled by fp8_piece); offset: this lane's warp_key_offset, shuffled to
+// the lanes copying the key's pieces.
+template <int HD, KvElement E, int kRow>
+__device__ __forceinline__ void copy_warp_keys(unsigned char* kdst, int64_t offset, int lane, const void* k,
+                                               const void* v) {
+  constexpr int kKeys = 16;
+  constexpr int kCpr = HD * kElemBytes<E> / 16;
+  static_assert(kKeys * kCpr % 32 == 0, "every lane shuffles as often");
+  unsigned char* vdst = kdst + kKeys * kRow;
+  for (int idx = lane; idx < kKeys * kCpr; idx += 32) {
+    const int key = idx / kCpr, ch = idx % kCpr;
+    const int64_t key_off = __shfl_sync(kFullMask, offset, key);
+    const bool ok = key_off >= 0;
+    const int64_t off = ok ? key_off + ch * 16 : 0;
+    const int at = key * kRow + (kIsFp8<E> ? fp8_piece<HD>(key, ch) : ch) * 16;
+    cp_async16(smem_addr(kdst + at), static_cast<const unsigned char*>(k) + off, ok ? 16 : 0);
+    cp_async16(smem_addr(vdst + at), static_cast<const unsigned char*>(v) + off, ok ? 16 : 0);
+  }
+}
+
 // paged_attention_decode_pairs.cu: the decode rows of an FP8 cache whose decoding sequences'
 // rows fit kDecodeTRows, one warp per (sequence, KV head) over its whole context (no split:
 // a.chunks is ignored; a.decode_max_new_tokens > 0 skips the sequences with more new tokens).

@@ -36,14 +36,13 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <string>
 
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/fp8_convert.cuh"
 #include "backend/cuda/kv_store_device.cuh"
 #include "backend/cuda/launch.cuh"
@@ -771,12 +770,7 @@ void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
 // FP8LM_CUDA_PREFILL_FP8_CTAS: 1 (the default: the registers the compiler takes) or 3 (A/B: the
 // HD = 128 FP8 prefill kernel compiled for three CTAs an SM), refused by name otherwise.
 int prefill_fp8_ctas() {
-  static const int v = [] {
-    const char* e = std::getenv("FP8LM_CUDA_PREFILL_FP8_CTAS");
-    if (e == nullptr || *e == '\0' || std::strcmp(e, "1") == 0) return 1;
-    if (std::strcmp(e, "3") == 0) return 3;
-    fail("paged attention", std::string("FP8LM_CUDA_PREFILL_FP8_CTAS=") + e + " is not 1 or 3");
-  }();
+  static const int v = env_choice("FP8LM_CUDA_PREFILL_FP8_CTAS", {"1", "3"}, "1", "paged attention") == "3" ? 3 : 1;
   return v;
 }
 
@@ -816,15 +810,7 @@ int sm_count() {
 // FP8LM_CUDA_DECODE_CTAS: the tensor-core decode kernel's CTAs per SM below which it splits the
 // context (default 4: two waves of two CTAs an SM), 1..64; another value is refused by name.
 int decode_ctas_per_sm() {
-  static const int v = [] {
-    const char* e = std::getenv("FP8LM_CUDA_DECODE_CTAS");
-    if (e == nullptr || *e == '\0') return 4;
-    char* end = nullptr;
-    const long x = std::strtol(e, &end, 10);
-    if (*end != '\0' || x < 1 || x > 64)
-      fail("paged attention", std::string("FP8LM_CUDA_DECODE_CTAS=") + e + " is not a whole number in [1, 64]");
-    return int(x);
-  }();
+  static const int v = int(env_whole_number("FP8LM_CUDA_DECODE_CTAS", 1, 64, 4, "paged attention"));
   return v;
 }
 
@@ -836,15 +822,8 @@ int decode_ctas_per_sm() {
 // they keep the key-split CTAs and their context split. FP8LM_CUDA_DECODE_PAIRS_MIN=N (A/B)
 // sets the threshold (0: always where the rows fit; a huge N: never).
 int64_t decode_pairs_min() {
-  static const int64_t env = [] {
-    const char* e = std::getenv("FP8LM_CUDA_DECODE_PAIRS_MIN");
-    if (e == nullptr || *e == '\0') return int64_t(-1);
-    char* end = nullptr;
-    const long long x = std::strtoll(e, &end, 10);
-    if (*end != '\0' || x < 0)
-      fail("paged attention", std::string("FP8LM_CUDA_DECODE_PAIRS_MIN=") + e + " is not a whole number >= 0");
-    return int64_t(x);
-  }();
+  static const int64_t env = env_whole_number("FP8LM_CUDA_DECODE_PAIRS_MIN", 0,
+                                               std::numeric_limits<int64_t>::max(), -1, "paged attention");
   constexpr int64_t kPairsPerSm = 12;
   return env >= 0 ? env : kPairsPerSm * sm_count();
 }
@@ -853,6 +832,12 @@ int64_t decode_pairs_min() {
 // decode rows), else every sequence's up to kDecodeMaxNewTokens.
 int decode_tcap(const DeviceAttentionBatch& batch, int plan_tcap) {
   return batch.max_decode_new_tokens >= 0 ? std::min(batch.max_decode_new_tokens, plan_tcap) : plan_tcap;
+}
+
+// Whether the decode rows can take the transposed tiles (decode_mma_t.cuh): an FP8 cache, and
+// every decoding sequence's rows (tcap tokens × a group) within the MMA's N of kDecodeTRows.
+bool decode_rows_fit_transposed(KvElement element, int64_t tcap, int64_t group) {
+  return is_fp8(element) && tcap * group <= kDecodeTRows;
 }
 
 }  // namespace
@@ -874,9 +859,8 @@ bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const ba
 bool paged_attention_decode_uses_pairs(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
                                        KvElement element) {
   if (!is_fp8(element) || !paged_attention_decode_uses_mma(batch, params, element)) return false;
-  const int64_t group = params.num_heads / params.num_kv_heads;
   const int tcap = decode_tcap(batch, std::min(batch.max_new_tokens, kDecodeMaxNewTokens));
-  return tcap > 0 && tcap * group <= kDecodeTRows &&
+  return tcap > 0 && decode_rows_fit_transposed(element, tcap, params.num_heads / params.num_kv_heads) &&
          int64_t(batch.num_seqs) * params.num_kv_heads >= decode_pairs_min();
 }
 
@@ -1055,8 +1039,7 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
       launch_pair_decode(int(p.head_dim), layer.element, fa, stream);
     } else {
       static const bool transposed_on = env_opt_in("FP8LM_CUDA_DECODE_T");
-      const bool transposed =
-          transposed_on && is_fp8(layer.element) && int64_t(dec_tcap) * plan.group <= kDecodeTRows;
+      const bool transposed = transposed_on && decode_rows_fit_transposed(layer.element, dec_tcap, plan.group);
       launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles),
                          transposed, stream);
       if (fa.chunks > 1 && fa.merge_counters == nullptr) {

@@ -25,14 +25,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/decode_mma_t.cuh"
 #include "backend/cuda/device_helpers.cuh"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.cuh"
 #include "common/error.h"
 
@@ -120,31 +119,15 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
   }
   unsigned char* ring = wsmem + S::kQ + warp * kStages * S::kStage;
 
-  // The byte offset in the cache of key (lane & 15) of tile jt, −1 where it is not gathered:
-  // keys [lo_first, p_last] are, others are zero-filled without touching the block table
-  // (blocks outside a sliding window may already be someone else's).
-  auto key_offset = [&](int64_t jt) -> int64_t {
-    const int64_t j = jt * kBN + warp_key + (lane & 15);
-    if (j < lo_first || j > p_last) return -1;
-    const int jj = int(j), bs = a.block_size;  // positions fit an int (max_model_len)
-    const int64_t block = table[jj / bs];
-    return ((block * a.num_kv_heads + kvh) * bs + jj % bs) * HD * kElemBytes<E>;
+  // The cache offset of this lane's key (lane & 15) of the warp's quarter of tile jt
+  // (warp_key_offset), and the copy of the warp's 16 keys of a tile into a stage.
+  static_assert(kWarpKeys == 16, "copy_warp_keys copies 16 keys");
+  auto key_offset = [&](int64_t jt) {
+    return warp_key_offset<HD, E>(jt * kBN + warp_key + (lane & 15), lo_first, p_last, table, a.block_size,
+                                  a.num_kv_heads, kvh);
   };
-  // The warp's 16 keys of a tile into a stage; offset: this lane's key_offset of that tile.
   auto load_keys = [&](int stage, int64_t offset) {
-    constexpr int kCpr = HD * kElemBytes<E> / 16;
-    static_assert(kWarpKeys * kCpr % 32 == 0, "every lane shuffles as often");
-    unsigned char* kdst = ring + stage * S::kStage;
-    unsigned char* vdst = kdst + kWarpKeys * S::kRow;
-    for (int idx = lane; idx < kWarpKeys * kCpr; idx += 32) {
-      const int key = idx / kCpr, ch = idx % kCpr;
-      const int64_t key_off = __shfl_sync(kFullMask, offset, key);
-      const bool ok = key_off >= 0;
-      const int64_t off = ok ? key_off + ch * 16 : 0;
-      const int at = key * S::kRow + (kFp8 ? fp8_piece<HD>(key, ch) : ch) * 16;
-      cp_async16(smem_addr(kdst + at), static_cast<const unsigned char*>(a.k) + off, ok ? 16 : 0);
-      cp_async16(smem_addr(vdst + at), static_cast<const unsigned char*>(a.v) + off, ok ? 16 : 0);
-    }
+    copy_warp_keys<HD, E, S::kRow>(ring + stage * S::kStage, offset, lane, a.k, a.v);
   };
 
   const int ntiles = int(jt_last - jt_first + 1);
@@ -284,12 +267,7 @@ void launch(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
 
 // FP8LM_CUDA_DECODE_FP8_CTAS: 4 (the default) or 3, refused by name otherwise.
 int fp8_ctas_per_sm() {
-  static const int v = [] {
-    const char* e = std::getenv("FP8LM_CUDA_DECODE_FP8_CTAS");
-    if (e == nullptr || *e == '\0' || std::strcmp(e, "4") == 0) return 4;
-    if (std::strcmp(e, "3") == 0) return 3;
-    throw Error(std::string("cuda paged attention: FP8LM_CUDA_DECODE_FP8_CTAS=") + e + " is not 3 or 4");
-  }();
+  static const int v = env_choice("FP8LM_CUDA_DECODE_FP8_CTAS", {"3", "4"}, "4", "paged attention") == "3" ? 3 : 4;
   return v;
 }
 

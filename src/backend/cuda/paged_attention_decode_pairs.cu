@@ -88,31 +88,15 @@ __global__ void __launch_bounds__(kFlashThreads, 4) pair_decode_kernel(const Fla
     cp_async_commit();
   }
 
-  // The byte offset in the cache of key (lane & 15) of step jt, −1 where it is not gathered:
-  // keys [lo_first, p_last] are, others are zero-filled without touching the block table.
-  auto key_offset = [&](int64_t jt) -> int64_t {
-    const int64_t j = jt * kPairKeys + (lane & 15);
-    if (j < lo_first || j > p_last) return -1;
-    const int jj = int(j), bs = a.block_size;  // positions fit an int (max_model_len)
-    const int64_t block = table[jj / bs];
-    return ((block * a.num_kv_heads + kvh) * bs + jj % bs) * HD;
+  // The cache offset of this lane's key (lane & 15) of step jt (warp_key_offset), and the copy
+  // of a step's 16 keys into a stage (swizzled as the transposed tiles read them).
+  static_assert(kPairKeys == 16, "copy_warp_keys copies 16 keys");
+  auto key_offset = [&](int64_t jt) {
+    return warp_key_offset<HD, E>(jt * kPairKeys + (lane & 15), lo_first, p_last, table, a.block_size,
+                                  a.num_kv_heads, kvh);
   };
-  // A step's 16 keys into a stage (swizzled as the transposed tiles read them); offset: this
-  // lane's key_offset of that step, shuffled to the lanes copying the key's pieces.
   auto load_keys = [&](int stage, int64_t offset) {
-    constexpr int kCpr = HD / 16;
-    static_assert(kPairKeys * kCpr % 32 == 0, "every lane shuffles as often");
-    unsigned char* kdst = ring + stage * S::kStage;
-    unsigned char* vdst = kdst + kPairKeys * HD;
-    for (int idx = lane; idx < kPairKeys * kCpr; idx += 32) {
-      const int key = idx / kCpr, ch = idx % kCpr;
-      const int64_t key_off = __shfl_sync(kFullMask, offset, key);
-      const bool ok = key_off >= 0;
-      const int64_t off = ok ? key_off + ch * 16 : 0;
-      const int at = key * HD + fp8_piece<HD>(key, ch) * 16;
-      cp_async16(smem_addr(kdst + at), static_cast<const unsigned char*>(a.k) + off, ok ? 16 : 0);
-      cp_async16(smem_addr(vdst + at), static_cast<const unsigned char*>(a.v) + off, ok ? 16 : 0);
-    }
+    copy_warp_keys<HD, E, HD>(ring + stage * S::kStage, offset, lane, a.k, a.v);
   };
 
   const int nsteps = int(jt_last - jt_first + 1);
