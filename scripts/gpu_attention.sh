@@ -16,7 +16,7 @@
 # fit, not only from 12 pairs an SM: FP8LM_CUDA_DECODE_PAIRS_MIN=0), keysplit (never on it:
 # the key-split CTAs at every batch).
 #
-#   bash scripts/gpu_attention.sh [--ncu] [--forms "split simt ctas8"] [--test-forms "split simt"]
+#   bash scripts/gpu_attention.sh [--ncu] [--forms "split simt ctas8"] [--test-forms "split simt" | none]
 #                                 [bench options, e.g. --batch 256]
 #
 # Binaries: $FP8LM_BIN (a directory holding test_cuda_attention and bench_cuda_attention, as
@@ -36,6 +36,7 @@ while (($#)); do
   shift
 done
 test_forms=${test_forms:-$forms}
+[[ $test_forms == none ]] && test_forms=""  # --test-forms none: benchmarks only
 test_bin=${FP8LM_BIN:+$FP8LM_BIN/test_cuda_attention}
 test_bin=${test_bin:-build/tests/test_cuda_attention}
 bench_bin=${FP8LM_BIN:+$FP8LM_BIN/bench_cuda_attention}

@@ -8,7 +8,7 @@
 # that run), and summary.txt.
 #
 #   bash scripts/gpu_serve.sh [--configs "bf16 fp8 fp8+kv"] [--concurrency "1 16 64 256"]
-#       [--input-len 1024] [--output-len 256] [--prompts-per-slot 2]
+#       [--input-len 1024] [--output-len 256] [--prompts-per-slot 2] [--server-args "--no-async-scheduling"]
 #
 # Each concurrency C sends max(8, C × prompts-per-slot) prompts at once
 # (request rate inf, at most C in flight). Binaries: $FP8LM_BIN/fp8lm, else
@@ -17,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-results}
 mkdir -p "$out"
-configs="bf16 fp8 fp8+kv" concurrency="1 16 64 256" input_len=1024 output_len=256 per_slot=2
+configs="bf16 fp8 fp8+kv" concurrency="1 16 64 256" input_len=1024 output_len=256 per_slot=2 server_args=""
 port=${PORT:-8731}
 while (($#)); do
   case "$1" in
@@ -26,6 +26,7 @@ while (($#)); do
     --input-len) input_len=$2; shift ;;
     --output-len) output_len=$2; shift ;;
     --prompts-per-slot) per_slot=$2; shift ;;
+    --server-args) server_args=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -45,6 +46,8 @@ http_get() {
 status=0
 for cfg in $configs; do
   args=(--device cuda --load-format dummy --skip-tokenizer-init --max-num-seqs 256 --max-num-batched-tokens 8192)
+  read -r -a extra <<< "$server_args"
+  args+=("${extra[@]}")
   case "$cfg" in
     bf16) ;;
     fp8) args+=(--quantization fp8) ;;

@@ -302,6 +302,28 @@ class Ops {
       tokens[r] = sampler.sample(std::span<float>(host).subspan(r * size_t(logits.cols), size_t(logits.cols)), rows[r]);
   }
 
+  // ---- a step's tokens without waiting for them (the engine's async scheduling):
+  // start_argmax_rows / start_sample_rows queue argmax_rows / sample_rows and may return
+  // before the device has run the step; wait_tokens() then waits and gives the tokens (one
+  // per row). Between the two the host may do anything that needs no result of the step
+  // (schedule the next one, detokenize the last one); wait_tokens() must come before the
+  // next begin_step. The defaults run the op at once and keep its tokens until then.
+  virtual void start_argmax_rows(Tensor x) {
+    started_tokens_.assign(size_t(x.rows), 0);
+    argmax_rows(x, started_tokens_);
+    tokens_started_ = true;
+  }
+  virtual void start_sample_rows(Tensor logits, std::span<const RowSampling> rows) {
+    started_tokens_.assign(size_t(logits.rows), 0);
+    sample_rows(logits, rows, started_tokens_);
+    tokens_started_ = true;
+  }
+  virtual void wait_tokens(std::vector<int32_t>& tokens) {
+    if (!tokens_started_) throw Error(name() + ": wait_tokens without a started argmax_rows or sample_rows");
+    tokens_started_ = false;
+    tokens.swap(started_tokens_);
+  }
+
  protected:
   [[noreturn]] void throw_no_moe(const char* op) const {
     throw Error(name() + ": " + op + ": this backend does not run MoE blocks (supports_moe() is false)");
@@ -309,6 +331,10 @@ class Ops {
   [[noreturn]] void throw_not_fused(const char* op) const {
     throw Error(name() + ": " + op + " of a fused linear output, but this backend fuses none");
   }
+
+ private:
+  std::vector<int32_t> started_tokens_;  // the default start_*'s tokens, until wait_tokens
+  bool tokens_started_ = false;
 };
 
 }  // namespace fp8lm::backend

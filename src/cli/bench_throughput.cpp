@@ -47,6 +47,7 @@ struct ThroughputFlags {
   int64_t max_num_seqs = engine::SchedulerConfig{}.max_num_seqs;
   int64_t max_num_batched_tokens = engine::SchedulerConfig{}.max_num_batched_tokens;
   bool enable_prefix_caching = false;
+  bool async_scheduling = engine::SchedulerConfig{}.async_scheduling;
   int64_t prefix_len = 0;  // leading tokens every prompt shares
   std::string json;
 };
@@ -65,7 +66,8 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   check_positive("--output-len", tf.output_len);
   check_positive("--max-num-seqs", tf.max_num_seqs);
   check_positive("--max-num-batched-tokens", tf.max_num_batched_tokens);
-  engine::SchedulerConfig sched{tf.max_num_batched_tokens, tf.max_num_seqs, tf.enable_prefix_caching};
+  engine::SchedulerConfig sched{tf.max_num_batched_tokens, tf.max_num_seqs, tf.enable_prefix_caching,
+                                tf.async_scheduling};
   if (tf.prefix_len < 0 || tf.prefix_len > tf.input_len)
     throw Error("--prefix-len: " + std::to_string(tf.prefix_len) + " must be between 0 and --input-len (" +
                 std::to_string(tf.input_len) + ")");
@@ -139,10 +141,11 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
 
   std::printf("fp8lm bench throughput: %s, weights %s, KV cache %s, %s\n", model_name.c_str(), weights.c_str(),
               run.kv_cache_dtype.c_str(), rt->backend_name().c_str());
-  std::printf("%lld prompts, input %lld, output %lld; max-num-seqs %lld, max-num-batched-tokens %lld\n",
+  std::printf("%lld prompts, input %lld, output %lld; max-num-seqs %lld, max-num-batched-tokens %lld; %s\n",
               static_cast<long long>(tf.num_prompts), static_cast<long long>(tf.input_len),
               static_cast<long long>(tf.output_len), static_cast<long long>(tf.max_num_seqs),
-              static_cast<long long>(tf.max_num_batched_tokens));
+              static_cast<long long>(tf.max_num_batched_tokens),
+              tf.async_scheduling ? "async scheduling" : "no async scheduling");
   std::printf("  %-26s %12d\n", "threads", options.threads);
   std::printf("  %-26s %12.2f\n", "requests/s", req_s);
   std::printf("  %-26s %12.1f\n", "output tok/s", out_tok_s);
@@ -175,6 +178,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"max_num_seqs", tf.max_num_seqs},
         {"max_num_batched_tokens", tf.max_num_batched_tokens},
         {"enable_prefix_caching", tf.enable_prefix_caching},
+        {"async_scheduling", tf.async_scheduling},
         {"prefix_len", tf.prefix_len},
         {"sampling", "greedy, ignore_eos"},
         {"block_size", rt->block_size()},
@@ -230,6 +234,8 @@ void add_bench_throughput_command(CLI::App& bench) {
                   "Token budget of one forward step; long prompts are prefilled in chunks (default 2048)");
   cmd->add_flag("--enable-prefix-caching", tf->enable_prefix_caching,
                 "Share the KV of cached full blocks between prompts that start alike (reports the hit rate)");
+  cmd->add_flag("--async-scheduling,!--no-async-scheduling", tf->async_scheduling,
+                "Schedule step N+1 and handle step N's output while the device runs step N (default on)");
   cmd->add_option("--prefix-len", tf->prefix_len,
                   "Leading tokens (of --input-len) that every prompt shares, for prefix caching (default 0)");
   cmd->add_option("--json", tf->json, "Also write every number and the configuration to this JSON file");

@@ -43,6 +43,7 @@ struct ServeFlags {
   std::string chat_template;
   bool skip_tokenizer_init = false;
   bool enable_prefix_caching = false;
+  bool async_scheduling = engine::SchedulerConfig{}.async_scheduling;
   double shutdown_timeout = server::ServerOptions{}.shutdown_timeout;
   double header_timeout = server::ServerOptions{}.header_timeout;
   double body_timeout = server::ServerOptions{}.body_timeout;
@@ -139,6 +140,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
     throw Error("--max-num-batched-tokens: " + std::to_string(o.scheduler.max_num_batched_tokens) +
                 " must be at least --max-num-seqs (" + std::to_string(o.scheduler.max_num_seqs) + ")");
   o.scheduler.enable_prefix_caching = sf.enable_prefix_caching;
+  o.scheduler.async_scheduling = sf.async_scheduling;
   o.scheduler.validate();
   if (sf.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(sf.max_model_len) + " is negative");
   if (sf.max_waiting < 0) throw Error("--max-waiting: " + std::to_string(sf.max_waiting) + " is negative");
@@ -202,6 +204,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--enable-prefix-caching", sf->enable_prefix_caching,
                 "Keep the KV of full blocks after requests finish and share it with later requests that start "
                 "with the same tokens (usage reports prompt_tokens_details.cached_tokens)");
+  cmd->add_flag("--async-scheduling,!--no-async-scheduling", sf->async_scheduling,
+                "Schedule step N+1 and handle step N's output while the device runs step N (default on)");
   cmd->add_flag("--skip-tokenizer-init", sf->skip_tokenizer_init,
                 "Use no tokenizer (a --load-format dummy model has none): prompts as token ids, choices with "
                 "token_ids and empty text; chat and stop strings are refused");

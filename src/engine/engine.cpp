@@ -31,7 +31,35 @@ struct Engine::Active {
   Sampler sampler;        // its own seed and draw counter: the draws do not depend on the batch
   SequenceOutput output;  // stop conditions and streamed text, as generate()
   Sequence seq;
+  int64_t sampled = 0;        // rows sampled for it in launched steps (its tokens, some maybe to come)
+  bool in_scheduler = true;   // until finished, or its last token (max_tokens) is launched
+  bool finished = false;      // its final output is made
+  int64_t last_step = 0;      // the last launched step (Launch::number) with a row of it
 };
+
+// A step given to the device: its batch, which rows sample and how, and (once
+// collected) their tokens.
+struct Engine::Launch {
+  enum class Mode {
+    kArgmax,  // every row sampled is plain greedy: the backend takes the argmax
+    kDevice,  // the backend samples every row from the samplers' descriptions
+    kHost,    // logprobs wanted: the logits come to the host, which samples
+  };
+  int64_t number = 0;  // steps_ once launched: 1, 2, …
+  std::vector<ScheduledSequence> batch;
+  std::vector<uint8_t> samples;  // per row: its logits are sampled (ScheduledSequence::samples at scheduling)
+  Mode mode = Mode::kArgmax;
+  // Per row: where its token goes in seq.tokens (a placeholder until collected), or kNoSlot
+  // where the token is the request's last (max_tokens) and none goes there.
+  std::vector<size_t> slot;
+  std::vector<int32_t> tokens;                       // per row, once collected
+  std::vector<std::vector<SampleResult>> logprobs;  // per row, kHost with logprobs
+};
+
+namespace {
+constexpr int32_t kPlaceholder = -1;  // outside every vocabulary: the model refuses it if it ever ran
+constexpr size_t kNoSlot = size_t(-1);
+}  // namespace
 
 Engine::Engine(Runtime& runtime, SchedulerConfig config)
     : rt_(runtime), scheduler_(runtime.blocks(), runtime.block_size(), config) {
@@ -39,8 +67,18 @@ Engine::Engine(Runtime& runtime, SchedulerConfig config)
 }
 
 Engine::~Engine() {
+  // A step still on the device finishes before the blocks it writes change hands.
+  if (in_flight_ && in_flight_->mode != Launch::Mode::kHost) {
+    try {
+      std::vector<int32_t> dropped;
+      rt_.model().wait_tokens(dropped);
+    } catch (const std::exception&) {
+      // Its tokens are dropped either way; a destructor does not throw.
+    }
+  }
   // Blocks of unfinished requests go back to the runtime's allocator.
-  for (auto& [id, a] : active_) scheduler_.remove(&a->seq);
+  for (auto& [id, a] : active_)
+    if (a->in_scheduler) scheduler_.remove(&a->seq);
 }
 
 RequestId Engine::add_request(Request request) {
@@ -85,7 +123,7 @@ bool Engine::has_work() const {
     std::lock_guard lock(mutex_);
     if (!pending_.empty() || !cancels_.empty()) return true;
   }
-  return !scheduler_.empty();
+  return in_flight_ != nullptr || !scheduler_.empty();
 }
 
 void Engine::update_metrics() {
@@ -96,6 +134,143 @@ void Engine::update_metrics() {
   peak_running_ = scheduler_.peak_running();
   prefix_queries_ = scheduler_.prefix_cache_queries();
   prefix_hits_ = scheduler_.prefix_cache_hits();
+}
+
+RequestOutput Engine::output_of(const Active& a) const {
+  RequestOutput out;
+  out.id = a.seq.id;
+  out.prompt_tokens = int64_t(a.request.prompt.size());
+  out.cached_tokens = a.seq.num_cached_tokens;
+  out.completion_tokens = int64_t(a.output.tokens().size());
+  return out;
+}
+
+// How the batch samples: decided from the requests' parameters alone, so before
+// the tokens of the step in flight are known.
+std::unique_ptr<Engine::Launch> Engine::plan(std::vector<ScheduledSequence> batch) {
+  auto l = std::make_unique<Launch>();
+  l->batch = std::move(batch);
+  for (const ScheduledSequence& s : l->batch) l->samples.push_back(s.samples() ? 1 : 0);
+  // When every row sampled this step is plain greedy, the argmax is taken
+  // where the logits are: on a GPU a batch of 256 would otherwise copy
+  // 256 × vocab floats to the host and scan them there, every step.
+  // Otherwise, unless a row asks for logprobs (they need the raw log-softmax
+  // on the host), the backend samples every row itself from the sampler's
+  // description of its next draw; rows that sample nothing this step take the
+  // argmax, and their token is dropped.
+  bool argmax_only = true, on_device = true;
+  for (size_t i = 0; i < l->batch.size(); ++i) {
+    if (!l->samples[i]) continue;
+    const Active& a = *active_.at(l->batch[i].seq->id);
+    argmax_only = argmax_only && plain_greedy(a.request.params, a.request.logprobs);
+    on_device = on_device && a.request.logprobs < 0;
+  }
+  l->mode = argmax_only ? Launch::Mode::kArgmax : on_device ? Launch::Mode::kDevice : Launch::Mode::kHost;
+  return l;
+}
+
+std::string Engine::launch(Launch& l) {
+  inputs_.clear();
+  for (const ScheduledSequence& s : l.batch) {
+    const Sequence& q = *s.seq;
+    inputs_.push_back({std::span<const int32_t>(q.tokens).subspan(size_t(q.num_computed), size_t(s.num_tokens)),
+                       q.num_computed, q.block_table, false});
+  }
+  // The samplers' descriptions come after the tokens before them were accepted (collect).
+  if (l.mode == Launch::Mode::kDevice) {
+    rows_.assign(l.batch.size(), backend::RowSampling{});
+    for (size_t i = 0; i < l.batch.size(); ++i)
+      if (l.samples[i]) rows_[i] = active_.at(l.batch[i].seq->id)->sampler.row_sampling();
+      else rows_[i].temperature = 0.0f;
+  }
+  try {
+    switch (l.mode) {
+      case Launch::Mode::kArgmax: rt_.model().start_greedy(inputs_, rt_.kv_cache()); break;
+      case Launch::Mode::kDevice: rt_.model().start_sample(inputs_, rt_.kv_cache(), rows_); break;
+      case Launch::Mode::kHost: rt_.model().forward(inputs_, rt_.kv_cache(), logits_); break;
+    }
+  } catch (const OutOfMemoryError& e) {
+    // The device had no memory for this step: its requests fail (step() frees
+    // their KV blocks and tells their clients why) and the engine goes on with
+    // the others, rather than the process dying.
+    return std::string("out of device memory in a step of ") + std::to_string(inputs_.size()) +
+           " sequences: " + e.what();
+  }
+  return {};
+}
+
+// After a launch: the scheduled tokens count as computed (the next schedule
+// builds on them), and each sampled row gets the placeholder its token will fill.
+void Engine::commit(Launch& l) {
+  l.number = ++steps_;
+  scheduler_.commit(l.batch);
+  l.slot.assign(l.batch.size(), kNoSlot);
+  for (size_t i = 0; i < l.batch.size(); ++i) {
+    Active& a = *active_.at(l.batch[i].seq->id);
+    a.last_step = l.number;
+    if (!l.samples[i]) continue;
+    if (++a.sampled < a.request.params.max_tokens) {
+      l.slot[i] = a.seq.tokens.size();
+      a.seq.tokens.push_back(kPlaceholder);
+    } else {
+      // Its last token: nothing more to schedule, and its blocks and slot are free
+      // for the next schedule (a later step's writes queue after this one's).
+      scheduler_.remove(&a.seq);
+      a.in_scheduler = false;
+    }
+  }
+}
+
+// Waits for the launched step's tokens; each sampler accepts its row's, and the
+// placeholders get them (so the next launch reads them).
+void Engine::collect(Launch& l) {
+  const int64_t vocab = rt_.model().vocab_size();
+  if (l.mode == Launch::Mode::kHost) {
+    l.tokens.assign(l.batch.size(), 0);
+    l.logprobs.assign(l.batch.size(), {});
+  } else {
+    rt_.model().wait_tokens(l.tokens);
+    if (l.tokens.size() != l.batch.size())
+      throw Error("internal: a step of " + std::to_string(l.batch.size()) + " sequences gave " +
+                  std::to_string(l.tokens.size()) + " tokens");
+  }
+  for (size_t i = 0; i < l.batch.size(); ++i) {
+    if (!l.samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
+    Active& a = *active_.at(l.batch[i].seq->id);
+    if (a.finished) continue;  // stopped (or cancelled) after this step was launched: the row is dropped
+    if (l.mode == Launch::Mode::kHost) {
+      const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
+      if (a.request.logprobs >= 0) {
+        l.logprobs[i].push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
+        l.tokens[i] = l.logprobs[i].back().token;
+      } else {
+        l.tokens[i] = a.sampler.sample(row);
+      }
+    } else {
+      a.sampler.accept(l.tokens[i]);
+    }
+    if (l.slot[i] != kNoSlot) a.seq.tokens[l.slot[i]] = l.tokens[i];
+  }
+}
+
+// The collected tokens through each request's stop checks and detokenizer.
+void Engine::emit(Launch& l, std::vector<RequestOutput>& outputs, const Finish& finish) {
+  for (size_t i = 0; i < l.batch.size(); ++i) {
+    if (!l.samples[i]) continue;
+    Active& a = *active_.at(l.batch[i].seq->id);
+    if (a.finished) continue;
+    const int32_t token = l.tokens[i];
+    ++generated_;
+    SequenceOutput::Step s = a.output.push(token);
+    RequestOutput out = output_of(a);
+    out.new_tokens.push_back(token);
+    if (l.mode == Launch::Mode::kHost) out.logprobs = std::move(l.logprobs[i]);
+    out.text = std::move(s.text) + s.tail;
+    if (s.finished) finish(a, std::move(out), std::move(s.finish_reason));
+    else if (l.slot[i] == kNoSlot)
+      throw Error("internal: request " + std::to_string(a.seq.id) + " sampled its max_tokens but did not finish");
+    else outputs.push_back(std::move(out));
+  }
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -114,130 +289,70 @@ std::vector<RequestOutput> Engine::step() {
 
   std::vector<RequestOutput> outputs;
   std::vector<RequestId> done;
-  auto finish = [&](Active& a, RequestOutput out, std::string reason) {
-    scheduler_.remove(&a.seq);
+  const Finish finish = [&](Active& a, RequestOutput out, std::string reason) {
+    if (a.in_scheduler) scheduler_.remove(&a.seq);
+    a.in_scheduler = false;
+    a.finished = true;
     out.finished = true;
     out.finish_reason = std::move(reason);
     outputs.push_back(std::move(out));
     done.push_back(a.seq.id);
   };
-  auto output_of = [](const Active& a) {
-    RequestOutput out;
-    out.id = a.seq.id;
-    out.prompt_tokens = int64_t(a.request.prompt.size());
-    out.cached_tokens = a.seq.num_cached_tokens;
-    out.completion_tokens = int64_t(a.output.tokens().size());
-    return out;
-  };
-
   for (const RequestId id : cancelled) {
     const auto it = active_.find(id);
-    if (it == active_.end() || std::find(done.begin(), done.end(), id) != done.end()) continue;
+    if (it == active_.end() || it->second->finished) continue;
     finish(*it->second, output_of(*it->second), "cancelled");
   }
 
-  const std::vector<ScheduledSequence> batch = scheduler_.schedule();
+  // The next batch, scheduled while the step in flight (if any) still runs.
+  std::vector<ScheduledSequence> batch = scheduler_.schedule();
+  std::unique_ptr<Launch> next = batch.empty() ? nullptr : plan(std::move(batch));
   // The metrics as of this schedule, before the (long) forward call; the
   // arrivals leave the queued count only now, so that num_waiting() never
   // loses sight of them in between (the server's waiting limit reads it).
   update_metrics();
   queued_ -= int64_t(arrived.size());
-  if (!batch.empty()) {
-    inputs_.clear();
-    std::vector<uint8_t> samples;
-    for (const ScheduledSequence& s : batch) {
-      const Sequence& q = *s.seq;
-      inputs_.push_back({std::span<const int32_t>(q.tokens).subspan(size_t(q.num_computed), size_t(s.num_tokens)),
-                         q.num_computed, q.block_table, false});
-      samples.push_back(s.samples() ? 1 : 0);
+
+  // The step in flight gives its tokens to the placeholders the next batch reads;
+  // the next step starts; only then is the last one's output handled.
+  std::unique_ptr<Launch> previous = std::move(in_flight_);
+  if (previous) collect(*previous);
+  std::string failure;
+  if (next) {
+    failure = launch(*next);
+    if (failure.empty()) commit(*next);
+  }
+  if (previous) emit(*previous, outputs, finish);
+  if (next && !failure.empty()) {
+    for (const ScheduledSequence& s : next->batch) {
+      Active& a = *active_.at(s.seq->id);
+      if (a.finished) continue;
+      RequestOutput out = output_of(a);
+      out.error = failure;
+      finish(a, std::move(out), "error");
     }
-    // When every row sampled this step is plain greedy, the argmax is taken
-    // where the logits are: on a GPU a batch of 256 would otherwise copy
-    // 256 × vocab floats to the host and scan them there, every step.
-    bool argmax_only = true;
-    for (size_t i = 0; i < batch.size() && argmax_only; ++i)
-      if (samples[i]) {
-        const Active& a = *active_.at(batch[i].seq->id);
-        argmax_only = plain_greedy(a.request.params, a.request.logprobs);
-      }
-    // Otherwise, unless a row asks for logprobs (they need the raw
-    // log-softmax on the host), the backend samples every row itself from the
-    // sampler's description of its next draw; rows that sample nothing this
-    // step take the argmax, and their token is dropped.
-    bool on_device = !argmax_only;
-    for (size_t i = 0; i < batch.size() && on_device; ++i)
-      on_device = !samples[i] || active_.at(batch[i].seq->id)->request.logprobs < 0;
-    if (on_device) {
-      rows_.assign(batch.size(), backend::RowSampling{});
-      for (size_t i = 0; i < batch.size(); ++i)
-        if (samples[i]) rows_[i] = active_.at(batch[i].seq->id)->sampler.row_sampling();
-        else rows_[i].temperature = 0.0f;
-    }
-    bool failed = false;
-    try {
-      if (argmax_only) rt_.model().forward_greedy(inputs_, rt_.kv_cache(), argmax_);
-      else if (on_device) rt_.model().forward_sample(inputs_, rt_.kv_cache(), rows_, argmax_);
-      else rt_.model().forward(inputs_, rt_.kv_cache(), logits_);
-    } catch (const OutOfMemoryError& e) {
-      // The device had no memory for this step: its requests fail (their KV
-      // blocks are freed, their clients told why) and the engine goes on with
-      // the others, rather than the process dying.
-      failed = true;
-      for (const ScheduledSequence& s : batch) {
-        Active& a = *active_.at(s.seq->id);
-        RequestOutput out = output_of(a);
-        out.error = std::string("out of device memory in a step of ") + std::to_string(inputs_.size()) +
-                    " sequences: " + e.what();
-        finish(a, std::move(out), "error");
-      }
-    }
-    if (!failed) {
-      ++steps_;
-      scheduler_.commit(batch);
-      const int64_t vocab = rt_.model().vocab_size();
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (!samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
-        Active& a = *active_.at(batch[i].seq->id);
-        std::vector<SampleResult> logprobs;
-        int32_t token = 0;
-        if (argmax_only || on_device) {
-          token = argmax_[i];
-          a.sampler.accept(token);
-        } else {
-          const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
-          if (a.request.logprobs >= 0) {
-            logprobs.push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
-            token = logprobs.back().token;
-          } else {
-            token = a.sampler.sample(row);
-          }
-        }
-        ++generated_;
-        SequenceOutput::Step s = a.output.push(token);
-        RequestOutput out = output_of(a);
-        out.new_tokens.push_back(token);
-        out.logprobs = std::move(logprobs);
-        out.text = std::move(s.text) + s.tail;
-        if (s.finished) {
-          finish(a, std::move(out), std::move(s.finish_reason));
-        } else {
-          a.seq.tokens.push_back(token);
-          outputs.push_back(std::move(out));
-        }
-      }
-    }
+  } else if (next && scheduler_.config().async_scheduling) {
+    in_flight_ = std::move(next);
+  } else if (next) {
+    collect(*next);
+    emit(*next, outputs, finish);
   }
   update_metrics();
 
-  // Callbacks last, with the engine's state consistent; finished requests are
-  // forgotten after their final callback.
+  // Callbacks last, with the engine's state consistent. Finished requests are
+  // forgotten after their final callback, unless the step in flight has a row
+  // of theirs: those when it has been collected.
+  std::vector<RequestId> keep;
+  for (const RequestId id : done)
+    (in_flight_ && active_.at(id)->last_step == in_flight_->number ? keep : retired_).push_back(id);
   struct Forget {
     Engine& e;
-    std::vector<RequestId>& ids;
+    std::vector<RequestId> keep;
     ~Forget() {
-      for (const RequestId id : ids) e.active_.erase(id);
+      for (const RequestId id : e.retired_) e.active_.erase(id);
+      e.retired_ = std::move(keep);
     }
-  } forget{*this, done};
+  } forget{*this, std::move(keep)};
   for (const RequestOutput& out : outputs) {
     const Active& a = *active_.at(out.id);
     if (a.request.on_output) a.request.on_output(out);

@@ -10,6 +10,18 @@
 // queued under a mutex and take effect at the start of the next step().
 // Callbacks run on the engine thread inside step(), without the queue lock
 // held: they may call add_request() or cancel(), never step().
+//
+// Async scheduling (SchedulerConfig::async_scheduling, the default; vLLM's):
+// step() schedules the next batch while the device still runs the one before,
+// whose sampled tokens enter that batch as placeholders (Sequence::tokens
+// gets -1 for each, filled in when they come back, before the batch starts).
+// Only then does it start the new batch, and handle the previous one's tokens
+// (stop checks, detokenization, callbacks) while the device runs it. So the
+// device waits for the host only for the step's start itself, and a step's
+// output is returned by the step() call after the one that started it. A
+// request that stops at step N on a stop token or string (known only then)
+// has a row in step N+1 whose token is dropped; one that reaches max_tokens
+// is never scheduled past it. Tokens are those of the synchronous loop.
 #pragma once
 
 #include <atomic>
@@ -94,10 +106,12 @@ class Engine {
   void cancel(RequestId id);
 
   // One scheduling round and (when anything runs) one forward call; returns
-  // what it produced per request (also passed to each request's callback).
+  // what it produced per request (also passed to each request's callback):
+  // with async scheduling, the output of the forward call the previous step()
+  // started.
   std::vector<RequestOutput> step();
 
-  // Requests queued, waiting or running.
+  // Requests queued, waiting or running, or a step's output still to come.
   bool has_work() const;
 
   // Steps until no work is left; every request that finished meanwhile, by
@@ -121,6 +135,8 @@ class Engine {
 
  private:
   struct Active;
+  struct Launch;
+  using Finish = std::function<void(Active&, RequestOutput, std::string)>;
 
   Runtime& rt_;
   Scheduler scheduler_;
@@ -131,16 +147,25 @@ class Engine {
   std::vector<RequestId> cancels_;
   RequestId next_id_ = 1;
 
-  std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
+  // Engine thread only. A finished request stays in active_ while a launched step still has a
+  // row of it (retired_), so that the row's sequence outlives the step.
+  std::unordered_map<RequestId, std::unique_ptr<Active>> active_;
+  std::unique_ptr<Launch> in_flight_;  // async scheduling: the step the device runs, output pending
+  std::vector<RequestId> retired_;     // finished, kept until in_flight_ is collected
   std::vector<float> logits_;
-  std::vector<int32_t> argmax_;  // forward_greedy's or forward_sample's tokens, one per row
-  std::vector<backend::RowSampling> rows_;  // forward_sample's descriptions, one per row
+  std::vector<backend::RowSampling> rows_;  // start_sample's descriptions, one per row
   std::vector<model::SequenceInput> inputs_;
 
   std::atomic<int64_t> running_{0}, waiting_{0}, blocks_used_{0}, preemptions_{0}, generated_{0}, steps_{0},
       peak_running_{0}, queued_{0}, prefix_queries_{0}, prefix_hits_{0};
 
   void update_metrics();
+  std::unique_ptr<Launch> plan(std::vector<ScheduledSequence> batch);
+  std::string launch(Launch& step);  // empty, or why the device could not run it
+  void commit(Launch& step);
+  void collect(Launch& step);
+  void emit(Launch& step, std::vector<RequestOutput>& outputs, const Finish& finish);
+  RequestOutput output_of(const Active& a) const;
 };
 
 }  // namespace fp8lm::engine

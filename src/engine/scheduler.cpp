@@ -158,7 +158,7 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
       Sequence* seq = running_[i];
       const int64_t remaining = int64_t(seq->tokens.size()) - seq->num_computed;
-      if ((remaining == 1) != decodes) {
+      if (remaining == 0 || (remaining == 1) != decodes) {  // 0: its next token is not known yet
         ++i;
         continue;
       }

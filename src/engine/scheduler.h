@@ -35,6 +35,9 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;  // tokens per forward call; at least max_num_seqs
   int64_t max_num_seqs = 256;             // sequences running at once
   bool enable_prefix_caching = false;     // share cached full blocks of equal prefixes
+  // The engine's (engine/engine.h): schedule step N+1 and handle step N's output while the
+  // device runs, rather than in the gaps between steps (vLLM's async scheduling).
+  bool async_scheduling = true;
 
   // Throws fp8lm::Error naming a bad value.
   void validate() const;

@@ -89,22 +89,31 @@ void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache&
 
 void LlamaModel::forward_greedy(std::span<const SequenceInput> batch, backend::KvCache& cache,
                                 std::vector<int32_t>& tokens) {
-  const backend::Tensor out = run_step(batch, cache);
-  tokens.resize(size_t(out.rows));
-  ops_.argmax_rows(out, tokens);
+  start_greedy(batch, cache);
+  wait_tokens(tokens);
 }
 
 void LlamaModel::forward_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
                                 std::span<const backend::RowSampling> rows, std::vector<int32_t>& tokens) {
+  start_sample(batch, cache, rows);
+  wait_tokens(tokens);
+}
+
+void LlamaModel::start_greedy(std::span<const SequenceInput> batch, backend::KvCache& cache) {
+  ops_.start_argmax_rows(run_step(batch, cache));
+}
+
+void LlamaModel::start_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
+                              std::span<const backend::RowSampling> rows) {
   size_t logit_rows = 0;
   for (const SequenceInput& s : batch) logit_rows += s.all_logits ? s.tokens.size() : 1;
   if (rows.size() != logit_rows)
     throw Error("model: the step has " + std::to_string(logit_rows) + " logits rows, but " +
                 std::to_string(rows.size()) + " sampling descriptions were given");
-  const backend::Tensor out = run_step(batch, cache);
-  tokens.resize(size_t(out.rows));
-  ops_.sample_rows(out, rows, tokens);
+  ops_.start_sample_rows(run_step(batch, cache), rows);
 }
+
+void LlamaModel::wait_tokens(std::vector<int32_t>& tokens) { ops_.wait_tokens(tokens); }
 
 backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backend::KvCache& cache) {
   const ModelConfig& c = config_;

@@ -90,6 +90,15 @@ class LlamaModel {
   void forward_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
                       std::span<const backend::RowSampling> rows, std::vector<int32_t>& tokens);
 
+  // forward_greedy / forward_sample in two halves, for the engine's async scheduling: start_*
+  // queues the step and may return before the backend has run it (Ops::start_argmax_rows);
+  // wait_tokens() gives its tokens, and must come before the next step starts. Between the two
+  // the caller may do anything that needs neither the tokens nor the backend.
+  void start_greedy(std::span<const SequenceInput> batch, backend::KvCache& cache);
+  void start_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
+                    std::span<const backend::RowSampling> rows);
+  void wait_tokens(std::vector<int32_t>& tokens);
+
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 

@@ -14,8 +14,9 @@
 #include <random>
 #include <span>
 #include <string>
-#include <vector>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "common/error.h"
 #include "cpp/model_fixtures.h"
@@ -95,15 +96,24 @@ std::vector<engine::Completion> run_cases(engine::Runtime& rt, engine::Engine& e
   return eng.run_to_completion();
 }
 
-class EngineBatching : public testing::TestWithParam<std::string> {};
+// Each with async scheduling (the default) and without: the same tokens either way.
+class EngineBatching : public testing::TestWithParam<std::tuple<std::string, bool>> {
+ protected:
+  const std::string& quant() const { return std::get<0>(GetParam()); }
+  engine::SchedulerConfig config(int64_t max_num_batched_tokens, int64_t max_num_seqs) const {
+    engine::SchedulerConfig c{max_num_batched_tokens, max_num_seqs};
+    c.async_scheduling = std::get<1>(GetParam());
+    return c;
+  }
+};
 
 TEST_P(EngineBatching, ChunkedPrefillBatchEqualsGenerateAlone) {
-  auto rt = load_shipped(GetParam());
+  auto rt = load_shipped(quant());
   // A 32-token budget: prompts of up to 48 tokens are prefilled in chunks,
   // beside up to 7 other sequences' decodes.
-  auto eng = std::make_unique<engine::Engine>(*rt, engine::SchedulerConfig{/*max_num_batched_tokens=*/32, /*max_num_seqs=*/8});
+  auto eng = std::make_unique<engine::Engine>(*rt, config(/*max_num_batched_tokens=*/32, /*max_num_seqs=*/8));
   const auto got = run_cases(*rt, *eng);
-  expect_same(got, references(GetParam()));
+  expect_same(got, references(quant()));
   EXPECT_EQ(eng->peak_running(), 8);
   EXPECT_EQ(eng->num_preemptions(), 0);
   EXPECT_EQ(eng->kv_blocks_used(), 0);
@@ -117,17 +127,20 @@ TEST_P(EngineBatching, ChunkedPrefillBatchEqualsGenerateAlone) {
 TEST_P(EngineBatching, PreemptionByRecomputationKeepsTokens) {
   // 80 cached tokens (5 blocks): the longest request (at most 48 + 24 - 1
   // positions) fits alone, eight running ones cannot.
-  auto rt = load_shipped(GetParam(), 80);
-  auto eng = std::make_unique<engine::Engine>(*rt, engine::SchedulerConfig{/*max_num_batched_tokens=*/64, /*max_num_seqs=*/8});
+  auto rt = load_shipped(quant(), 80);
+  auto eng = std::make_unique<engine::Engine>(*rt, config(/*max_num_batched_tokens=*/64, /*max_num_seqs=*/8));
   const auto got = run_cases(*rt, *eng);
-  expect_same(got, references(GetParam()));
+  expect_same(got, references(quant()));
   EXPECT_GT(eng->num_preemptions(), 0);
   EXPECT_EQ(eng->kv_blocks_used(), 0);
   EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
 }
 
-INSTANTIATE_TEST_SUITE_P(Shipped, EngineBatching, testing::Values("", "fp8"),
-                         [](const testing::TestParamInfo<std::string>& p) { return p.param.empty() ? "bf16" : "fp8"; });
+INSTANTIATE_TEST_SUITE_P(Shipped, EngineBatching, testing::Combine(testing::Values("", "fp8"), testing::Bool()),
+                         [](const testing::TestParamInfo<std::tuple<std::string, bool>>& p) {
+                           return std::string(std::get<0>(p.param).empty() ? "bf16" : "fp8") +
+                                  (std::get<1>(p.param) ? "_async" : "_sync");
+                         });
 
 // Sampling on the backend (Ops::sample_rows: every step without a logprobs
 // row) draws each request's tokens from its seed and draw index alone: every
@@ -266,6 +279,63 @@ TEST(EngineBatchingShipped, StopStringsAsGenerate) {
   EXPECT_EQ(finished, 1);
   EXPECT_EQ(want.text, full.substr(0, want.text.size()));
   EXPECT_LE(want.text.size(), at);
+}
+
+// Async scheduling: a step() returns what the step before it started (the
+// first returns nothing, one more collects the last); a request that reaches
+// max_tokens is never scheduled past it; one that stops on a token known only
+// when it comes back had one more row scheduled, whose token is dropped. The
+// synchronous loop returns each step's tokens at once and runs no extra row.
+TEST(EngineBatchingShipped, AsyncSchedulingReturnsEachStepOneCallLater) {
+  auto rt = load_shipped("");
+  const std::vector<int32_t> prompt(12, 500);
+  const std::vector<int32_t> want = engine::generate(*rt, prompt, greedy(4)).tokens;
+  ASSERT_EQ(want.size(), 4u);
+  for (const bool async : {false, true}) {
+    SCOPED_TRACE(async ? "async" : "sync");
+    engine::SchedulerConfig config{64, 4};
+    config.async_scheduling = async;
+    engine::Engine eng(*rt, config);
+    eng.add_request({prompt, greedy(4), {}});
+    std::vector<size_t> per_call;
+    std::vector<int32_t> got;
+    while (eng.has_work()) {
+      const std::vector<engine::RequestOutput> out = eng.step();
+      per_call.push_back(out.size());
+      for (const auto& o : out) got.insert(got.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(eng.num_steps(), 4);  // one prefill, three decodes: none past max_tokens
+    const std::vector<size_t> want_calls = async ? std::vector<size_t>{0, 1, 1, 1, 1} : std::vector<size_t>{1, 1, 1, 1};
+    EXPECT_EQ(per_call, want_calls);
+
+    // A stop token: the second generated token.
+    engine::SamplingParams p = greedy(10);
+    p.ignore_eos = false;
+    p.stop_token_ids = {want[1]};
+    eng.add_request({prompt, p, {}});
+    const int64_t before = eng.num_steps();
+    const auto done = eng.run_to_completion();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].tokens, std::vector<int32_t>(want.begin(), want.begin() + 2));
+    EXPECT_EQ(done[0].finish_reason, "stop");
+    EXPECT_EQ(eng.num_steps() - before, async ? 3 : 2);  // async: the row after the stop ran, dropped
+    EXPECT_EQ(eng.num_generated_tokens(), 6);
+    EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
+  }
+  // An engine dropped while a step is in flight gives its blocks back, and the next one on the
+  // same runtime starts clean.
+  {
+    engine::Engine eng(*rt);
+    eng.add_request({prompt, greedy(4), {}});
+    eng.step();
+    eng.step();
+    ASSERT_TRUE(eng.has_work());
+  }
+  EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
+  engine::Engine again(*rt);
+  again.add_request({prompt, greedy(4), {}});
+  EXPECT_EQ(again.run_to_completion().at(0).tokens, want);
 }
 
 TEST(EngineBatchingShipped, RefusesWhatCanNeverFit) {

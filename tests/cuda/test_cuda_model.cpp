@@ -39,6 +39,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
+#include "engine/engine.h"
 #include "engine/generate.h"
 #include "engine/runtime.h"
 #include "io/load_overrides.h"
@@ -371,6 +372,43 @@ TEST(CudaModelTiming, DeviceStepSecondsGrowWithinTheWallTime) {
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LE(last - *before, wall);
+}
+
+// The engine's async scheduling on the GPU (start_argmax_rows / start_sample_rows, then
+// wait_tokens while the host schedules): 12 requests — greedy, seeded sampling with
+// penalties on the device, one with logprobs (the host path) — give exactly the tokens of
+// the synchronous loop. EOS is ignored and there are no stop strings, so both loops run the
+// same batches, and the same batches give the same bits.
+TEST(CudaModelEngine, AsyncSchedulingGivesTheTokensOfTheSynchronousLoop) {
+  REQUIRE_HOPPER();
+  auto gpu = load(backend::Device::kCuda, "fp8", "fp8");
+  const std::vector<int32_t> prompt = prompt_tokens(*gpu);
+  auto run_all = [&](bool async) {
+    engine::SchedulerConfig config{48, 6};
+    config.async_scheduling = async;
+    engine::Engine eng(*gpu, config);
+    for (int i = 0; i < 12; ++i) {
+      engine::SamplingParams p;
+      p.max_tokens = 6 + 3 * (i % 5);
+      p.ignore_eos = true;
+      p.temperature = i % 3 == 0 ? 0.0f : 0.8f;
+      p.seed = 7 + uint64_t(i);
+      if (i % 4 == 1) p.repetition_penalty = 1.2f;
+      if (i % 4 == 2) p.top_k = 40;
+      const std::vector<int32_t> own(prompt.begin(), prompt.begin() + 4 + 3 * i);
+      eng.add_request({own, p, {}, i == 5 ? 3 : -1});
+    }
+    return eng.run_to_completion();
+  };
+  const std::vector<engine::Completion> sync = run_all(false), async = run_all(true);
+  ASSERT_EQ(sync.size(), 12u);
+  ASSERT_EQ(async.size(), 12u);
+  for (size_t i = 0; i < sync.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(async[i].tokens, sync[i].tokens);
+    EXPECT_EQ(async[i].finish_reason, "length");
+    EXPECT_EQ(async[i].tokens.size(), size_t(6 + 3 * (i % 5)));
+  }
 }
 
 TEST(CudaModelErrors, UnknownDeviceAndBadIds) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -228,10 +229,11 @@ struct CudaOps::Impl {
   // device_step_seconds(): an event where a step's metadata go up (begin_step) and one where
   // its results come back (fetch, synchronize); the spans summed.
   cudaEvent_t step_start = nullptr, step_end = nullptr;
+  cudaEvent_t handoff = nullptr;  // end_step_before: where another stream's work may start
   bool step_open = false;
   double step_seconds = 0.0;
   void open_step() {
-    if (step_open) close_step();
+    close_step();
     if (step_start == nullptr) {
       FP8LM_CUDA_CHECK(cudaEventCreate(&step_start));
       FP8LM_CUDA_CHECK(cudaEventCreate(&step_end));
@@ -239,15 +241,26 @@ struct CudaOps::Impl {
     FP8LM_CUDA_CHECK(cudaEventRecord(step_start, stream));
     step_open = true;
   }
-  // Waits for the step's work queued so far (callers wait for it anyway: they need its results).
-  void close_step() {
+  // The step's end: recorded after its work queued so far (end_step), then waited for
+  // (wait_step_end; callers wait for it anyway: they need its results).
+  bool step_ending = false;
+  void end_step() {
     if (!step_open) return;
     step_open = false;
     FP8LM_CUDA_CHECK(cudaEventRecord(step_end, stream));
+    step_ending = true;
+  }
+  void wait_step_end() {
+    if (!step_ending) return;
+    step_ending = false;
     FP8LM_CUDA_CHECK(cudaEventSynchronize(step_end));
     float ms = 0.0f;
     FP8LM_CUDA_CHECK(cudaEventElapsedTime(&ms, step_start, step_end));
     step_seconds += double(ms) * 1e-3;
+  }
+  void close_step() {
+    end_step();
+    wait_step_end();
   }
   const int32_t* d_ids = nullptr;
   const int32_t* d_logit_rows = nullptr;
@@ -363,8 +376,14 @@ struct CudaOps::Impl {
   void* take(size_t bytes) { return scratch.take(bytes, stream); }
 
   // Copies `bytes` from the device to pinned host memory (grown as needed) and
-  // waits: what to_host and argmax_rows hand back to the caller.
+  // waits: what to_host and argmax_rows hand back to the caller. In two halves
+  // for start_argmax_rows / wait_tokens: start_fetch queues the copy and ends
+  // the step; finish_fetch waits for it.
   const void* fetch(const void* device, size_t bytes) {
+    start_fetch(device, bytes);
+    return finish_fetch();
+  }
+  void start_fetch(const void* device, size_t bytes) {
     if (bytes > host_out_bytes) {
       FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
       if (host_out != nullptr) FP8LM_CUDA_CHECK(cudaFreeHost(host_out));
@@ -374,7 +393,10 @@ struct CudaOps::Impl {
       host_out_bytes = bytes;
     }
     FP8LM_CUDA_CHECK(cudaMemcpyAsync(host_out, device, bytes, cudaMemcpyDeviceToHost, stream));
-    close_step();
+    end_step();
+  }
+  const void* finish_fetch() {
+    wait_step_end();
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (profiling()) collect_profile();
     return host_out;
@@ -478,6 +500,7 @@ CudaOps::~CudaOps() {
   (void)cudaStreamSynchronize(impl_->stream);
   if (impl_->step_start != nullptr) (void)cudaEventDestroy(impl_->step_start);
   if (impl_->step_end != nullptr) (void)cudaEventDestroy(impl_->step_end);
+  if (impl_->handoff != nullptr) (void)cudaEventDestroy(impl_->handoff);
 }
 
 std::string CudaOps::name() const {
@@ -944,16 +967,48 @@ void CudaOps::to_host(Tensor x, std::span<float> out) {
 }
 
 void CudaOps::argmax_rows(Tensor x, std::span<int32_t> out) {
+  if (out.size() != size_t(x.rows)) throw Error("cuda ops: argmax_rows needs one output per row");
+  start_argmax_rows(x);
+  std::vector<int32_t> tokens;
+  wait_tokens(tokens);
+  std::copy(tokens.begin(), tokens.end(), out.begin());
+}
+
+void CudaOps::start_argmax_rows(Tensor x) {
   Impl& m = *impl_;
   OpTimer timer(m, "argmax_rows", x.rows);
   if (m.capturing) throw Error("cuda ops: argmax_rows inside a recorded step");
-  if (out.size() != size_t(x.rows)) throw Error("cuda ops: argmax_rows needs one output per row");
-  const Impl::TempScope temps(m.scratch);
-  auto* ids = static_cast<int32_t*>(m.take(out.size() * sizeof(int32_t)));
+  if (started_ != Started::kNone) throw Error("cuda ops: argmax_rows before the last step's tokens were waited for");
+  const Impl::TempScope temps(m.scratch);  // the copy below is queued before anything reuses it
+  auto* ids = static_cast<int32_t*>(m.take(size_t(x.rows) * sizeof(int32_t)));
   cuda::argmax_rows(B(x), x.rows, x.cols, ids, m.stream);
-  const size_t bytes = out.size() * sizeof(int32_t);
-  std::memcpy(out.data(), m.fetch(ids, bytes), bytes);
+  m.start_fetch(ids, size_t(x.rows) * sizeof(int32_t));
+  started_ = Started::kArgmax;
+  started_rows_ = x.rows;
 }
+
+void CudaOps::wait_tokens(std::vector<int32_t>& tokens) {
+  const Started started = std::exchange(started_, Started::kNone);
+  switch (started) {
+    case Started::kNone: throw Error("cuda ops: wait_tokens without a started argmax_rows or sample_rows");
+    case Started::kSample: finish_sampling(tokens); return;
+    case Started::kArgmax: {
+      const auto* h = static_cast<const int32_t*>(impl_->finish_fetch());
+      tokens.assign(h, h + started_rows_);
+      return;
+    }
+  }
+}
+
+void CudaOps::end_step_before(cudaStream_t other) {
+  Impl& m = *impl_;
+  m.end_step();
+  if (m.handoff == nullptr) FP8LM_CUDA_CHECK(cudaEventCreateWithFlags(&m.handoff, cudaEventDisableTiming));
+  FP8LM_CUDA_CHECK(cudaEventRecord(m.handoff, m.stream));
+  FP8LM_CUDA_CHECK(cudaStreamWaitEvent(other, m.handoff, 0));
+}
+
+void CudaOps::wait_step_end() { impl_->wait_step_end(); }
 
 // ---- linear ------------------------------------------------------------------------------------
 

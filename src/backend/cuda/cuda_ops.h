@@ -104,6 +104,11 @@ class CudaOps final : public backend::Ops {
   // one's work is done; only the tokens come back (cuda_ops_sampling.cpp).
   void sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows,
                    std::span<int32_t> tokens) override;
+  // Both queued without waiting (the engine's async scheduling): only the tokens' copy to
+  // pinned host memory is queued behind the step, and wait_tokens waits for it.
+  void start_argmax_rows(backend::Tensor x) override;
+  void start_sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows) override;
+  void wait_tokens(std::vector<int32_t>& tokens) override;
 
   std::optional<backend::MemoryInfo> memory_info() const override;
   uint64_t keep_step_scratch() override;
@@ -133,6 +138,14 @@ class CudaOps final : public backend::Ops {
   // a shared_ptr, so that it is deleted where its type is complete).
   struct Sampling;
   std::shared_ptr<Sampling> sampling_;
+  // Which start_* wait_tokens finishes, and its rows.
+  enum class Started { kNone, kArgmax, kSample } started_ = Started::kNone;
+  int64_t started_rows_ = 0;
+  void finish_sampling(std::vector<int32_t>& tokens);  // wait_tokens of start_sample_rows
+  // Ends the step's device time (device_step_seconds) after the work queued on this
+  // backend's stream, and makes `other` wait for that work; wait_step_end() waits for the end.
+  void end_step_before(cudaStream_t other);
+  void wait_step_end();
 };
 
 }  // namespace fp8lm::cuda

@@ -1,11 +1,11 @@
-// CudaOps::sample_rows (cuda_ops.h): the rows' descriptions packed on the host
-// (while the step still runs on the device), one upload, the sampling kernel
-// (sampling_kernels.h), rows int32 tokens back.
+// CudaOps::sample_rows and start_sample_rows (cuda_ops.h): the rows'
+// descriptions packed on the host (while the step still runs on the device),
+// one upload, the sampling kernel (sampling_kernels.h), rows int32 tokens back.
 //
-// It runs on a stream of its own after waiting for the backend's (the logits'
-// producer): the caller needs the tokens on the host before it can do
-// anything else, so the wait costs only the launch latency of one kernel, and
-// the op needs nothing of the backend's internals.
+// It runs on a stream of its own, queued behind the backend's (the logits'
+// producer: end_step_before), and needs nothing else of the backend's
+// internals. start_sample_rows returns once it is queued; wait_tokens
+// (finish_sampling) waits for the tokens.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -30,6 +30,8 @@ struct CudaOps::Sampling {
   size_t bytes = 0;
   std::vector<DeviceRowSampling> params;
   std::vector<int32_t> ids, counts;
+  size_t tokens_at = 0;  // the started call's tokens in `host`, and their count
+  size_t rows = 0;
 
   Sampling() = default;
   Sampling(const Sampling&) = delete;
@@ -86,12 +88,27 @@ void check_row(const backend::RowSampling& r, size_t row, int64_t vocab) {
 
 void CudaOps::sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows,
                           std::span<int32_t> tokens) {
-  if (rows.size() != size_t(logits.rows) || tokens.size() != size_t(logits.rows))
+  if (tokens.size() != size_t(logits.rows))
     throw Error("cuda ops: sample_rows of " + std::to_string(logits.rows) + " rows given " +
-                std::to_string(rows.size()) + " row descriptions and " + std::to_string(tokens.size()) + " outputs");
-  if (logits.rows == 0) return;
+                std::to_string(tokens.size()) + " outputs");
+  start_sample_rows(logits, rows);
+  std::vector<int32_t> got;
+  wait_tokens(got);
+  std::copy(got.begin(), got.end(), tokens.begin());
+}
+
+void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend::RowSampling> rows) {
+  if (rows.size() != size_t(logits.rows))
+    throw Error("cuda ops: sample_rows of " + std::to_string(logits.rows) + " rows given " +
+                std::to_string(rows.size()) + " row descriptions");
+  if (started_ != Started::kNone) throw Error("cuda ops: sample_rows before the last step's tokens were waited for");
   if (!sampling_) sampling_ = std::make_shared<Sampling>();
   Sampling& s = *sampling_;
+  s.rows = rows.size();
+  if (rows.empty()) {
+    started_ = Started::kSample;
+    return;
+  }
 
   // Pack: each row's prompt ids, then its output ids (their counts beside them).
   s.params.resize(rows.size());
@@ -128,15 +145,15 @@ void CudaOps::sample_rows(backend::Tensor logits, std::span<const backend::RowSa
   const size_t params_bytes = align8(rows.size() * sizeof(DeviceRowSampling));
   const size_t ids_bytes = align8(s.ids.size() * sizeof(int32_t));
   const size_t upload = params_bytes + 2 * ids_bytes;
-  const size_t tokens_bytes = tokens.size() * sizeof(int32_t);
-  s.reserve(upload + tokens_bytes);
+  const size_t tokens_bytes = rows.size() * sizeof(int32_t);
+  s.reserve(upload + tokens_bytes);  // the last call's tokens were waited for: the buffers are free
   auto* host = static_cast<char*>(s.host);
   auto* device = static_cast<char*>(s.device);
   std::memcpy(host, s.params.data(), rows.size() * sizeof(DeviceRowSampling));
   std::memcpy(host + params_bytes, s.ids.data(), s.ids.size() * sizeof(int32_t));
   std::memcpy(host + params_bytes + ids_bytes, s.counts.data(), s.counts.size() * sizeof(int32_t));
 
-  synchronize();  // the logits are ready
+  end_step_before(s.stream);  // the logits are ready before the kernel reads them
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(device, host, upload, cudaMemcpyHostToDevice, s.stream));
   auto* d_tokens = reinterpret_cast<int32_t*>(device + upload);
   cuda::sample_rows(static_cast<const __nv_bfloat16*>(logits.data), logits.rows, logits.cols,
@@ -144,8 +161,17 @@ void CudaOps::sample_rows(backend::Tensor logits, std::span<const backend::RowSa
                     reinterpret_cast<const int32_t*>(device + params_bytes),
                     reinterpret_cast<const int32_t*>(device + params_bytes + ids_bytes), d_tokens, s.stream);
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(host + upload, d_tokens, tokens_bytes, cudaMemcpyDeviceToHost, s.stream));
+  s.tokens_at = upload;
+  started_ = Started::kSample;
+}
+
+void CudaOps::finish_sampling(std::vector<int32_t>& tokens) {
+  Sampling& s = *sampling_;
+  tokens.assign(s.rows, 0);
+  if (s.rows == 0) return;
+  wait_step_end();
   s.stream.synchronize();
-  std::memcpy(tokens.data(), host + upload, tokens_bytes);
+  std::memcpy(tokens.data(), static_cast<const char*>(s.host) + s.tokens_at, s.rows * sizeof(int32_t));
   for (size_t r = 0; r < tokens.size(); ++r)
     if (tokens[r] < 0)
       throw Error("cuda ops: sample_rows row " + std::to_string(r) +
