@@ -27,7 +27,10 @@ What it writes (see tests/fixtures/models/README.md for the exact semantics of e
    top-2; the float32 logits of transformers' eager expert loop (bf16; for Qwen3-MoE and Mixtral
    also the four online FP8 cases, experts emulated by Fp8Experts as fp8lm and vLLM run them), and the
    smallest gap between any token's k-th and (k+1)-th router probability, asserted to be 100
-   times the float32 noise of a probability, so no implementation's rounding changes an expert. `--only-moe` regenerates this part
+   times the float32 noise of a probability, so no implementation's rounding changes an expert. FP8 MoE
+   checkpoints against an emulation on their own codes and scales: HF fp8 blocks, LLM Compressor's
+   FP8_BLOCK, and static FP8 (compressed-tensors FP8 layout written here for Qwen3-MoE and Mixtral,
+   scales differing per expert; vLLM's largest-scale rule). `--only-moe` regenerates this part
    alone (a few seconds, no LLM Compressor, the rest untouched).
 
 Arrays are raw little-endian float32, row-major (tools/fixture_arrays.py); manifest.json
@@ -988,6 +991,163 @@ def make_hf_fp8_moe(src: Path, folder: Path):
     (folder / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
+# A static FP8 MoE checkpoint (LLM Compressor's FP8 preset layout, as `fp8lm quantize --scheme FP8`
+# writes it): every linear but the routers and lm_head FP8 per tensor, with a BF16 [1] input_scale
+# each. Written by this script from the tiny models (LLM Compressor calibrates every expert on every
+# token, so its gate/up scales of a layer are one value and vLLM's max rule could not show; see
+# tests/fixtures/quantize/README.md, "MoE"): the scales here differ per expert, gate from up too.
+MOE_STATIC = {  # source model: (fixture, the sparse block's name on disk, its experts' gate / up / down on disk,
+                #                the seed of the scale factors: one whose largest gate/up scale is a gate's in
+                #                one layer and an up's in another, see moe_checkpoints)
+    "qwen3_moe": ("ct_fp8_static_qwen3_moe", "mlp", ("gate_proj", "up_proj", "down_proj"), 3000),
+    "mixtral": ("ct_fp8_static_mixtral", "block_sparse_moe", ("w1", "w3", "w2"), 3001),
+}
+MOE_LLMC_FP8 = "../quantize/moe_qwen3_FP8"  # relative to --out: LLM Compressor's FP8 preset on a Qwen3-MoE
+
+
+def expert_names(arch: str, layer: int, e: int) -> tuple:
+    _, block, projs, _ = MOE_STATIC[arch]
+    return tuple(f"model.layers.{layer}.{block}.experts.{e}.{p}" for p in projs)
+
+
+@torch.no_grad()
+def moe_calibration(arch: str, model, prompts) -> dict:
+    """amax of every quantized linear's input over the prompts (the BF16 model, float32), by the
+    checkpoint's module name: a dense linear's over every token; an expert's over the tokens routed
+    to it only (gate and up: those rows of the block's input; down: their SwiGLU), so the experts'
+    ranges differ, as a calibration that runs each expert on its own tokens finds them."""
+    amax, handles = {}, []
+
+    def note(name, t):
+        amax[name] = max(amax.get(name, 0.0), float(t.float().abs().amax()))
+
+    for name, mod in model.named_modules():
+        if isinstance(mod, nn.Linear) and name != "lm_head":
+            handles.append(mod.register_forward_pre_hook(lambda m, a, name=name: note(name, a[0])))
+        elif hasattr(mod, "gate_up_proj"):  # the sparse block's experts (transformers' fused parameters)
+            def hook(m, args, layer=int(name.split(".")[2])):
+                x, index = args[0], args[1]
+                width = m.intermediate_dim
+                for e in range(m.num_experts):
+                    xe = x[(index == e).any(dim=-1)]
+                    if len(xe) == 0:
+                        continue  # none in this prompt (every expert has some over all: make_ct_fp8_static_moe)
+                    act = m.act_fn(xe @ m.gate_up_proj[e, :width].T) * (xe @ m.gate_up_proj[e, width:].T)
+                    gate, up, down = expert_names(arch, layer, e)
+                    note(gate, xe), note(up, xe), note(down, act)
+            handles.append(mod.register_forward_pre_hook(hook))
+    try:
+        run_logits(model, prompts)
+    finally:
+        for h in handles:
+            h.remove()
+    return amax
+
+
+def make_ct_fp8_static_moe(arch: str, src: Path, folder: Path, model, prompts, llmc_fp8: Path):
+    """The static FP8 checkpoint of `src` (the BF16 tiny model `model` was loaded from): every 2-D
+    weight but the routers, lm_head and the embeddings quantized per tensor as compressed-tensors
+    does (ct_case: BF16 weight_scale [1]); input_scale = bf16(amax / 448 x f), amax from
+    moe_calibration in float32, f = 1 for a dense linear and a seeded factor in [1, 2) for each
+    expert linear (so that the block's largest gate/up scale is one expert's gate in one layer and
+    another's up in another, asserted); config.json = the source's + LLM Compressor's FP8 preset
+    quantization_config (read from its checkpoint `llmc_fp8`), `ignore` naming the routers in module
+    order and lm_head, as compressed-tensors and fp8lm quantize write it."""
+    from safetensors.torch import load_file, save_file
+    _, block, _, seed = MOE_STATIC[arch]
+    amax = moe_calibration(arch, model, prompts)
+    g = torch.Generator().manual_seed(seed)
+    sd = load_file(str(src / "model.safetensors"))
+    is_router = lambda k: k.endswith(f".{block}.gate.weight")
+    out = {}
+    for k, v in sd.items():
+        if v.ndim != 2 or is_router(k) or k in ("lm_head.weight", "model.embed_tokens.weight"):
+            out[k] = v
+            continue
+        name = k[:-len(".weight")]
+        codes, scale = ct_case(v, "tensor")
+        expert = ".experts." in name
+        f = 1.0 + float(torch.rand((), generator=g)) if expert else 1.0
+        assert name in amax, (name, "saw no calibration token")
+        s = torch.tensor(amax.pop(name), dtype=torch.float32) / FMAX * torch.tensor(f, dtype=torch.float32)
+        out.update({k: codes, name + ".weight_scale": scale.reshape(1),
+                    name + ".input_scale": s.to(torch.bfloat16).reshape(1)})
+    assert not amax, sorted(amax)  # every calibrated linear is in the file
+    ignore = [k[:-len(".weight")] for k in sd if is_router(k)]
+    ignore.sort(key=lambda n: int(n.split(".")[2]))
+    qc = json.loads((llmc_fp8 / "config.json").read_text())["quantization_config"]
+    qc["ignore"] = ignore + ["lm_head"]
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["quantization_config"] = qc
+    clean(folder)
+    save_file(out, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+class StaticFp8Experts(Fp8Experts):
+    """Fp8Experts with a checkpoint's static per-tensor input scales, one per expert linear, run as
+    vLLM's fused MoE runs them (and fp8lm, Ops::moe): one scale for the gate/up input of the whole
+    block, the largest of every expert's gate AND up input_scale, and one for down's input, the
+    largest of the down input_scales; x' = fp8(clamp(x / s, +-448)) * s, float32 division.
+    per_expert=True gives each expert linear its own scale instead (a loop over per-expert
+    linears: NOT what fp8lm does; the fixture measures how far that is from the max rule)."""
+
+    def __init__(self, experts, weights, scales, per_expert=False):
+        super().__init__(experts, None, "static_tensor", weights=weights)
+        gate, up, down = scales
+        if not per_expert:
+            gate = up = [max(gate + up)] * len(gate)
+            down = [max(down)] * len(down)
+        self.scales = (gate, up, down)
+
+    @staticmethod
+    def static(x, s: float):
+        codes, _, full = quantize_activation(x.float(), "static_tensor", s, 0.0)
+        return codes.double() * full.double()
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        gs, us, ds = self.scales
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.num_experts):  # a static scale is per element: the row order does not matter
+            pos, tok = torch.where((top_k_index == e).T)
+            if len(tok) == 0:
+                continue
+            x = hidden_states[tok]
+            gate, up = self.matmul(self.static(x, gs[e]), self.gate[e]), self.matmul(self.static(x, us[e]), self.up[e])
+            y = self.matmul(self.static(self.act_fn(gate) * up, ds[e]), self.down[e])
+            out.index_add_(0, tok, (y * top_k_weights[tok, pos, None]).to(out.dtype))
+        return out
+
+
+def static_checkpoint_emulation(arch: str, src_model, folder: Path, per_expert=False):
+    """src_model (float32) with every FP8 weight of the static checkpoint `folder` as codes x
+    weight_scale: Fp8Linear with its own input_scale for attention and dense MLPs, StaticFp8Experts
+    for the sparse blocks. Asserts that the tensors the checkpoint keeps in high precision are
+    src_model's. Returns (model, the per-layer expert input scales)."""
+    from safetensors.torch import load_file
+    sd = load_file(str(folder / "model.safetensors"))
+    src = src_model.state_dict()
+    for k, v in sd.items():
+        if v.dtype != torch.float8_e4m3fn and not k.endswith(("weight_scale", "input_scale")) and k in src:
+            assert torch.equal(v.float(), src[k]), k
+    deq = lambda name: sd[name + ".weight"].double() * sd[name + ".weight_scale"].double()
+    in_scale = lambda name: float(sd[name + ".input_scale"].float())
+
+    def make(name, lin):
+        assert sd[name + ".weight"].dtype == torch.float8_e4m3fn and lin.bias is None, name
+        return Fp8Linear(deq(name), None, "static_tensor", in_scale(name))
+    m = replace_linears(copy.deepcopy(src_model), make)
+    scales = {}
+    for i, layer in enumerate(m.model.layers):
+        if hasattr(layer.mlp, "experts"):
+            ex = layer.mlp.experts
+            names = [expert_names(arch, i, e) for e in range(ex.num_experts)]
+            w = tuple([deq(n[j]) for n in names] for j in range(3))
+            scales[i] = tuple([in_scale(n[j]) for n in names] for j in range(3))
+            layer.mlp.experts = StaticFp8Experts(ex, w, scales[i], per_expert)
+    return m.eval(), scales
+
+
 def moe_checkpoint_entry(name: str, folder: Path, dir_name: str, model, prompts, base_logits, semantics: str,
                          w: ArrayWriter, facts: dict) -> dict:
     logits = run_logits(model, prompts)
@@ -1036,6 +1196,44 @@ def moe_checkpoints(out: Path, w: ArrayWriter, manifest: dict):
         "W = codes x weight_scale (128x128 blocks, BF16 widened; ragged: dims < 128); x in dynamic 1x128 groups "
         "(vLLM's rule); products in float64; experts as Fp8Experts; the ignored routers and lm_head float32.",
         w, {"source": MOE_CT_SOURCE})
+
+    for arch, (name, *_) in MOE_STATIC.items():
+        src = load_moe_f32(moe_out / arch)
+        prompts = manifest["models"][arch]["prompts"]
+        base = run_logits(src, prompts)
+        folder = moe_out / name
+        make_ct_fp8_static_moe(arch, moe_out / arch, folder, src, prompts, (out / MOE_LLMC_FP8).resolve())
+        emu, scales = static_checkpoint_emulation(arch, src, folder)
+        # Which linear holds each block's gate/up scale: a gate in one layer and an up in another,
+        # so taking the gates' (or the ups') largest for both, or each its own, is a different model.
+        holders = {}
+        for layer, (gs, us, _) in scales.items():
+            kind, e = max([(s, "gate", e) for e, s in enumerate(gs)] + [(s, "up", e) for e, s in enumerate(us)])[1:]
+            assert max(gs) != max(us), (arch, layer)
+            holders[str(layer)] = f"expert {e} {kind}"
+        assert {h.split()[-1] for h in holders.values()} == {"gate", "up"}, (arch, holders)
+        # How far each expert linear with its own scale (a loop over per-expert linears) is from the
+        # max rule, in units of the quantization effect: the C++ test (mean|Δ| ≤ 0.25 of the effect,
+        # test_model_logits.cpp) must tell them apart, with room (a different rounding of the same
+        # values, so it stays near 0.4-0.6 however far the scales spread: [1, 3) and [1, 4) tried).
+        ref = run_logits(emu, prompts)
+        loop = run_logits(static_checkpoint_emulation(arch, src, folder, per_expert=True)[0], prompts)
+        apart = [float((a - r).abs().mean() / (r - b).abs().mean()) for a, r, b in zip(loop, ref, base)]
+        print(f"  {name}: largest gate/up input scale {holders}; per-expert scales vs the max rule: "
+              f"mean|Δ| / effect {', '.join(f'{x:.3g}' for x in apart)}")
+        assert min(apart) > 1.5 * 0.25, (name, apart)
+        manifest["models"][name] = moe_checkpoint_entry(
+            name, folder, f"{MOE_DIR}/{name}", emu, prompts, base,
+            "A static FP8 checkpoint written by this script from the BF16 model (compressed-tensors, LLM Compressor's "
+            "FP8 preset: per-tensor weights, BF16 weight_scale; a BF16 per-tensor input_scale for every linear, each "
+            "expert's from the tokens routed to it and spread by a seeded factor in [1, 2); routers and lm_head "
+            "ignored) run with fp8lm's semantics: W = codes x weight_scale; attention and dense MLP: "
+            "x' = fp8(clamp(x / input_scale, +-448)) * input_scale (float32 division); the experts as vLLM's fused "
+            "MoE runs them: gate and up take one scale, the largest input_scale of the block's experts' gate and up "
+            "together, down the largest of their down input_scales; products in float64; router and lm_head "
+            "float32 of the BF16 values.",
+            w, {"source": f"{MOE_DIR}/{arch}", "largest_gate_up_input_scale": holders,
+                "per_expert_scales_mean_abs_diff_over_effect": apart})
 
 
 def moe_fixtures(out: Path):
