@@ -26,11 +26,14 @@ struct ChatFlags {
 };
 
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const ChatFlags& cf) {
-  const engine::SamplingParams params = sf.params();
+  std::string note;
+  engine::SamplingParams params = sf.params(mf.model, &note);
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), rf.options());
   (void)rt->tokenizer();  // a model without tokenizer.json (--load-format dummy) stops here, saying so
   const chat::ModelChatTemplate tmpl = chat::ModelChatTemplate::load(mf.model);
   print_load_summary(*rt, rf);
+  add_model_eos(params, *rt, mf.model);
+  std::fprintf(stderr, "fp8lm: %s\n", note.c_str());
   const bool interactive = isatty(STDIN_FILENO) != 0;
   if (interactive) std::fprintf(stderr, "fp8lm: chat — /reset starts over, /exit quits\n");
 

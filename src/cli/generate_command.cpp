@@ -37,12 +37,15 @@ void print_speed(const engine::GenerationResult& r) {
 }
 
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const GenerateFlags& gf) {
-  const engine::SamplingParams params = sf.params();  // bad flags fail before the model loads
+  std::string note;
+  engine::SamplingParams params = sf.params(mf.model, &note);  // bad flags fail before the model loads
   const engine::RuntimeOptions options = rf.options();
   std::string prompt = gf.prompt;
   if (gf.prompt_option->count() == 0) prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
   print_load_summary(*rt, rf);
+  add_model_eos(params, *rt, mf.model);
+  std::fprintf(stderr, "fp8lm: %s\n", note.c_str());
   const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, !gf.no_special);
   const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
   engine::GenerationResult r;

@@ -95,24 +95,75 @@ std::shared_ptr<SamplingFlags> add_sampling_flags(CLI::App* cmd) {
   f->base.temperature = 0.0f;
   engine::SamplingParams& p = f->base;
   cmd->add_option("--max-tokens", p.max_tokens, "Most tokens to generate (capped by the context)");
-  cmd->add_option("--temperature", p.temperature, "Sampling temperature (0 = greedy, the default)");
-  cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens (0 = off)");
-  cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass in (0, 1] (1 = off)");
-  cmd->add_option("--min-p", p.min_p, "Drop tokens below min-p × the top probability (0 = off)");
-  cmd->add_option("--repetition-penalty", p.repetition_penalty, "Penalty on prompt and output tokens (1 = off)");
+  f->defaulted = {
+      cmd->add_option("--temperature", p.temperature,
+                      "Sampling temperature (0 = greedy; default: the model's generation config, else 0)"),
+      cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens (0 = off)"),
+      cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass in (0, 1] (1 = off)"),
+      cmd->add_option("--min-p", p.min_p, "Drop tokens below min-p × the top probability (0 = off)"),
+      cmd->add_option("--repetition-penalty", p.repetition_penalty, "Penalty on prompt and output tokens (1 = off)"),
+  };
   cmd->add_option("--presence-penalty", p.presence_penalty, "OpenAI presence penalty (0 = off)");
   cmd->add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty (0 = off)");
   f->seed_option = cmd->add_option("--seed", f->seed, "Random seed (same seed, same tokens)");
   cmd->add_option("--stop", p.stop, "Stop string (repeatable); not included in the output");
   cmd->add_option("--stop-token-id", p.stop_token_ids, "Token id that ends generation (repeatable)");
   cmd->add_flag("--ignore-eos", p.ignore_eos, "Keep generating past the end-of-sequence token");
+  cmd->add_option("--generation-config", f->generation_config,
+                  "Default sampling parameters: auto (the model's generation_config.json, the default), fp8lm "
+                  "(greedy), or a directory holding a generation_config.json; flags override them");
   return f;
 }
 
-engine::SamplingParams SamplingFlags::params() const {
+io::GenerationDefaults generation_defaults(const std::string& choice, const std::filesystem::path& model_dir) {
+  if (choice == "fp8lm") return {};
+  if (choice == "auto") return io::read_generation_config(model_dir);
+  if (!std::filesystem::is_directory(choice))
+    throw Error("--generation-config: '" + choice + "' is not auto, fp8lm or a directory");
+  io::GenerationDefaults g = io::read_generation_config(choice);
+  if (g.empty()) throw Error("--generation-config: " + choice + " holds no generation_config.json");
+  return g;
+}
+
+std::string generation_defaults_note(const io::GenerationDefaults& g, const engine::SamplingParams& fp8lm_defaults) {
+  if (!g.empty()) return "sampling defaults from " + g.source.string() + ": " + g.describe();
+  return std::string("sampling defaults: fp8lm's (") +
+         (fp8lm_defaults.greedy() ? "greedy" : "temperature " + std::to_string(fp8lm_defaults.temperature)) + ")";
+}
+
+void add_model_eos(engine::SamplingParams& p, const engine::Runtime& rt, const std::filesystem::path& model_dir) {
+  std::vector<int32_t> extra;
+  try {
+    for (const int64_t id : io::read_generation_config(model_dir).eos_token_ids)
+      if (std::find(rt.eos_ids().begin(), rt.eos_ids().end(), int32_t(id)) == rt.eos_ids().end())
+        extra.push_back(int32_t(id));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fp8lm: warning: %s (its EOS ids ignored)\n", e.what());
+  }
+  engine::add_eos_stops(p, extra);
+}
+
+engine::SamplingParams SamplingFlags::params(const std::filesystem::path& model_dir, std::string* note) const {
+  const io::GenerationDefaults g = generation_defaults(generation_config, model_dir);
+  engine::SamplingParams defaults;
+  defaults.temperature = 0.0f;  // fp8lm's own default: greedy
+  defaults = engine::with_generation_defaults(defaults, g);
+  // Each flag given replaces its default; the others keep it.
   engine::SamplingParams p = base;
+  const std::pair<float engine::SamplingParams::*, CLI::Option*> floats[] = {
+      {&engine::SamplingParams::temperature, defaulted.at(0)},
+      {&engine::SamplingParams::top_p, defaulted.at(2)},
+      {&engine::SamplingParams::min_p, defaulted.at(3)},
+      {&engine::SamplingParams::repetition_penalty, defaulted.at(4)}};
+  for (const auto& [field, option] : floats)
+    if (option->count() == 0) p.*field = defaults.*field;
+  if (defaulted.at(1)->count() == 0) p.top_k = defaults.top_k;
   if (seed_option != nullptr && seed_option->count() > 0) p.seed = seed;
   p.validate();
+  if (note != nullptr) {
+    *note = generation_defaults_note(g, defaults);
+    if (!g.empty() && !p.greedy()) *note += " (--temperature 0 or --generation-config fp8lm for greedy)";
+  }
   return p;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "engine/runtime.h"
 #include "engine/sampler.h"
+#include "io/generation_config.h"
 
 namespace fp8lm::cli {
 
@@ -37,11 +39,27 @@ struct SamplingFlags {
   engine::SamplingParams base;
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
-  // The parameters as given; throws fp8lm::Error naming a bad one.
-  engine::SamplingParams params() const;
+  std::string generation_config = "auto";
+  // The options a generation config gives defaults for (given on the command line or not).
+  std::vector<CLI::Option*> defaulted;
+  // The parameters: the flags given, over the defaults of --generation-config for the model
+  // in `model_dir`; `note` (when not null) says where the defaults came from. Throws
+  // fp8lm::Error naming a bad flag or a bad field of the generation config.
+  engine::SamplingParams params(const std::filesystem::path& model_dir, std::string* note = nullptr) const;
 };
-// Defaults: --max-tokens 256, --temperature 0 (greedy) unless given.
+// Defaults: --max-tokens 256; the sampling fields of the model's generation_config.json
+// (--generation-config auto), else greedy (--generation-config fp8lm).
 std::shared_ptr<SamplingFlags> add_sampling_flags(CLI::App* cmd);
+
+// --generation-config: "auto" (the model's generation_config.json, none when it has none),
+// "fp8lm" (none: fp8lm's own defaults) or a directory holding a generation_config.json.
+// Throws fp8lm::Error naming the flag for anything else.
+io::GenerationDefaults generation_defaults(const std::string& choice, const std::filesystem::path& model_dir);
+// generation_config.json's EOS ids beyond the runtime's as stop tokens of `p` (unless
+// ignore_eos), as the server does; a generation config that cannot be read adds none.
+void add_model_eos(engine::SamplingParams& p, const engine::Runtime& rt, const std::filesystem::path& model_dir);
+// "sampling defaults: <file> (temperature 0.8, …)" or "sampling defaults: fp8lm's (…)".
+std::string generation_defaults_note(const io::GenerationDefaults& g, const engine::SamplingParams& fp8lm_defaults);
 
 // Prints the runtime's notes and what was loaded, to stderr.
 void print_load_summary(const engine::Runtime& rt, const RunFlags& flags);

@@ -44,6 +44,7 @@ struct ServeFlags {
   bool skip_tokenizer_init = false;
   bool enable_prefix_caching = false;
   bool async_scheduling = engine::SchedulerConfig{}.async_scheduling;
+  std::string generation_config = "auto";
   double shutdown_timeout = server::ServerOptions{}.shutdown_timeout;
   double header_timeout = server::ServerOptions{}.header_timeout;
   double body_timeout = server::ServerOptions{}.body_timeout;
@@ -141,6 +142,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
                 " must be at least --max-num-seqs (" + std::to_string(o.scheduler.max_num_seqs) + ")");
   o.scheduler.enable_prefix_caching = sf.enable_prefix_caching;
   o.scheduler.async_scheduling = sf.async_scheduling;
+  o.generation_defaults = generation_defaults(sf.generation_config, mf.model);
   o.scheduler.validate();
   if (sf.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(sf.max_model_len) + " is negative");
   if (sf.max_waiting < 0) throw Error("--max-waiting: " + std::to_string(sf.max_waiting) + " is negative");
@@ -204,6 +206,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--enable-prefix-caching", sf->enable_prefix_caching,
                 "Keep the KV of full blocks after requests finish and share it with later requests that start "
                 "with the same tokens (usage reports prompt_tokens_details.cached_tokens)");
+  cmd->add_option("--generation-config", sf->generation_config,
+                  "Requests' default sampling parameters: auto (the model's generation_config.json, the default), "
+                  "fp8lm (OpenAI's defaults), or a directory holding a generation_config.json");
   cmd->add_flag("--async-scheduling,!--no-async-scheduling", sf->async_scheduling,
                 "Schedule step N+1 and handle step N's output while the device runs step N (default on)");
   cmd->add_flag("--skip-tokenizer-init", sf->skip_tokenizer_init,

@@ -65,6 +65,23 @@ void SamplingParams::validate() const {
 
 bool SamplingParams::greedy() const { return temperature < backend::kGreedyTemperature; }
 
+SamplingParams with_generation_defaults(SamplingParams p, const io::GenerationDefaults& g) {
+  if (g.temperature) p.temperature = float(*g.temperature);
+  if (g.do_sample && !*g.do_sample) p.temperature = 0.0f;  // transformers: greedy, whatever the temperature
+  if (g.top_p) p.top_p = float(*g.top_p);
+  if (g.top_k) p.top_k = int32_t(*g.top_k);
+  if (g.min_p) p.min_p = float(*g.min_p);
+  if (g.repetition_penalty) p.repetition_penalty = float(*g.repetition_penalty);
+  return p;
+}
+
+void add_eos_stops(SamplingParams& p, std::span<const int32_t> ids) {
+  if (p.ignore_eos) return;
+  for (const int32_t id : ids)
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) == p.stop_token_ids.end())
+      p.stop_token_ids.push_back(id);
+}
+
 bool SamplingParams::stops_on(int32_t token, std::span<const int32_t> eos_ids) const {
   if (std::find(stop_token_ids.begin(), stop_token_ids.end(), token) != stop_token_ids.end()) return true;
   return !ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/sampling.h"
+#include "io/generation_config.h"
 
 namespace fp8lm::engine {
 
@@ -42,6 +43,15 @@ struct SamplingParams {
   // one of the model's EOS ids unless ignore_eos.
   bool stops_on(int32_t token, std::span<const int32_t> eos_ids) const;
 };
+
+// `p` with the sampling fields of a model's generation config (io/generation_config.h), as
+// vLLM's --generation-config auto: temperature (0 where do_sample is false), top_p, top_k,
+// min_p, repetition_penalty. The front-ends then put what the user gave over these.
+SamplingParams with_generation_defaults(SamplingParams p, const io::GenerationDefaults& g);
+
+// A model's further EOS ids (generation_config.json's beyond config.json's) as stop token
+// ids, those not there yet, unless p.ignore_eos.
+void add_eos_stops(SamplingParams& p, std::span<const int32_t> ids);
 
 struct TokenLogprob {
   int32_t token = 0;

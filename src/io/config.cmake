@@ -1,5 +1,7 @@
-# config.json -> ModelConfig, quantization_config -> per-layer schemes, load overrides.
+# config.json -> ModelConfig, quantization_config -> per-layer schemes, load overrides,
+# generation_config.json -> default sampling parameters.
 target_sources(fp8lm_io PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/generation_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model_config_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/module_pattern.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_quantization.cpp

@@ -258,8 +258,9 @@ Json parse_body(std::string_view body) {
   return j;
 }
 
-ApiRequest parse_completion_request(const Json& body) {
+ApiRequest parse_completion_request(const Json& body, const engine::SamplingParams& defaults) {
   ApiRequest r;
+  r.params = defaults;
   r.endpoint = Endpoint::kCompletions;
   const Json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "prompt is required");
@@ -292,8 +293,9 @@ ApiRequest parse_completion_request(const Json& body) {
   return r;
 }
 
-ApiRequest parse_chat_request(const Json& body) {
+ApiRequest parse_chat_request(const Json& body, const engine::SamplingParams& defaults) {
   ApiRequest r;
+  r.params = defaults;
   r.endpoint = Endpoint::kChat;
   const Json* messages = field(body, "messages");
   if (!messages) bad("messages", "messages is required");

@@ -85,9 +85,11 @@ struct ApiRequest {
 inline constexpr int32_t kMaxLogprobs = 20;
 inline constexpr int32_t kMaxChoices = 128;
 
-// Throw ApiError(400) naming the parameter for a wrong type or value.
-ApiRequest parse_completion_request(const Json& body);
-ApiRequest parse_chat_request(const Json& body);
+// Throw ApiError(400) naming the parameter for a wrong type or value. Sampling fields the
+// request does not give keep their value in `defaults` (the server's: the model's generation
+// config over OpenAI's defaults).
+ApiRequest parse_completion_request(const Json& body, const engine::SamplingParams& defaults = {});
+ApiRequest parse_chat_request(const Json& body, const engine::SamplingParams& defaults = {});
 
 // The max_tokens of one prompt of `prompt_tokens` tokens: as asked, else 16
 // for completions (OpenAI's default) and the rest of the context for chat,

@@ -70,18 +70,10 @@ void send_json(httplib::Response& res, const Json& j) {
 // eos_token_id of generation_config.json (an id or a list), when present.
 std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
   std::vector<int32_t> ids;
-  const std::filesystem::path path = dir / "generation_config.json";
-  if (!std::filesystem::exists(path)) return ids;
   try {
-    const nlohmann::json j = io::read_json_file(path);
-    const auto it = j.find("eos_token_id");
-    if (it == j.end()) return ids;
-    if (it->is_number_integer()) ids.push_back(it->get<int32_t>());
-    if (it->is_array())
-      for (const auto& v : *it)
-        if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+    for (const int64_t id : io::read_generation_config(dir).eos_token_ids) ids.push_back(int32_t(id));
   } catch (const Error& e) {
-    std::fprintf(stderr, "fp8lm: warning: %s (ignored)\n", e.what());
+    std::fprintf(stderr, "fp8lm: warning: %s (its EOS ids ignored)\n", e.what());
   }
   return ids;
 }
@@ -140,6 +132,7 @@ struct Server::Impl {
   std::unique_ptr<chat::ModelChatTemplate> chat_template;
   std::string chat_template_error;  // why chat is unavailable
   std::vector<int32_t> extra_eos;   // generation_config.json's EOS ids beyond config.json's
+  engine::SamplingParams defaults;  // requests' sampling defaults (ServerOptions::generation_defaults)
   int64_t cache_tokens = 0;
   int64_t created = unix_time();
   ServerMetrics metrics;
@@ -342,7 +335,8 @@ struct Server::Impl {
   void handle_generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     const auto arrival = Clock::now();
     const Json body = parse_body(req.body);
-    const ApiRequest r = endpoint == Endpoint::kChat ? parse_chat_request(body) : parse_completion_request(body);
+    const ApiRequest r =
+        endpoint == Endpoint::kChat ? parse_chat_request(body, defaults) : parse_completion_request(body, defaults);
     check_model(r.model);
     if (stopping) throw ApiError(503, "the server is shutting down", "", "", "server_error");
     // Counted before any prompt is tokenized: a list of prompts the server
@@ -407,10 +401,7 @@ struct Server::Impl {
         er.params = r.params;
         er.params.max_tokens = max_tokens[p];
         if (er.params.seed && j > 0) er.params.seed = *er.params.seed + uint64_t(j);  // n choices differ, reproducibly
-        if (!er.params.ignore_eos)
-          for (const int32_t id : extra_eos)
-            if (std::find(er.params.stop_token_ids.begin(), er.params.stop_token_ids.end(), id) == er.params.stop_token_ids.end())
-              er.params.stop_token_ids.push_back(id);
+        engine::add_eos_stops(er.params, extra_eos);
         er.logprobs = r.logprobs;
         er.detokenize = !opt.skip_tokenizer_init;
         er.on_output = [this, job, c](const engine::RequestOutput& o) { on_output(job, c, o); };
@@ -814,6 +805,8 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
   for (const int32_t id : generation_config_eos(o.model_dir))
     if (std::find(runtime.eos_ids().begin(), runtime.eos_ids().end(), id) == runtime.eos_ids().end())
       s.extra_eos.push_back(id);
+  s.defaults = engine::with_generation_defaults(engine::SamplingParams{}, o.generation_defaults);
+  s.defaults.validate();
 
   s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler);
   TransportLimits limits;
@@ -866,6 +859,12 @@ void Server::serve() {
                  static_cast<long long>(s.opt.max_model_len),
                  s.opt.scheduler.enable_prefix_caching ? "; prefix caching" : "",
                  s.opt.skip_tokenizer_init ? "; no tokenizer: token ids in and out" : "");
+  if (!s.opt.quiet) {
+    const io::GenerationDefaults& g = s.opt.generation_defaults;
+    std::fprintf(stderr, "fp8lm: requests' sampling defaults: %s; request fields override them\n",
+                 g.empty() ? "OpenAI's (temperature 1, no top-k / top-p / min-p)"
+                           : (g.source.string() + " (" + g.describe() + ")").c_str());
+  }
   s.http->start();
   {
     std::unique_lock lock(s.stop_m);

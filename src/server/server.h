@@ -25,6 +25,7 @@
 
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
+#include "io/generation_config.h"
 #include "server/reasoning.h"
 
 namespace fp8lm::server {
@@ -38,6 +39,9 @@ struct ServerOptions {
   int64_t max_model_len = 0;             // 0: the model's context
   int64_t max_waiting = 0;               // requests waiting before 503s; 0: 4 × max_num_seqs
   engine::SchedulerConfig scheduler;
+  // Requests' default sampling parameters: the sampling fields of this generation config
+  // (io::read_generation_config; --generation-config) over OpenAI's defaults; empty: OpenAI's.
+  io::GenerationDefaults generation_defaults;
   ReasoningParser reasoning = ReasoningParser::kNone;
   std::filesystem::path chat_template;   // a .jinja file instead of the model's template; empty: the model's
   bool quiet = false;                    // no startup lines on stderr

@@ -117,6 +117,34 @@ TEST(ServerApi, CompletionPromptShapes) {
   EXPECT_FALSE(r.prompts[1].is_text);
 }
 
+// The server's defaults (the model's generation config over OpenAI's) fill only what a request
+// leaves out.
+TEST(ServerApi, RequestFieldsOverTheGenerationDefaults) {
+  io::GenerationDefaults g;
+  g.source = "generation_config.json";
+  g.temperature = 0.8;
+  g.top_p = 0.95;
+  g.top_k = 50;
+  const engine::SamplingParams defaults = engine::with_generation_defaults(engine::SamplingParams{}, g);
+  ApiRequest r = server::parse_completion_request(body(R"({"prompt": "a"})"), defaults);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.8f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.95f);
+  EXPECT_EQ(r.params.top_k, 50);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.0f);
+  r = server::parse_chat_request(body(R"({"messages": [{"role": "user", "content": "hi"}], "temperature": 0,
+                                          "top_k": -1})"), defaults);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.95f);
+  EXPECT_EQ(r.params.top_k, -1);
+  // Without defaults: OpenAI's.
+  r = server::parse_completion_request(body(R"({"prompt": "a"})"));
+  EXPECT_FLOAT_EQ(r.params.temperature, 1.0f);
+  EXPECT_EQ(r.params.top_k, 0);
+  // do_sample false: greedy whatever the temperature.
+  g.do_sample = false;
+  EXPECT_TRUE(engine::with_generation_defaults(engine::SamplingParams{}, g).greedy());
+}
+
 TEST(ServerApi, CompletionPromptErrorsNameThePrompt) {
   for (const char* bad : {R"({})", R"({"prompt": null})", R"({"prompt": 5})", R"({"prompt": []})",
                           R"({"prompt": [[]]})", R"({"prompt": [1, "a"]})", R"({"prompt": [-1]})",

@@ -31,7 +31,9 @@ def generate_json(run, *args, input=""):
 
 
 def greedy_args(prompt, tokens):
-    return ("--prompt", prompt, "--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", str(tokens))
+    # --temperature 0: the shipped model's generation_config.json samples by default.
+    return ("--prompt", prompt, "--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", str(tokens),
+            "--temperature", "0")
 
 
 def assert_clean_error(r):
@@ -78,7 +80,8 @@ def test_streamed_output_is_the_text_and_stats_go_to_stderr(run, index):
 
 def test_prompt_from_stdin(run):
     p = PROMPTS[0]
-    got = generate_json(run, "--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", "8", input=p["text"])
+    got = generate_json(run, "--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", "8", "--temperature", "0",
+                        input=p["text"])
     assert got["prompt_ids"] == p["ids"]
     assert got["token_ids"] == p["greedy"][:8]
 
@@ -145,6 +148,61 @@ def test_max_tokens_limits_the_length(run):
     got = generate_json(run, "--prompt", PROMPTS[3]["text"], "--ignore-eos", "--max-tokens", "5")
     assert got["completion_tokens"] == 5 == len(got["token_ids"])
     assert got["finish_reason"] == "length"
+
+
+# ---- generate: the model's generation config as defaults (vLLM's --generation-config) ------
+
+
+def test_defaults_come_from_the_models_generation_config(run):
+    # The shipped model's generation_config.json: do_sample, temperature 0.8, top_p 0.95, top_k 50.
+    base = ("--prompt", PROMPTS[0]["text"], "--ignore-eos", "--max-tokens", "16", "--seed", "7")
+    r = generate(run, "--json", *base)
+    assert r.returncode == 0, r.stderr
+    assert "generation_config.json: temperature 0.8, top_p 0.95, top_k 50" in r.stderr, r.stderr
+    by_default = json.loads(r.stdout)["token_ids"]
+    spelled_out = generate_json(run, *base, "--generation-config", "fp8lm", "--temperature", "0.8", "--top-p", "0.95",
+                                "--top-k", "50")["token_ids"]
+    assert by_default == spelled_out
+    greedy = generate_json(run, *base, "--temperature", "0")["token_ids"]
+    assert greedy != by_default  # it sampled (the greedy tokens are the transformers reference's, above)
+    # A flag overrides its default only: the temperature given, top_p and top_k still the model's.
+    hotter = generate_json(run, *base, "--temperature", "1.3")["token_ids"]
+    hotter_spelled = generate_json(run, *base, "--generation-config", "fp8lm", "--temperature", "1.3", "--top-p",
+                                   "0.95", "--top-k", "50")["token_ids"]
+    assert hotter == hotter_spelled
+    r = generate(run, *base, "--generation-config", "fp8lm")
+    assert "sampling defaults: fp8lm's (greedy)" in r.stderr, r.stderr
+    assert generate_json(run, *base, "--generation-config", "fp8lm")["token_ids"] == greedy
+
+
+def test_generation_config_from_another_directory(run, tmp_path):
+    (tmp_path / "generation_config.json").write_text(json.dumps({"do_sample": False, "temperature": 0.6}))
+    base = ("--prompt", PROMPTS[0]["text"], "--ignore-eos", "--max-tokens", "12")
+    r = generate(run, "--json", *base, "--generation-config", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "greedy (do_sample false)" in r.stderr, r.stderr
+    assert json.loads(r.stdout)["token_ids"] == generate_json(run, *base, "--temperature", "0")["token_ids"]
+
+
+@pytest.mark.parametrize("content, named", [
+    ({"temperature": -1}, "'temperature' is -1"),
+    ({"top_p": 0}, "'top_p' is 0"),
+    ({"top_k": "fifty"}, "'top_k' must be an integer"),
+    ({"repetition_penalty": 0}, "'repetition_penalty' is 0"),
+    ({"do_sample": "yes"}, "'do_sample' must be a boolean"),
+    ([1, 2], "must hold a JSON object"),
+], ids=lambda v: json.dumps(v) if not isinstance(v, str) else None)
+def test_bad_generation_config_is_named(run, tmp_path, content, named):
+    (tmp_path / "generation_config.json").write_text(json.dumps(content))
+    err = assert_clean_error(generate(run, "--prompt", "Hello", "--generation-config", str(tmp_path)))
+    assert "generation_config.json" in err and named in err, err
+
+
+def test_bad_generation_config_flag_is_named(run, tmp_path):
+    err = assert_clean_error(generate(run, "--prompt", "Hello", "--generation-config", "nowhere"))
+    assert "--generation-config" in err and "nowhere" in err
+    err = assert_clean_error(generate(run, "--prompt", "Hello", "--generation-config", str(tmp_path)))
+    assert "--generation-config" in err and "no generation_config.json" in err
 
 
 # ---- generate: errors ---------------------------------------------------------------------
@@ -234,7 +292,7 @@ def test_chat_replies_and_exits(run):
 
 def test_chat_renders_the_template_like_transformers(run):
     p = next(p for p in PROMPTS if p["kind"] == "chat")
-    args = ("--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", "24")
+    args = ("--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", "24", "--temperature", "0")
     expected = generate_json(run, "--prompt", p["text"], *args)["text"]
     r = chat(run, *args, input=p["messages"][0]["content"] + "\n")
     assert r.returncode == 0, r.stderr
@@ -242,7 +300,7 @@ def test_chat_renders_the_template_like_transformers(run):
 
 
 def test_chat_reset_starts_over(run):
-    args = ("--max-tokens", "12", "--ignore-eos")
+    args = ("--max-tokens", "12", "--ignore-eos", "--temperature", "0")
     once = chat(run, *args, input="Hello\n")
     assert once.returncode == 0, once.stderr
     assert once.stdout.strip()

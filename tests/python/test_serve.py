@@ -145,7 +145,8 @@ def test_health_models_and_metrics(server, client):
 
 @pytest.mark.parametrize("prompt,ignore_eos", [(PROMPTS[0], True), (PROMPTS[3], False)])
 def test_greedy_equals_fp8lm_generate(server, client, run, prompt, ignore_eos):
-    args = ["generate", str(MODEL), "--threads", "2", *FP8, "--json", "--prompt", prompt, "--max-tokens", "24"]
+    args = ["generate", str(MODEL), "--threads", "2", *FP8, "--json", "--prompt", prompt, "--max-tokens", "24",
+            "--temperature", "0"]
     r = run(*args, *(["--ignore-eos"] if ignore_eos else []))
     assert r.returncode == 0, r.stderr
     want = json.loads(r.stdout)
@@ -245,6 +246,20 @@ def test_seed_reproducibility(client):
     assert chat(client, seed=7, temperature=0.9).choices[0].message.content == c1
 
 
+def test_defaults_come_from_the_models_generation_config(client):
+    # The shipped model's generation_config.json (temperature 0.8, top_p 0.95, top_k 50) fills what a
+    # request leaves out; what it gives wins, field by field.
+    kw = dict(max_tokens=16, seed=9, extra_body={"ignore_eos": True})
+    left_out = complete(client, **kw).choices[0].text
+    spelled = dict(max_tokens=16, seed=9, temperature=0.8, top_p=0.95, extra_body={"ignore_eos": True, "top_k": 50})
+    assert complete(client, **spelled).choices[0].text == left_out
+    openai_defaults = dict(max_tokens=16, seed=9, temperature=1.0, top_p=1.0, extra_body={"ignore_eos": True, "top_k": 0})
+    assert complete(client, **openai_defaults).choices[0].text != left_out
+    hotter = complete(client, temperature=1.3, **kw).choices[0].text
+    hotter_spelled = dict(max_tokens=16, seed=9, temperature=1.3, top_p=0.95, extra_body={"ignore_eos": True, "top_k": 50})
+    assert complete(client, **hotter_spelled).choices[0].text == hotter
+
+
 def test_sampling_parameters_take_effect(client):
     base = greedy(client, n=24).choices[0].text
     extra = {"ignore_eos": True}
@@ -265,7 +280,7 @@ def test_sampling_parameters_take_effect(client):
 
 def test_stop_token_ids_and_ignore_eos(client, run):
     r = run("generate", str(MODEL), "--threads", "2", *FP8, "--json", "--prompt", STORY, "--max-tokens", "12",
-            "--ignore-eos")
+            "--ignore-eos", "--temperature", "0")
     assert r.returncode == 0, r.stderr
     want = json.loads(r.stdout)
     k = 6

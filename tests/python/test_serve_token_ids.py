@@ -28,7 +28,7 @@ def client(server):
 
 def generate_ids(run, prompt, n):
     r = run("generate", str(MODEL), "--threads", "2", *FP8, "--json", "--prompt", prompt, "--max-tokens", str(n),
-            "--ignore-eos")
+            "--ignore-eos", "--temperature", "0")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
