@@ -125,6 +125,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   o.port = sf.port;
   o.api_key = sf.api_key;
   o.model_dir = mf.model;
+  o.version = FP8LM_VERSION;
   o.served_model_name = sf.served_model_name;
   if (o.served_model_name.empty()) {
     std::filesystem::path p = std::filesystem::path(mf.model).lexically_normal();

@@ -451,4 +451,39 @@ Json chat_logprobs(const std::vector<engine::SampleResult>& lps, int32_t top_n, 
   return out;
 }
 
+TokenizeRequest parse_tokenize_request(const Json& body) {
+  TokenizeRequest t;
+  if (const auto m = get_string(body, "model")) t.model = *m;
+  const bool has_prompt = field(body, "prompt") != nullptr, has_messages = field(body, "messages") != nullptr;
+  if (has_prompt == has_messages)
+    bad(has_prompt ? "messages" : "prompt", "give either prompt (a text) or messages (a chat), " +
+                                               std::string(has_prompt ? "not both" : "one of them is required"));
+  t.chat = has_messages;
+  if (t.chat) {
+    t.chat_request = parse_chat_request(body);
+    t.add_special_tokens = false;  // the template writes the special tokens the model expects
+  } else {
+    const auto p = get_string(body, "prompt");
+    if (!p) bad("prompt", "prompt must be a string, not " + type_name(*field(body, "prompt")));
+    t.prompt = *p;
+  }
+  if (const auto a = get_bool(body, "add_special_tokens")) t.add_special_tokens = *a;
+  if (const auto r = get_bool(body, "return_token_strs")) t.return_token_strs = *r;
+  return t;
+}
+
+DetokenizeRequest parse_detokenize_request(const Json& body) {
+  DetokenizeRequest d;
+  if (const auto m = get_string(body, "model")) d.model = *m;
+  const Json* tokens = field(body, "tokens");
+  if (!tokens) bad("tokens", "tokens is required");
+  if (!tokens->is_array()) bad("tokens", "tokens must be a list of token ids, not " + type_name(*tokens));
+  for (const Json& v : *tokens) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      bad("tokens", "tokens must be token ids >= 0, found " + brief(v));
+    d.tokens.push_back(int32_t(v.get<int64_t>()));
+  }
+  return d;
+}
+
 }  // namespace fp8lm::server

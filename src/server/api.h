@@ -82,6 +82,24 @@ struct ApiRequest {
   int32_t logprobs = -1;              // -1: none; else alternatives per token (completions: logprobs, chat: top_logprobs)
 };
 
+// POST /tokenize (vLLM's): a text prompt, or chat messages the chat template renders.
+struct TokenizeRequest {
+  std::string model;               // empty: not given
+  bool chat = false;               // messages (chat.messages…) rather than prompt
+  std::string prompt;
+  ApiRequest chat_request;         // chat: messages, add_generation_prompt, chat_template_kwargs
+  bool add_special_tokens = true;  // vLLM's defaults: true for a prompt, false for messages
+  bool return_token_strs = false;  // also each token's vocabulary string
+};
+TokenizeRequest parse_tokenize_request(const Json& body);
+
+// POST /detokenize: token ids back to text.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+DetokenizeRequest parse_detokenize_request(const Json& body);
+
 inline constexpr int32_t kMaxLogprobs = 20;
 inline constexpr int32_t kMaxChoices = 128;
 

@@ -286,6 +286,20 @@ struct Server::Impl {
                    param, "context_length_exceeded");
   }
 
+  // A chat request's messages through the chat template.
+  std::string render_chat(const ApiRequest& r) const {
+    if (!chat_template) throw ApiError(400, chat_template_error, "messages");
+    chat::ChatInputs in;
+    in.messages = r.messages;
+    in.add_generation_prompt = r.add_generation_prompt;
+    in.kwargs = r.chat_template_kwargs;
+    try {
+      return chat_template->render(in);
+    } catch (const Error& e) {
+      throw ApiError(400, std::string("the chat template could not render the messages: ") + e.what(), "messages");
+    }
+  }
+
   std::vector<std::vector<int32_t>> prompts_of(const ApiRequest& r) const {
     std::vector<std::vector<int32_t>> out;
     const int64_t vocab = rt.model().vocab_size();
@@ -293,20 +307,9 @@ struct Server::Impl {
     if (opt.skip_tokenizer_init && !r.params.stop.empty())
       throw ApiError(400, std::string(kNoTokenizer) + ": stop strings need text; use stop_token_ids", "stop");
     if (r.endpoint == Endpoint::kChat) {
-      if (!chat_template) throw ApiError(400, chat_template_error, "messages");
-      const tokenizer::Tokenizer& tok = rt.tokenizer();
-      chat::ChatInputs in;
-      in.messages = r.messages;
-      in.add_generation_prompt = r.add_generation_prompt;
-      in.kwargs = r.chat_template_kwargs;
-      std::string text;
-      try {
-        text = chat_template->render(in);
-      } catch (const Error& e) {
-        throw ApiError(400, std::string("the chat template could not render the messages: ") + e.what(), "messages");
-      }
+      const std::string text = render_chat(r);
       // The template wrote every special token the model expects (as `fp8lm chat`).
-      const auto ids = tok.encode_at_most(text, /*add_special_tokens=*/false, max_prompt_tokens());
+      const auto ids = rt.tokenizer().encode_at_most(text, /*add_special_tokens=*/false, max_prompt_tokens());
       if (!ids) refuse_long_prompt(param);
       out.emplace_back(ids->begin(), ids->end());
     } else {
@@ -670,6 +673,43 @@ struct Server::Impl {
     return m;
   }
 
+  // vLLM's POST /tokenize: {count, max_model_len, tokens, token_strs}.
+  Json tokenize(const Json& body) const {
+    const TokenizeRequest t = parse_tokenize_request(body);
+    check_model(t.model);
+    if (opt.skip_tokenizer_init) throw ApiError(400, std::string(kNoTokenizer) + ": /tokenize needs one");
+    const std::string text = t.chat ? render_chat(t.chat_request) : t.prompt;
+    const std::vector<uint32_t> ids = rt.tokenizer().encode(text, t.add_special_tokens);
+    Json out = Json::object();
+    out["count"] = ids.size();
+    out["max_model_len"] = opt.max_model_len;
+    out["tokens"] = ids;
+    if (t.return_token_strs) {
+      Json strs = Json::array();
+      for (const uint32_t id : ids) strs.push_back(rt.tokenizer().id_to_token(id).value_or(""));
+      out["token_strs"] = strs;
+    } else {
+      out["token_strs"] = nullptr;
+    }
+    return out;
+  }
+
+  // vLLM's POST /detokenize: {prompt}.
+  Json detokenize(const Json& body) const {
+    const DetokenizeRequest d = parse_detokenize_request(body);
+    check_model(d.model);
+    if (opt.skip_tokenizer_init) throw ApiError(400, std::string(kNoTokenizer) + ": /detokenize needs one");
+    const int64_t vocab = rt.model().vocab_size();
+    std::vector<uint32_t> ids;
+    for (const int32_t id : d.tokens) {
+      if (id >= vocab)
+        throw ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                std::to_string(vocab), "tokens");
+      ids.push_back(uint32_t(id));
+    }
+    return Json{{"prompt", rt.tokenizer().decode(ids, /*skip_special_tokens=*/false)}};
+  }
+
   std::string render_metrics() const {
     EngineGauges g;
     g.running = engine->num_running();
@@ -757,6 +797,19 @@ struct Server::Impl {
     };
     http->Post("/v1/completions", generate(Endpoint::kCompletions));
     http->Post("/v1/chat/completions", generate(Endpoint::kChat));
+    // vLLM's side endpoints (the body read within the same limits).
+    const auto json_post = [this](Json (Impl::*handler)(const Json&) const) {
+      return [this, handler](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader) {
+        std::string text;
+        if (!http->read_body(reader, text, res)) return;
+        guarded(res, [&] { send_json(res, (this->*handler)(parse_body(text))); });
+      };
+    };
+    http->Post("/tokenize", json_post(&Impl::tokenize));
+    http->Post("/detokenize", json_post(&Impl::detokenize));
+    http->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+      send_json(res, Json{{"version", opt.version}});
+    });
   }
 };
 

@@ -36,6 +36,7 @@ struct ServerOptions {
   std::string api_key;                   // empty: no authentication
   std::string served_model_name;         // the name clients ask for
   std::filesystem::path model_dir;       // for /v1/models and generation_config.json
+  std::string version;                   // GET /version
   int64_t max_model_len = 0;             // 0: the model's context
   int64_t max_waiting = 0;               // requests waiting before 503s; 0: 4 × max_num_seqs
   engine::SchedulerConfig scheduler;

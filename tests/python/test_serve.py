@@ -25,7 +25,8 @@ MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
 NAME = "fp8lm-gutenberg-22m"
 CONTEXT = json.loads((MODEL / "config.json").read_text())["max_position_embeddings"]
 FP8 = ("--quantization", "fp8", "--kv-cache-dtype", "fp8")
-PROMPTS = [p["text"] for p in json.loads((REPO / "tests/fixtures/models/manifest.json").read_text())["shipped"]["prompts"]]
+SHIPPED_PROMPTS = json.loads((REPO / "tests/fixtures/models/manifest.json").read_text())["shipped"]["prompts"]
+PROMPTS = [p["text"] for p in SHIPPED_PROMPTS]
 STORY = "It was a dark and stormy night"
 
 
@@ -365,6 +366,37 @@ def assert_error(r, status, param=None):
     if param is not None:
         assert err["param"] == param, err
     return err
+
+
+# vLLM's side endpoints. The token ids are transformers' (the fixture's prompts: text with the
+# tokenizer's special tokens, the chat one through apply_chat_template).
+def test_tokenize_detokenize_version(server):
+    for p in SHIPPED_PROMPTS:
+        if p["kind"] == "chat":
+            r = httpx.post(server.url + "/tokenize", json={"model": NAME, "messages": p["messages"]})
+        else:
+            r = httpx.post(server.url + "/tokenize", json={"prompt": p["text"]})
+        assert r.status_code == 200, r.text
+        got = r.json()
+        assert got["tokens"] == p["ids"] and got["count"] == len(p["ids"])
+        assert got["max_model_len"] == 1024 and got["token_strs"] is None
+    plain = httpx.post(server.url + "/tokenize", json={"prompt": PROMPTS[0], "add_special_tokens": False,
+                                                       "return_token_strs": True}).json()
+    assert len(plain["token_strs"]) == plain["count"] and all(isinstance(t, str) and t for t in plain["token_strs"])
+    back = httpx.post(server.url + "/detokenize", json={"tokens": plain["tokens"]})
+    assert back.status_code == 200 and back.json() == {"prompt": PROMPTS[0]}
+    assert httpx.get(server.url + "/version").json()["version"].count(".") == 2
+    assert_error(raw_post(server, "/tokenize", b'{"prompt": "a", "messages": []}'), 400, "messages")
+    assert_error(raw_post(server, "/tokenize", b'{}'), 400, "prompt")
+    assert_error(raw_post(server, "/tokenize", b'{"prompt": 5}'), 400, "prompt")
+    assert_error(raw_post(server, "/tokenize", b'{"prompt": "a", "add_special_tokens": "yes"}'), 400,
+                 "add_special_tokens")
+    assert_error(raw_post(server, "/tokenize", b'{"prompt": "a", "model": "other"}'), 404, "model")
+    assert_error(raw_post(server, "/tokenize", b'not json'), 400)
+    assert_error(raw_post(server, "/detokenize", b'{"tokens": [1, -2]}'), 400, "tokens")
+    assert_error(raw_post(server, "/detokenize", b'{"tokens": [99999999]}'), 400, "tokens")
+    assert_error(raw_post(server, "/detokenize", b'{"tokens": "1 2"}'), 400, "tokens")
+    assert_error(raw_post(server, "/detokenize", b'{}'), 400, "tokens")
 
 
 def test_bad_json_and_bodies(server):

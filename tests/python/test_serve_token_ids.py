@@ -79,6 +79,8 @@ def test_text_is_refused_with_400(server, client):
     assert e.value.body["param"] == "messages"
     body = json.dumps({"model": NAME, "prompt": [1, 2, 3], "stop": ["x"]})
     assert_error(raw_post(server, "/v1/completions", body), 400, "stop")
+    assert "--skip-tokenizer-init" in assert_error(raw_post(server, "/tokenize", b'{"prompt": "hi"}'), 400)["message"]
+    assert "--skip-tokenizer-init" in assert_error(raw_post(server, "/detokenize", b'{"tokens": [1]}'), 400)["message"]
     # The server keeps serving.
     assert httpx.get(server.url + "/health").status_code == 200
 
