@@ -21,9 +21,9 @@ check_includes() {
 }
 if command -v python3 >/dev/null; then
   check_includes
-  bash scripts/build.sh
+  bash scripts/build.sh --all
 else
-  bash scripts/build.sh
+  bash scripts/build.sh --all
   check_includes
 fi
 
