@@ -851,6 +851,15 @@ def load_moe_f32(folder: Path):
     return model.eval()
 
 
+def run_hooked(model, prompts: list, handles: list):
+    """The model over the prompts with forward hooks in place, removed afterwards whatever happens."""
+    try:
+        run_logits(model, prompts)
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def router_probs(model, prompts) -> dict:
     """Every MoE layer's router probabilities [tokens of all prompts, experts], float32."""
     probs, handles = {}, []
@@ -863,11 +872,7 @@ def router_probs(model, prompts) -> dict:
             x = args[0].reshape(-1, mod.hidden_dim)
             probs.setdefault(i, []).append(torch.softmax(torch.nn.functional.linear(x, mod.weight).float(), dim=-1))
         handles.append(router.register_forward_hook(hook))
-    try:
-        run_logits(model, prompts)
-    finally:
-        for h in handles:
-            h.remove()
+    run_hooked(model, prompts, handles)
     return {i: torch.cat(p) for i, p in probs.items()}
 
 
@@ -1036,11 +1041,7 @@ def moe_calibration(arch: str, model, prompts) -> dict:
                     gate, up, down = expert_names(arch, layer, e)
                     note(gate, xe), note(up, xe), note(down, act)
             handles.append(mod.register_forward_pre_hook(hook))
-    try:
-        run_logits(model, prompts)
-    finally:
-        for h in handles:
-            h.remove()
+    run_hooked(model, prompts, handles)
     return amax
 
 
