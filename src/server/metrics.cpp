@@ -39,17 +39,20 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& help,
+                       const std::string& labels) const {
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  const std::string le = "_bucket{" + (labels.empty() ? "" : labels + ",") + "le=\"";
+  const std::string own = labels.empty() ? "" : "{" + labels + "}";
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    out += name + le + num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
   cumulative += counts_.back();
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
-  out += name + "_sum " + num(sum_) + "\n";
-  out += name + "_count " + std::to_string(count_) + "\n";
+  out += name + le + "+Inf\"} " + std::to_string(cumulative) + "\n";
+  out += name + "_sum" + own + " " + num(sum_) + "\n";
+  out += name + "_count" + own + " " + std::to_string(count_) + "\n";
 }
 
 ServerMetrics::ServerMetrics()
@@ -80,7 +83,8 @@ void ServerMetrics::observe_finished(double e2e, int64_t prompt_tokens, int64_t 
 }
 
 std::string ServerMetrics::render(const EngineGauges& g, const std::string& model_name) const {
-  const std::string label = "{model_name=\"" + label_value(model_name) + "\"}";
+  const std::string model = "model_name=\"" + label_value(model_name) + "\"";
+  const std::string label = "{" + model + "}";
   std::string out;
   auto gauge = [&](const std::string& name, const std::string& help, const std::string& value) {
     out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + label + " " + value + "\n";
@@ -106,12 +110,14 @@ std::string ServerMetrics::render(const EngineGauges& g, const std::string& mode
   out += "# HELP fp8lm:request_success_total Finished requests by finish reason (abort: cancelled, e.g. the client left).\n"
          "# TYPE fp8lm:request_success_total counter\n";
   for (const auto& [reason, count] : finished_)
-    out += "fp8lm:request_success_total{model_name=\"" + label_value(model_name) + "\",finished_reason=\"" +
-           label_value(reason) + "\"} " + std::to_string(count) + "\n";
-  ttft_.render(out, "fp8lm:time_to_first_token_seconds", "Time to first token: request arrival to its first token.");
+    out += "fp8lm:request_success_total{" + model + ",finished_reason=\"" + label_value(reason) + "\"} " +
+           std::to_string(count) + "\n";
+  ttft_.render(out, "fp8lm:time_to_first_token_seconds", "Time to first token: request arrival to its first token.",
+               model);
   inter_token_.render(out, "fp8lm:time_per_output_token_seconds",
-                      "Time per output token (TPOT): the time between consecutive tokens of a request.");
-  e2e_.render(out, "fp8lm:e2e_request_latency_seconds", "End-to-end request latency: arrival to the last token.");
+                      "Time per output token (TPOT): the time between consecutive tokens of a request.", model);
+  e2e_.render(out, "fp8lm:e2e_request_latency_seconds", "End-to-end request latency: arrival to the last token.",
+              model);
   return out;
 }
 

@@ -16,8 +16,10 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
   void observe(double v);
-  // `# HELP`, `# TYPE` and the _bucket (cumulative, +Inf last), _sum and _count lines.
-  void render(std::string& out, const std::string& name, const std::string& help) const;
+  // `# HELP`, `# TYPE` and the _bucket (cumulative, +Inf last), _sum and _count lines, each
+  // series with `labels` (`model_name="m"`; empty: none) before `le`.
+  void render(std::string& out, const std::string& name, const std::string& help,
+              const std::string& labels = "") const;
   uint64_t count() const { return count_; }
 
  private:

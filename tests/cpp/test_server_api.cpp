@@ -568,6 +568,13 @@ TEST(ServerMetrics, HistogramIsCumulative) {
   EXPECT_NE(out.find("x_seconds_bucket{le=\"+Inf\"} 4\n"), std::string::npos);
   EXPECT_NE(out.find("x_seconds_sum 7.65\n"), std::string::npos) << out;
   EXPECT_NE(out.find("x_seconds_count 4\n"), std::string::npos);
+  // With labels: on every series, before le.
+  out.clear();
+  h.render(out, "x_seconds", "help", "model_name=\"m\"");
+  EXPECT_NE(out.find("x_seconds_bucket{model_name=\"m\",le=\"0.1\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_sum{model_name=\"m\"} 7.65\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_count{model_name=\"m\"} 4\n"), std::string::npos) << out;
 }
 
 TEST(ServerMetrics, RenderHasEveryMetric) {
@@ -590,8 +597,10 @@ TEST(ServerMetrics, RenderHasEveryMetric) {
                            "fp8lm:request_success_total{model_name=\"my-model\",finished_reason=\"length\"} 1\n",
                            "fp8lm:request_success_total{model_name=\"my-model\",finished_reason=\"abort\"} 1\n",
                            "fp8lm:request_success_total{model_name=\"my-model\",finished_reason=\"stop\"} 0\n",
-                           "fp8lm:time_to_first_token_seconds_count 1\n", "fp8lm:time_per_output_token_seconds_count 1\n",
-                           "fp8lm:e2e_request_latency_seconds_count 2\n"})
+                           "fp8lm:time_to_first_token_seconds_count{model_name=\"my-model\"} 1\n",
+                           "fp8lm:time_per_output_token_seconds_count{model_name=\"my-model\"} 1\n",
+                           "fp8lm:e2e_request_latency_seconds_count{model_name=\"my-model\"} 2\n",
+                           "fp8lm:e2e_request_latency_seconds_bucket{model_name=\"my-model\",le=\"+Inf\"} 2\n"})
     EXPECT_NE(out.find(line), std::string::npos) << line;
 }
 

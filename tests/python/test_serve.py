@@ -8,6 +8,7 @@ SIGTERM / SIGINT."""
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -397,6 +398,37 @@ def test_tokenize_detokenize_version(server):
     assert_error(raw_post(server, "/detokenize", b'{"tokens": [99999999]}'), 400, "tokens")
     assert_error(raw_post(server, "/detokenize", b'{"tokens": "1 2"}'), 400, "tokens")
     assert_error(raw_post(server, "/detokenize", b'{}'), 400, "tokens")
+
+
+# examples/grafana: every query of the dashboard names series /metrics really exports, with labels they
+# carry, and every exported family is on some panel.
+def test_grafana_dashboard_reads_exported_metrics(server, client):
+    complete(client, max_tokens=2)  # a finished request: request_success_total has a series
+    exported = {}
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? ", line)
+        assert m, line
+        exported.setdefault(m.group(1), set()).update(re.findall(r'([a-zA-Z_]+)="', m.group(2) or ""))
+    dash = json.loads((REPO / "examples/grafana/fp8lm-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dash["templating"]["list"] if v["type"] == "query"]
+    used = set()
+    for e in exprs:
+        names = re.findall(r"fp8lm:[a-zA-Z0-9_:]+", e)
+        assert names, e
+        for n in names:
+            assert n in exported, (n, e)
+            used.add(re.sub(r"_(bucket|sum|count)$", "", n))
+        for label in re.findall(r"\b(model_name|finished_reason|le)\b", e):
+            assert any(label in exported[n] for n in names), (label, e)
+    families = {re.sub(r"_(bucket|sum|count)$", "", n) for n in exported if n.startswith("fp8lm:")}
+    assert families == used, families ^ used
+    for p in dash["panels"]:
+        assert p["datasource"]["uid"] == "${datasource}" and p["targets"] and set(p["gridPos"]) == {"x", "y", "w", "h"}
+    scrape = (REPO / "examples/grafana/prometheus.yml").read_text()
+    assert "metrics_path: /metrics" in scrape
 
 
 def test_bad_json_and_bodies(server):
