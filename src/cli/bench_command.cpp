@@ -29,6 +29,7 @@
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/progress.h"
 #include "cli/run_flags.h"
 #include "common/error.h"
 #include "engine/runtime.h"
@@ -377,10 +378,19 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
     throw Error("--profile: the backend " + rt->backend_name() + " cannot time its ops");
 
   const auto prompts = synthetic_prompts(*rt, lf.batch_size, lf.input_len);
-  for (int64_t i = 0; i < lf.warmup; ++i) run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens);
+  ProgressBar bar("bench latency", "iterations (warm-up included)");
+  const int64_t runs = lf.warmup + lf.iters;
+  for (int64_t i = 0; i < lf.warmup; ++i) {
+    run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens);
+    bar.update(i + 1, runs);
+  }
   std::vector<IterationResult> its;
-  for (int64_t i = 0; i < lf.iters; ++i)
+  for (int64_t i = 0; i < lf.iters; ++i) {
     its.push_back(run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens));
+    char detail[48];
+    std::snprintf(detail, sizeof detail, "last %.3f s", its.back().total);
+    bar.update(lf.warmup + i + 1, runs, detail);
+  }
   const DeviceMemory gpu = device_memory(*rt);
   const Memory at_end = read_memory();
   std::optional<LatencyProfile> profile;

@@ -28,6 +28,7 @@
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/progress.h"
 #include "cli/run_flags.h"
 #include "common/error.h"
 #include "engine/engine.h"
@@ -108,7 +109,13 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   const std::optional<double> device0 = rt->ops().device_step_seconds();
   const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
-  for (const auto& p : prompts) eng.add_request({p, params, {}});
+  ProgressBar bar("bench throughput", "requests");
+  int64_t finished = 0;
+  const auto num_prompts = int64_t(prompts.size());
+  for (const auto& p : prompts)
+    eng.add_request({p, params, [&](const engine::RequestOutput& o) {
+                       if (o.finished) bar.update(++finished, num_prompts);
+                     }});
   const std::vector<engine::Completion> done = eng.run_to_completion();
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = process_cpu_seconds() - cpu0;

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/progress.h"
 #include "cli/run_flags.h"
 #include "common/error.h"
 #include "eval/perplexity.h"
@@ -107,15 +108,14 @@ void run(const ModelFlags& mf, const RunFlags& rf, const PerplexityFlags& pf) {
   const std::vector<int32_t> tokens = eval::tokenize_file(rt->tokenizer(), pf.data);
   std::fprintf(stderr, "fp8lm: %s: %zu tokens\n", pf.data.c_str(), tokens.size());
 
-  int64_t last_line = 0;
+  ProgressBar bar("perplexity", "windows");
   const eval::PerplexityResult r =
       eval::perplexity(*rt, tokens, opt, base.get(), [&](const eval::Progress& p) {
-        if (p.windows_done / 10 == last_line / 10 && p.windows_done != p.windows) return;
-        last_line = p.windows_done;
-        std::fprintf(stderr, "fp8lm: [%lld/%lld windows] ppl %.4f", static_cast<long long>(p.windows_done),
-                     static_cast<long long>(p.windows), p.ppl);
-        if (p.base_ppl > 0) std::fprintf(stderr, ", base ppl %.4f", p.base_ppl);
-        std::fprintf(stderr, " (%.0f tok/s)\n", p.seconds > 0 ? double(p.tokens_scored) / p.seconds : 0.0);
+        char detail[96];
+        std::snprintf(detail, sizeof detail, "ppl %.4f%s, %.0f tok/s", p.ppl,
+                      p.base_ppl > 0 ? (", base ppl " + std::to_string(p.base_ppl)).c_str() : "",
+                      p.seconds > 0 ? double(p.tokens_scored) / p.seconds : 0.0);
+        bar.update(p.windows_done, p.windows, detail);
       });
   std::fprintf(stderr, "fp8lm: %lld windows in %.1f s\n", static_cast<long long>(r.windows), r.seconds);
 

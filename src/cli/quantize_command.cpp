@@ -3,8 +3,6 @@
 // format that vLLM, SGLang, transformers and fp8lm all load. FP8 (static
 // activation scales) and --kv-cache-dtype fp8 calibrate on --calib FILE first,
 // running the BF16 model on the CPU. Progress goes to stderr.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +12,7 @@
 
 #include "backend/factory/make_ops.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/run_flags.h"
 #include "common/error.h"
 #include "io/load_overrides.h"
@@ -28,24 +27,6 @@ struct QuantizeFlags {
   int64_t calib_samples = 128;
   int64_t calib_seq_len = 512;
   std::vector<std::string> ignore;
-};
-
-// A one-line progress bar on stderr (redrawn in place on a terminal).
-class ProgressBar {
- public:
-  explicit ProgressBar(std::string what) : what_(std::move(what)), tty_(isatty(STDERR_FILENO) != 0) {}
-  void update(size_t done, size_t total) {
-    if (!tty_ && done != total && done % std::max<size_t>(1, total / 10) != 0) return;
-    constexpr int kWidth = 30;
-    const int filled = total == 0 ? kWidth : int(double(done) / double(total) * kWidth);
-    std::fprintf(stderr, "%s%s [%s%s] %zu/%zu%s", tty_ ? "\r" : "", what_.c_str(), std::string(size_t(filled), '#').c_str(),
-                 std::string(size_t(kWidth - filled), ' ').c_str(), done, total, tty_ && done != total ? "" : "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  std::string what_;
-  bool tty_;
 };
 
 std::string read_calibration_file(const std::string& path) {
@@ -121,19 +102,21 @@ void run(const QuantizeFlags& f, const RunFlags& rf) {
     // Calibration runs on the CPU: the reference numerics, on any machine.
     const std::unique_ptr<backend::Ops> ops =
         backend::make_ops({.device = backend::Device::kCpu, .threads = rf.options().threads});
-    const loader::HostModelWeights w = loader::load_host_weights(spec);
+    ProgressBar loading("loading weights", "layers");
+    const loader::HostModelWeights w = loader::load_host_weights(spec, [&](int i, int n) { loading.update(i, n); });
     model::LlamaModel m(spec.config, w, *ops);
     // Static input scales of MoE experts: every expert over every token (w outlives m here).
     if (quantize::needs_calibration(o.preset) && spec.config.is_moe()) m.observe_all_experts(w);
-    ProgressBar bar("calibrating");
-    stats = calibration::calibrate(m, *ops, samples, [&](size_t done, size_t total) { bar.update(done, total); });
+    ProgressBar bar("calibrating", "samples");
+    stats = calibration::calibrate(m, *ops, samples,
+                                   [&](size_t done, size_t total) { bar.update(int64_t(done), int64_t(total)); });
     std::fprintf(stderr, "fp8lm: calibrated on %lld samples, %lld tokens of %s\n",
                  static_cast<long long>(stats->samples), static_cast<long long>(stats->tokens), f.calib.c_str());
   }
-  ProgressBar bar("writing");
+  ProgressBar bar("writing", "tensors");
   const quantize::QuantizeSummary s = quantize::write_compressed_tensors(
       spec, out, o, stats ? &*stats : nullptr,
-      [&](const std::string&, size_t done, size_t total) { bar.update(done, total); });
+      [&](const std::string&, size_t done, size_t total) { bar.update(int64_t(done), int64_t(total)); });
   std::string kept;
   for (const std::string& k : s.kept) kept += (kept.empty() ? "" : ", ") + k;
   std::printf("wrote %s: %s, %zu linear layers in FP8 E4M3, kept in %s: %s%s; %.1f MiB of tensors\n", f.out.c_str(),

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <memory>
 #include <utility>
 #include <thread>
 
+#include "cli/progress.h"
 #include "common/error.h"
 
 namespace fp8lm::cli {
@@ -67,6 +69,8 @@ engine::RuntimeOptions RunFlags::options() const {
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     throw Error("--gpu-memory-utilization: " + std::to_string(gpu_memory_utilization) + " is not in (0, 1]");
   o.gpu_memory_utilization = gpu_memory_utilization;
+  auto bar = std::make_shared<ProgressBar>("loading weights", "layers");
+  o.load_progress = [bar](int64_t done, int64_t total) { bar->update(done, total); };
   return o;
 }
 

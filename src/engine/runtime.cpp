@@ -92,7 +92,9 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   for (int64_t id : c.eos_token_ids) rt->eos_ids_.push_back(int32_t(id));
   if (rt->eos_ids_.empty() && rt->tokenizer_ && rt->tokenizer_->eos()) rt->eos_ids_.push_back(int32_t(rt->tokenizer_->eos()->id));
 
-  loader::HostModelWeights w = loader::load_host_weights(rt->spec_);
+  loader::LoadProgress progress;
+  if (options.load_progress) progress = [&options](int i, int n) { options.load_progress(i, n); };
+  loader::HostModelWeights w = loader::load_host_weights(rt->spec_, progress);
   rt->weight_bytes_ = loader::resident_weight_bytes(w);
   if (rt->spec_.dummy_weights)
     rt->notes_.push_back("weights: --load-format dummy: random N(0, 0.02) weights generated from config.json "

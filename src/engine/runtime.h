@@ -47,6 +47,8 @@ struct RuntimeOptions {
   // An FP8 E4M3 KV cache without scales (none in the checkpoint, none given):
   // calibrate them at load on fp8lm's built-in text (true), or use 1.0 (false).
   bool calibrate_kv_scales = true;
+  // Called as the weights load (and, with --quantization, are quantized): layers done of all.
+  std::function<void(int64_t done, int64_t total)> load_progress;
 };
 
 class Runtime {
