@@ -40,6 +40,7 @@ struct ServeFlags {
   int64_t max_model_len = 0;
   int64_t max_waiting = 0;
   std::string reasoning_parser;
+  std::string tool_call_parser;
   std::string chat_template;
   bool skip_tokenizer_init = false;
   bool enable_prefix_caching = false;
@@ -150,6 +151,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   o.max_model_len = sf.max_model_len;
   o.max_waiting = sf.max_waiting;
   o.reasoning = server::parse_reasoning_parser(sf.reasoning_parser);
+  o.tool_call_parser = server::parse_tool_call_parser(sf.tool_call_parser);
   o.chat_template = sf.chat_template;
   o.skip_tokenizer_init = sf.skip_tokenizer_init;
   o.shutdown_timeout = sf.shutdown_timeout;
@@ -203,6 +205,8 @@ void add_serve_command(CLI::App& app) {
                   "Requests waiting for a slot before new ones get 503 (default 4 × --max-num-seqs)");
   cmd->add_option("--reasoning-parser", sf->reasoning_parser,
                   "qwen3 or deepseek_r1: chat text between <think> and </think> goes to reasoning_content");
+  cmd->add_option("--tool-call-parser", sf->tool_call_parser,
+                  "hermes, llama3_json or qwen3: chat requests with tools get the calls in the output as tool_calls");
   cmd->add_option("--chat-template", sf->chat_template, "A Jinja chat template file instead of the model's");
   cmd->add_flag("--enable-prefix-caching", sf->enable_prefix_caching,
                 "Keep the KV of full blocks after requests finish and share it with later requests that start "

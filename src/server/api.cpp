@@ -308,6 +308,25 @@ ApiRequest parse_chat_request(const Json& body, const engine::SamplingParams& de
     if (!m.contains("role") || !m["role"].is_string()) bad("messages", where + " needs a string \"role\"");
     Json copy = m;
     if (m.contains("content")) copy["content"] = flatten_content(m["content"], i);
+    // An assistant's earlier calls: templates read their arguments as objects (as vLLM gives them).
+    if (const Json* calls = field(m, "tool_calls")) {
+      if (!calls->is_array()) bad("messages", where + ".tool_calls must be a list");
+      for (size_t c = 0; c < calls->size(); ++c) {
+        const Json& call = (*calls)[c];
+        const std::string at = where + ".tool_calls[" + std::to_string(c) + "]";
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+            !call["function"].contains("name") || !call["function"]["name"].is_string())
+          bad("messages", at + " must be {\"type\": \"function\", \"function\": {\"name\": …, \"arguments\": …}}");
+        const Json& args = call["function"].contains("arguments") ? call["function"]["arguments"] : Json(nullptr);
+        if (args.is_string()) {
+          Json parsed = Json::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+          if (!parsed.is_object()) bad("messages", at + ".function.arguments must be a JSON object (as text)");
+          copy["tool_calls"][c]["function"]["arguments"] = std::move(parsed);
+        } else if (!args.is_object() && !args.is_null()) {
+          bad("messages", at + ".function.arguments must be a JSON object or its text");
+        }
+      }
+    }
     r.messages.push_back(std::move(copy));
   }
   parse_common(body, r);
@@ -328,9 +347,37 @@ ApiRequest parse_chat_request(const Json& body, const engine::SamplingParams& de
   }
   if (const auto c = get_bool(body, "continue_final_message"); c && *c)
     bad("continue_final_message", "continue_final_message is not supported by fp8lm");
-  reject_unsupported(body, "tools", "tool calls are not parsed");
-  if (const Json* tc = field(body, "tool_choice"))
-    if (!(tc->is_string() && tc->get<std::string>() == "none")) bad("tool_choice", "tool_choice is not supported by fp8lm");
+  if (const Json* tools = field(body, "tools")) {
+    if (!tools->is_array()) bad("tools", "tools must be a list of tools, not " + type_name(*tools));
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function")
+        bad("tools", at + " must be {\"type\": \"function\", \"function\": {…}} (function tools only)");
+      const Json* f = field(t, "function");
+      if (f == nullptr || !f->is_object()) bad("tools", at + ".function must be an object");
+      const Json* name = field(*f, "name");
+      if (name == nullptr || !name->is_string() || name->get<std::string>().empty())
+        bad("tools", at + ".function.name must be a non-empty string");
+      if (const Json* params = field(*f, "parameters"); params && !params->is_object())
+        bad("tools", at + ".function.parameters must be a JSON schema object");
+      if (const Json* d = field(*f, "description"); d && !d->is_string())
+        bad("tools", at + ".function.description must be a string");
+    }
+    if (!tools->empty()) r.tools = *tools;
+  }
+  std::string choice = r.tools.is_null() ? "none" : "auto";
+  if (const Json* tc = field(body, "tool_choice")) {
+    if (tc->is_string() && (*tc == "none" || *tc == "auto")) choice = tc->get<std::string>();
+    else if (tc->is_string() && *tc == "required")
+      bad("tool_choice", "tool_choice \"required\" is not supported by fp8lm (it needs guided decoding); use \"auto\"");
+    else if (tc->is_object())
+      bad("tool_choice", "a named tool_choice is not supported by fp8lm (it needs guided decoding); use \"auto\"");
+    else
+      bad("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or a named function, not " + brief(*tc));
+  }
+  if (choice == "auto" && r.tools.is_null()) bad("tool_choice", "tool_choice \"auto\" needs tools");
+  r.parse_tool_calls = choice == "auto";
   return r;
 }
 

@@ -80,6 +80,11 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   int32_t logprobs = -1;              // -1: none; else alternatives per token (completions: logprobs, chat: top_logprobs)
+  // chat: the tools (OpenAI's [{"type": "function", "function": {name, description, parameters}}]),
+  // rendered by the chat template; null: none. With tool_choice "auto" (the default when tools
+  // are given) the output's calls are parsed (--tool-call-parser); with "none" they are not.
+  Json tools = nullptr;
+  bool parse_tool_calls = false;
 };
 
 // POST /tokenize (vLLM's): a text prompt, or chat messages the chat template renders.

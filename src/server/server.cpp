@@ -24,6 +24,7 @@
 #include "server/api.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
+#include "server/tool_calls.h"
 
 namespace fp8lm::server {
 namespace {
@@ -94,6 +95,21 @@ constexpr const char* kNoTokenizer = "this server runs without a tokenizer (--sk
 
 // One HTTP request in flight: its engine requests (one per choice) and the
 // events their callbacks produce, in order.
+// OpenAI's tool_calls: each {"id", "type": "function", "function": {"name", "arguments"}}; in a
+// stream's delta each also has its "index".
+Json tool_calls_json(const std::vector<ToolCall>& calls, bool delta) {
+  Json list = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json c = Json::object();
+    if (delta) c["index"] = i;
+    c["id"] = calls[i].id;
+    c["type"] = "function";
+    c["function"] = Json{{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    list.push_back(std::move(c));
+  }
+  return list;
+}
+
 struct Job {
   struct Event {
     size_t choice = 0;
@@ -109,6 +125,9 @@ struct Job {
   size_t choices_per_prompt = 1;  // n
   int64_t prompt_tokens = 0;  // summed over the prompts (each counted once, whatever n)
   Clock::time_point arrival;
+  // chat with tools and tool_choice "auto": the calls in each choice's content are parsed.
+  ToolCallParser tool_parser = ToolCallParser::kNone;
+  Json tools = nullptr;
 
   std::mutex m;
   std::condition_variable cv;
@@ -293,6 +312,7 @@ struct Server::Impl {
     in.messages = r.messages;
     in.add_generation_prompt = r.add_generation_prompt;
     in.kwargs = r.chat_template_kwargs;
+    in.tools = r.tools;
     try {
       return chat_template->render(in);
     } catch (const Error& e) {
@@ -370,6 +390,12 @@ struct Server::Impl {
     job->created = unix_time();
     job->logprobs = r.logprobs;
     job->include_usage = r.include_usage;
+    if (r.parse_tool_calls) {
+      if (opt.tool_call_parser == ToolCallParser::kNone)
+        throw ApiError(400, "\"auto\" tool choice requires the server to be started with --tool-call-parser", "tool_choice");
+      job->tool_parser = opt.tool_call_parser;
+      job->tools = r.tools;
+    }
     job->num_choices = count;
     job->choices_per_prompt = size_t(r.n);
     job->unfinished = count;
@@ -506,6 +532,14 @@ struct Server::Impl {
         message["content"] = d.content;
         if (opt.reasoning != ReasoningParser::kNone)
           message["reasoning_content"] = d.reasoning.empty() ? Json(nullptr) : Json(d.reasoning);
+        if (job.tool_parser != ToolCallParser::kNone) {
+          ToolCallOutput calls = extract_tool_calls(job.tool_parser, d.content, job.tools);
+          if (!calls.calls.empty()) {
+            message["content"] = calls.content ? Json(*calls.content) : Json(nullptr);
+            message["tool_calls"] = tool_calls_json(calls.calls, false);
+            c.finish_reason = "tool_calls";
+          }
+        }
         choice["message"] = std::move(message);
         choice["logprobs"] = job.logprobs >= 0 ? chat_logprobs(c.logprobs, job.logprobs, text) : Json(nullptr);
       } else {
@@ -527,6 +561,7 @@ struct Server::Impl {
   struct StreamState {
     bool started = false;
     std::vector<ReasoningSplitter> splitters;  // chat: one per choice
+    std::vector<ToolCallStream> tool_streams;  // chat with tool calls parsed: one per choice
     std::vector<int64_t> offsets;              // completions logprobs: text offset per choice
     int64_t completion_tokens = 0;
     bool failed = false;  // a choice finished with "error"
@@ -568,11 +603,31 @@ struct Server::Impl {
         d.reasoning += tail.reasoning;
         d.content += tail.content;
       }
+      std::string finish_reason = o.finish_reason;
+      Json calls = nullptr;
+      if (job.tool_parser != ToolCallParser::kNone) {
+        ToolCallStream& ts = st.tool_streams[e.choice];
+        d.content = ts.push(d.content);
+        if (o.finished) {
+          ToolCallOutput end = ts.finish();
+          if (end.content) d.content += *end.content;
+          if (!end.calls.empty()) {
+            calls = tool_calls_json(end.calls, true);
+            finish_reason = "tool_calls";
+          }
+        }
+      }
       if (d.content.empty() && d.reasoning.empty() && !o.finished && !with_lp) return {};
       Json delta = Json::object();
       if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
       if (!d.content.empty()) delta["content"] = d.content;
+      if (!calls.is_null()) delta["tool_calls"] = std::move(calls);
       fields["delta"] = std::move(delta);
+      if (o.finished) {
+        fields["logprobs"] = with_lp ? chat_logprobs(o.logprobs, job.logprobs, text) : Json(nullptr);
+        fields["finish_reason"] = finish_reason;
+        return chunk(job, e.choice, std::move(fields));
+      }
       fields["logprobs"] = with_lp ? chat_logprobs(o.logprobs, job.logprobs, text) : Json(nullptr);
     } else {
       // Without a tokenizer there is no text: every token gets its chunk, with its id.
@@ -590,6 +645,7 @@ struct Server::Impl {
     auto st = std::make_shared<StreamState>();
     st->offsets.assign(job->num_choices, 0);
     for (size_t i = 0; i < job->num_choices; ++i) st->splitters.emplace_back(opt.reasoning);
+    for (size_t i = 0; i < job->num_choices; ++i) st->tool_streams.emplace_back(job->tool_parser, job->tools);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",

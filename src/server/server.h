@@ -27,6 +27,7 @@
 #include "engine/scheduler.h"
 #include "io/generation_config.h"
 #include "server/reasoning.h"
+#include "server/tool_calls.h"
 
 namespace fp8lm::server {
 
@@ -44,6 +45,7 @@ struct ServerOptions {
   // (io::read_generation_config; --generation-config) over OpenAI's defaults; empty: OpenAI's.
   io::GenerationDefaults generation_defaults;
   ReasoningParser reasoning = ReasoningParser::kNone;
+  ToolCallParser tool_call_parser = ToolCallParser::kNone;  // chat requests' tool calls (server/tool_calls.h)
   std::filesystem::path chat_template;   // a .jinja file instead of the model's template; empty: the model's
   bool quiet = false;                    // no startup lines on stderr
   // vLLM's --skip-tokenizer-init: no tokenizer is used (a --load-format dummy
