@@ -99,14 +99,14 @@ std::shared_ptr<SamplingFlags> add_sampling_flags(CLI::App* cmd) {
   f->base.temperature = 0.0f;
   engine::SamplingParams& p = f->base;
   cmd->add_option("--max-tokens", p.max_tokens, "Most tokens to generate (capped by the context)");
-  f->defaulted = {
-      cmd->add_option("--temperature", p.temperature,
-                      "Sampling temperature (0 = greedy; default: the model's generation config, else 0)"),
-      cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens (0 = off)"),
-      cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass in (0, 1] (1 = off)"),
-      cmd->add_option("--min-p", p.min_p, "Drop tokens below min-p × the top probability (0 = off)"),
-      cmd->add_option("--repetition-penalty", p.repetition_penalty, "Penalty on prompt and output tokens (1 = off)"),
-  };
+  SamplingFlags::Defaulted& d = f->defaulted;
+  d.temperature = cmd->add_option("--temperature", p.temperature,
+                                  "Sampling temperature (0 = greedy; default: the model's generation config, else 0)");
+  d.top_k = cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens (0 = off)");
+  d.top_p = cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass in (0, 1] (1 = off)");
+  d.min_p = cmd->add_option("--min-p", p.min_p, "Drop tokens below min-p × the top probability (0 = off)");
+  d.repetition_penalty =
+      cmd->add_option("--repetition-penalty", p.repetition_penalty, "Penalty on prompt and output tokens (1 = off)");
   cmd->add_option("--presence-penalty", p.presence_penalty, "OpenAI presence penalty (0 = off)");
   cmd->add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty (0 = off)");
   f->seed_option = cmd->add_option("--seed", f->seed, "Random seed (same seed, same tokens)");
@@ -136,15 +136,9 @@ std::string generation_defaults_note(const io::GenerationDefaults& g, const engi
 }
 
 void add_model_eos(engine::SamplingParams& p, const engine::Runtime& rt, const std::filesystem::path& model_dir) {
-  std::vector<int32_t> extra;
-  try {
-    for (const int64_t id : io::read_generation_config(model_dir).eos_token_ids)
-      if (std::find(rt.eos_ids().begin(), rt.eos_ids().end(), int32_t(id)) == rt.eos_ids().end())
-        extra.push_back(int32_t(id));
-  } catch (const Error& e) {
-    std::fprintf(stderr, "fp8lm: warning: %s (its EOS ids ignored)\n", e.what());
-  }
-  engine::add_eos_stops(p, extra);
+  std::string warning;
+  engine::add_eos_stops(p, engine::further_eos_ids(model_dir, rt.eos_ids(), warning));
+  if (!warning.empty()) std::fprintf(stderr, "fp8lm: warning: %s\n", warning.c_str());
 }
 
 engine::SamplingParams SamplingFlags::params(const std::filesystem::path& model_dir, std::string* note) const {
@@ -155,13 +149,13 @@ engine::SamplingParams SamplingFlags::params(const std::filesystem::path& model_
   // Each flag given replaces its default; the others keep it.
   engine::SamplingParams p = base;
   const std::pair<float engine::SamplingParams::*, CLI::Option*> floats[] = {
-      {&engine::SamplingParams::temperature, defaulted.at(0)},
-      {&engine::SamplingParams::top_p, defaulted.at(2)},
-      {&engine::SamplingParams::min_p, defaulted.at(3)},
-      {&engine::SamplingParams::repetition_penalty, defaulted.at(4)}};
+      {&engine::SamplingParams::temperature, defaulted.temperature},
+      {&engine::SamplingParams::top_p, defaulted.top_p},
+      {&engine::SamplingParams::min_p, defaulted.min_p},
+      {&engine::SamplingParams::repetition_penalty, defaulted.repetition_penalty}};
   for (const auto& [field, option] : floats)
     if (option->count() == 0) p.*field = defaults.*field;
-  if (defaulted.at(1)->count() == 0) p.top_k = defaults.top_k;
+  if (defaulted.top_k->count() == 0) p.top_k = defaults.top_k;
   if (seed_option != nullptr && seed_option->count() > 0) p.seed = seed;
   p.validate();
   if (note != nullptr) {

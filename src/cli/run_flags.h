@@ -41,7 +41,10 @@ struct SamplingFlags {
   CLI::Option* seed_option = nullptr;
   std::string generation_config = "auto";
   // The options a generation config gives defaults for (given on the command line or not).
-  std::vector<CLI::Option*> defaulted;
+  struct Defaulted {
+    CLI::Option *temperature = nullptr, *top_k = nullptr, *top_p = nullptr, *min_p = nullptr,
+                *repetition_penalty = nullptr;
+  } defaulted;
   // The parameters: the flags given, over the defaults of --generation-config for the model
   // in `model_dir`; `note` (when not null) says where the defaults came from. Throws
   // fp8lm::Error naming a bad flag or a bad field of the generation config.

@@ -82,6 +82,18 @@ void add_eos_stops(SamplingParams& p, std::span<const int32_t> ids) {
       p.stop_token_ids.push_back(id);
 }
 
+std::vector<int32_t> further_eos_ids(const std::filesystem::path& dir, std::span<const int32_t> known,
+                                     std::string& warning) {
+  std::vector<int32_t> ids;
+  try {
+    for (const int64_t id : io::read_generation_config(dir).eos_token_ids)
+      if (std::find(known.begin(), known.end(), int32_t(id)) == known.end()) ids.push_back(int32_t(id));
+  } catch (const Error& e) {
+    warning = std::string(e.what()) + " (its EOS ids ignored)";
+  }
+  return ids;
+}
+
 bool SamplingParams::stops_on(int32_t token, std::span<const int32_t> eos_ids) const {
   if (std::find(stop_token_ids.begin(), stop_token_ids.end(), token) != stop_token_ids.end()) return true;
   return !ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();

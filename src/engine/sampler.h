@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,6 +53,11 @@ SamplingParams with_generation_defaults(SamplingParams p, const io::GenerationDe
 // A model's further EOS ids (generation_config.json's beyond config.json's) as stop token
 // ids, those not there yet, unless p.ignore_eos.
 void add_eos_stops(SamplingParams& p, std::span<const int32_t> ids);
+
+// The EOS ids of dir/generation_config.json that `known` (the runtime's) lacks. A file that
+// cannot be read gives none, and `warning` says why ("… (its EOS ids ignored)").
+std::vector<int32_t> further_eos_ids(const std::filesystem::path& dir, std::span<const int32_t> known,
+                                     std::string& warning);
 
 struct TokenLogprob {
   int32_t token = 0;

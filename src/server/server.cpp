@@ -20,7 +20,7 @@
 #include "chat/chat_template.h"
 #include "common/error.h"
 #include "engine/engine.h"
-#include "io/json_file.h"
+#include "io/generation_config.h"
 #include "server/api.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
@@ -66,17 +66,6 @@ ApiError failed_request(const std::string& error) {
 void send_json(httplib::Response& res, const Json& j) {
   res.status = 200;
   res.set_content(dump(j), "application/json");
-}
-
-// eos_token_id of generation_config.json (an id or a list), when present.
-std::vector<int32_t> generation_config_eos(const std::filesystem::path& dir) {
-  std::vector<int32_t> ids;
-  try {
-    for (const int64_t id : io::read_generation_config(dir).eos_token_ids) ids.push_back(int32_t(id));
-  } catch (const Error& e) {
-    std::fprintf(stderr, "fp8lm: warning: %s (its EOS ids ignored)\n", e.what());
-  }
-  return ids;
 }
 
 // How often a non-streaming handler checks that its client is still connected.
@@ -596,6 +585,7 @@ struct Server::Impl {
     const bool with_lp = job.logprobs >= 0 && !o.logprobs.empty();
     const TokenText text = [this](int32_t id) { return token_text(id); };
     Json fields = Json::object();
+    std::string finish_reason = o.finish_reason;  // chat: "tool_calls" where the output's calls parsed
     if (job.endpoint == Endpoint::kChat) {
       ReasoningSplitter::Delta d = st.splitters[e.choice].push(o.text);
       if (o.finished) {
@@ -603,7 +593,6 @@ struct Server::Impl {
         d.reasoning += tail.reasoning;
         d.content += tail.content;
       }
-      std::string finish_reason = o.finish_reason;
       Json calls = nullptr;
       if (job.tool_parser != ToolCallParser::kNone) {
         ToolCallStream& ts = st.tool_streams[e.choice];
@@ -623,11 +612,6 @@ struct Server::Impl {
       if (!d.content.empty()) delta["content"] = d.content;
       if (!calls.is_null()) delta["tool_calls"] = std::move(calls);
       fields["delta"] = std::move(delta);
-      if (o.finished) {
-        fields["logprobs"] = with_lp ? chat_logprobs(o.logprobs, job.logprobs, text) : Json(nullptr);
-        fields["finish_reason"] = finish_reason;
-        return chunk(job, e.choice, std::move(fields));
-      }
       fields["logprobs"] = with_lp ? chat_logprobs(o.logprobs, job.logprobs, text) : Json(nullptr);
     } else {
       // Without a tokenizer there is no text: every token gets its chunk, with its id.
@@ -637,7 +621,7 @@ struct Server::Impl {
       if (opt.skip_tokenizer_init) fields["token_ids"] = o.new_tokens;
       fields["logprobs"] = with_lp ? completion_logprobs(o.logprobs, job.logprobs, text, st.offsets[e.choice]) : Json(nullptr);
     }
-    fields["finish_reason"] = o.finished ? Json(o.finish_reason) : Json(nullptr);
+    fields["finish_reason"] = o.finished ? Json(finish_reason) : Json(nullptr);
     return chunk(job, e.choice, std::move(fields));
   }
 
@@ -911,9 +895,9 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
     s.chat_template_error = std::string("this model has no chat template, so /v1/chat/completions cannot render "
                                         "messages (give one with --chat-template): ") + e.what();
   }
-  for (const int32_t id : generation_config_eos(o.model_dir))
-    if (std::find(runtime.eos_ids().begin(), runtime.eos_ids().end(), id) == runtime.eos_ids().end())
-      s.extra_eos.push_back(id);
+  std::string eos_warning;
+  s.extra_eos = engine::further_eos_ids(o.model_dir, runtime.eos_ids(), eos_warning);
+  if (!eos_warning.empty()) std::fprintf(stderr, "fp8lm: warning: %s\n", eos_warning.c_str());
   s.defaults = engine::with_generation_defaults(engine::SamplingParams{}, o.generation_defaults);
   s.defaults.validate();
 
