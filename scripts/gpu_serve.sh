@@ -5,7 +5,8 @@
 # and FP8 + FP8 KV cache in turn. Results under $OUT (default ./gpu-results):
 # serve_<config>.log (the server's stderr), serve_<config>_c<C>.{txt,json}
 # (bench serve) and serve_<config>_c<C>.metrics (the server's /metrics after
-# that run), and summary.txt.
+# that run), and summary.txt. `fp8lm bench report $OUT/serve_*_c*.json --out report.html`
+# draws them (each JSON names its configuration: bench serve --label).
 #
 #   bash scripts/gpu_serve.sh [--configs "bf16 fp8 fp8+kv"] [--concurrency "1 16 64 256"]
 #       [--input-len 1024] [--output-len 256] [--prompts-per-slot 2] [--server-args "--no-async-scheduling"]
@@ -77,7 +78,7 @@ for cfg in $configs; do
     run="serve_${name}_c$c"
     timeout "${RUN_TIMEOUT:-300}" "$fp8lm" bench serve --base-url "$base" --num-prompts "$n" --request-rate inf \
       --max-concurrency "$c" --input-len "$input_len" --output-len "$output_len" --vocab-size 128000 \
-      --json "$out/$run.json" > "$out/$run.txt" 2>&1
+      --label "$cfg" --json "$out/$run.json" > "$out/$run.txt" 2>&1
     rc=$?
     http_get /metrics > "$out/$run.metrics" 2>/dev/null
     echo "$run exit $rc: $(grep -E 'output tok/s|failed requests' "$out/$run.txt" | tr -s ' ' | tr '\n' ';')" |

@@ -7,7 +7,8 @@
 // table on stdout, and
 // with --json FILE every number and the configuration to FILE. The model and
 // KV cache come from engine::Runtime, so any backend the runtime loads onto
-// is measured the same way. With --profile, one more iteration runs with
+// is measured the same way (the measurement is cli/bench_latency, which bench
+// sweep shares). With --profile, one more iteration runs with
 // every op timed (Ops::set_op_profiling) and the ops' times per prefill and
 // per decode step are printed next to the decode step's weight roofline.
 #include <unistd.h>
@@ -26,7 +27,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_ceilings.h"
 #include "cli/bench_common.h"
+#include "cli/bench_latency.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/progress.h"
@@ -51,12 +54,6 @@ struct LatencyFlags {
   std::string json;
   bool profile = false;
 };
-
-// The measured ceilings of the H200 this benchmark reports against (docs/gpu.md):
-// copy bandwidth, dense BF16 and FP8 GEMM rates.
-constexpr double kCeilingBytesPerS = 4.29e12;
-constexpr double kCeilingBf16FlopS = 794e12;
-constexpr double kCeilingFp8FlopS = 1426e12;
 
 struct DeviceMemory {
   bool gpu = false;
@@ -85,44 +82,12 @@ double linear_flops_per_token(const ModelConfig& c) {
   return 2.0 * (per_layer * double(c.num_hidden_layers) + h * double(c.vocab_size));
 }
 
-// One iteration's numbers (seconds; tok/s).
-struct IterationResult {
-  int64_t prefill_calls = 0;  // forward calls of the prefill
-  double ttft = 0.0;
-  double prefill_tok_s = 0.0;
-  std::vector<double> steps;  // every decode step's time
-  double tpot_mean = 0.0;
-  double tpot_median = 0.0;
-  double decode_tok_s = 0.0;
-  double total = 0.0;
-  double cpu = 0.0;     // this process's CPU time, every thread
-  double others = 0.0;  // CPU time other processes used meanwhile (machine noise), from /proc/stat
-};
-
 struct Memory {
   int64_t rss_kib = -1;  // VmRSS
   int64_t hwm_kib = -1;  // VmHWM (peak RSS)
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double mib(double bytes) { return bytes / double(1 << 20); }
-
-// CPU seconds every core of the machine has spent busy since boot (/proc/stat's
-// "cpu" line less idle and iowait); -1 without /proc.
-double machine_busy_seconds() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") return -1.0;
-  return double(user + nice + system + irq + softirq + steal) / double(sysconf(_SC_CLK_TCK));
-}
-
 
 // "VmRSS:   12345 kB" → 12345; -1 when /proc is unavailable.
 Memory read_memory() {
@@ -145,74 +110,6 @@ Memory read_memory() {
 
 
 
-
-// One prefill + (O − 1) decode steps for the whole batch; blocks are freed on
-// every exit. `after_prefill` (the profile's) runs between the two, untimed.
-IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
-                              int64_t output_len, int64_t max_batched_tokens,
-                              const std::function<void()>& after_prefill = {}) {
-  const auto batch = int64_t(prompts.size());
-  const auto input_len = int64_t(prompts[0].size());
-  const int64_t blocks_each = engine::blocks_for_tokens(input_len + output_len, rt.block_size());
-
-  struct Tables {
-    engine::BlockAllocator& alloc;
-    std::vector<std::vector<int64_t>> t;
-    ~Tables() {
-      for (const auto& b : t) alloc.free(b);
-    }
-  } tables{rt.blocks(), {}};
-  for (int64_t b = 0; b < batch; ++b) {
-    std::optional<std::vector<int64_t>> got = rt.blocks().allocate(blocks_each);
-    if (!got)
-      throw Error("bench: the KV cache is full: " + std::to_string(batch) + " sequences need " +
-                  std::to_string(blocks_each) + " blocks each, " + std::to_string(rt.blocks().num_free()) +
-                  " are free (--kv-cache-tokens too small?)");
-    tables.t.push_back(std::move(*got));
-  }
-
-  IterationResult r;
-  std::vector<int32_t> next(static_cast<size_t>(batch));
-  std::vector<model::SequenceInput> inputs(static_cast<size_t>(batch));
-
-  const double cpu0 = process_cpu_seconds(), busy0 = machine_busy_seconds();
-  const auto t0 = Clock::now();
-  // The prompts go in forward calls of at most max_batched_tokens rows (whole
-  // prompts, at least one per call), as a serving engine's step budget would.
-  for (int64_t first = 0; first < batch;) {
-    int64_t last = first + 1;
-    while (last < batch && (last + 1 - first) * input_len <= max_batched_tokens) ++last;
-    std::vector<model::SequenceInput> part;
-    for (int64_t b = first; b < last; ++b) part.push_back({prompts[size_t(b)], 0, tables.t[size_t(b)], false});
-    std::vector<int32_t> got;
-    rt.model().forward_greedy(part, rt.kv_cache(), got);
-    std::copy(got.begin(), got.end(), next.begin() + first);
-    first = last;
-    ++r.prefill_calls;
-  }
-  const auto t1 = Clock::now();
-  r.ttft = std::chrono::duration<double>(t1 - t0).count();
-  r.prefill_tok_s = double(batch * input_len) / r.ttft;
-  if (after_prefill) after_prefill();
-
-  r.steps.reserve(size_t(std::max<int64_t>(0, output_len - 1)));
-  for (int64_t s = 1; s < output_len; ++s) {
-    const auto s0 = Clock::now();
-    for (int64_t b = 0; b < batch; ++b)
-      inputs[size_t(b)] = {{&next[size_t(b)], 1}, input_len + s - 1, tables.t[size_t(b)], false};
-    rt.model().forward_greedy(inputs, rt.kv_cache(), next);
-    r.steps.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
-  }
-  r.total = std::chrono::duration<double>(Clock::now() - t0).count();
-  r.cpu = process_cpu_seconds() - cpu0;
-  if (busy0 >= 0) r.others = std::max(0.0, machine_busy_seconds() - busy0 - r.cpu);
-  if (!r.steps.empty()) {
-    r.tpot_mean = std::accumulate(r.steps.begin(), r.steps.end(), 0.0) / double(r.steps.size());
-    r.tpot_median = median(r.steps);
-    r.decode_tok_s = double(batch) / r.tpot_median;
-  }
-  return r;
-}
 
 // --profile: one phase (prefill or decode) of the profiled iteration: the ops'
 // times summed over its `steps` forward calls, and the step times to compare
@@ -349,23 +246,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
 
   // The context check needs only config.json; it runs before the KV cache is sized.
   const int64_t context = io::read_model_spec(mf.model, overrides).config.max_position_embeddings;
-  if (lf.input_len + lf.output_len > context)
-    throw Error("--input-len + --output-len: " + std::to_string(lf.input_len) + " + " +
-                std::to_string(lf.output_len) + " = " + std::to_string(lf.input_len + lf.output_len) +
-                " tokens is beyond the model's context of " + std::to_string(context));
-  const int64_t needed = lf.batch_size * engine::blocks_for_tokens(lf.input_len + lf.output_len, options.block_size) *
-                         options.block_size;
-  if (options.kv_cache_tokens > 0 && options.kv_cache_tokens < needed)
-    throw Error("--kv-cache-tokens: " + std::to_string(options.kv_cache_tokens) + " cannot hold " +
-                std::to_string(lf.batch_size) + " sequences of " + std::to_string(lf.input_len + lf.output_len) +
-                " tokens (" + std::to_string(needed) + " in blocks of " + std::to_string(options.block_size) +
-                "); leave it out to size the cache for the benchmark");
-  // On the CPU the cache is sized for the benchmark; on a GPU it takes what
-  // --gpu-memory-utilization leaves, which is the capacity reported.
-  if (!options.kv_cache_sized() && options.device == backend::Device::kCpu) options.kv_cache_tokens = needed;
-  check_positive("--max-num-batched-tokens", lf.max_batched_tokens);
-  options.max_num_batched_tokens = std::max(lf.max_batched_tokens, lf.input_len);
-  options.max_num_seqs = lf.batch_size;
+  prepare_latency_options(options, context, lf.batch_size, lf.input_len, lf.output_len, lf.max_batched_tokens);
 
   const std::string load_before = load_average();
   const Memory before_load = read_memory();
@@ -379,37 +260,26 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
 
   const auto prompts = synthetic_prompts(*rt, lf.batch_size, lf.input_len);
   ProgressBar bar("bench latency", "iterations (warm-up included)");
-  const int64_t runs = lf.warmup + lf.iters;
-  for (int64_t i = 0; i < lf.warmup; ++i) {
-    run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens);
-    bar.update(i + 1, runs);
-  }
-  std::vector<IterationResult> its;
-  for (int64_t i = 0; i < lf.iters; ++i) {
-    its.push_back(run_iteration(*rt, prompts, lf.output_len, lf.max_batched_tokens));
-    char detail[48];
-    std::snprintf(detail, sizeof detail, "last %.3f s", its.back().total);
-    bar.update(lf.warmup + i + 1, runs, detail);
-  }
+  const LatencySummary summary = measure_latency(
+      *rt, prompts, {lf.output_len, lf.max_batched_tokens, lf.warmup, lf.iters},
+      [&](int64_t done, int64_t total, double last_s) {
+        char detail[48] = "";
+        if (last_s >= 0) std::snprintf(detail, sizeof detail, "last %.3f s", last_s);
+        bar.update(done, total, detail);
+      });
+  const std::vector<IterationResult>& its = summary.iterations;
   const DeviceMemory gpu = device_memory(*rt);
   const Memory at_end = read_memory();
   std::optional<LatencyProfile> profile;
   if (lf.profile) profile = run_profiled_iteration(*rt, prompts, lf);
 
-  auto med = [&](double IterationResult::*field) {
-    std::vector<double> v;
-    for (const IterationResult& r : its) v.push_back(r.*field);
-    return median(v);
-  };
   const bool has_decode = lf.output_len > 1;
-  const double ttft = med(&IterationResult::ttft), prefill = med(&IterationResult::prefill_tok_s);
-  const double tpot_mean = med(&IterationResult::tpot_mean), tpot_median = med(&IterationResult::tpot_median);
-  const double decode = med(&IterationResult::decode_tok_s), total = med(&IterationResult::total);
-  const double cpu = med(&IterationResult::cpu);
+  const double ttft = summary.ttft, prefill = summary.prefill_tok_s;
+  const double tpot_mean = summary.tpot_mean, tpot_median = summary.tpot_median;
+  const double decode = summary.decode_tok_s, total = summary.total;
+  const double cpu = summary.cpu;
   // The share of the machine other processes took during the timed iterations.
-  double wall_sum = 0.0, others_sum = 0.0;
-  for (const IterationResult& r : its) wall_sum += r.total, others_sum += r.others;
-  const double others_share = others_sum / (wall_sum * online_cpus());
+  const double others_share = summary.others_share;
 
   const RunDescription run = describe_run(mf, rf, options, *rt);
   const std::string& model_name = run.model_name;
@@ -464,11 +334,14 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
     if (has_decode) {
       print_phase_profile(profile->decode);
       DecodeRoofline& rl = roofline.emplace();
-      rl.weight_bytes = double(rt->weight_bytes());
+      rl.weight_bytes = rt->decode_weight_bytes(lf.batch_size);
       rl.step_s = rl.weight_bytes / kCeilingBytesPerS;
       rl.tok_s = double(lf.batch_size) / rl.step_s;
       rl.share = rl.step_s / tpot_median;
-      std::printf("\ndecode roofline: every weight read once per step at %.2f TB/s\n", kCeilingBytesPerS / 1e12);
+      std::printf(rt->config().is_moe()
+                      ? "\ndecode roofline: the dense weights and the experts routed to read once per step at %.2f TB/s\n"
+                      : "\ndecode roofline: every weight read once per step at %.2f TB/s\n",
+                  kCeilingBytesPerS / 1e12);
       std::printf("  %-26s %12.1f\n", "weight MiB per step", mib(rl.weight_bytes));
       std::printf("  %-26s %12.2f   (%.1f tok/s at batch %lld)\n", "roofline step us", rl.step_s * 1e6, rl.tok_s,
                   static_cast<long long>(lf.batch_size));
@@ -529,6 +402,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
       {"memory",
        {{"weight_bytes", rt->weight_bytes()},
         {"kv_cache_bytes", rt->kv_cache_bytes()},
+        {"kv_cache_bytes_per_token", kv_cache_bytes_per_token(*rt)},
         {"kv_cache_tokens", kv_tokens},
         {"gpu_peak_bytes", gpu.gpu ? nlohmann::json(gpu.peak_bytes) : nlohmann::json(nullptr)},
         {"gpu_used_bytes", gpu.gpu ? nlohmann::json(gpu.used_bytes) : nlohmann::json(nullptr)},
@@ -582,6 +456,8 @@ void add_bench_command(CLI::App& app) {
   cmd->callback([mf, rf, lf] { run_latency(*mf, *rf, *lf); });
   add_bench_throughput_command(*bench);  // bench_throughput.cpp
   add_bench_serve_command(*bench);       // bench_serve.cpp
+  add_bench_sweep_command(*bench);       // bench_sweep.cpp
+  add_bench_report_command(*bench);      // bench_sweep.cpp
 }
 
 }  // namespace fp8lm::cli

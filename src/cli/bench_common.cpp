@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "backend/paged_kv_types.h"
 #include "common/error.h"
 
 namespace fp8lm::cli {
@@ -63,6 +64,10 @@ std::string weight_description(const engine::Runtime& rt) {
   return "FP8 " + scheme + " (" + std::to_string(quantized) + " of " + std::to_string(linears) + " linear layers)";
 }
 
+uint64_t kv_cache_bytes_per_token(engine::Runtime& rt) {
+  return backend::kv_bytes_per_token(rt.kv_cache().shape(), rt.kv_formats());
+}
+
 // B deterministic prompts of I ids drawn uniformly from the vocabulary, never a
 // special token or an end-of-sequence id.
 std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t batch, int64_t input_len) {
@@ -92,12 +97,16 @@ void check_positive(const char* flag, int64_t v) {
   if (v <= 0) throw Error(std::string(flag) + ": " + std::to_string(v) + " must be at least 1");
 }
 
+std::string model_dir_name(const std::string& model) {
+  std::filesystem::path model_path = std::filesystem::path(model).lexically_normal();
+  if (model_path.filename().empty()) model_path = model_path.parent_path();  // "models/m/" → "models/m"
+  return model_path.filename().string();
+}
+
 RunDescription describe_run(const ModelFlags& mf, const RunFlags& rf, const engine::RuntimeOptions& options,
                             const engine::Runtime& rt) {
   RunDescription d;
-  std::filesystem::path model_path = std::filesystem::path(mf.model).lexically_normal();
-  if (model_path.filename().empty()) model_path = model_path.parent_path();  // "models/m/" → "models/m"
-  d.model_name = model_path.filename().string();
+  d.model_name = model_dir_name(mf.model);
   d.weights = weight_description(rt);
   const KvCacheDType kv = rt.spec().kv_cache().dtype == KvCacheDType::kAuto ? KvCacheDType::kBF16
                                                                              : rt.spec().kv_cache().dtype;

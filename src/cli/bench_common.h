@@ -20,6 +20,11 @@ namespace fp8lm::cli {
 std::vector<std::vector<int32_t>> synthetic_prompts(const engine::Runtime& rt, int64_t batch, int64_t input_len);
 // "BF16" or "FP8 <scheme> (n of m linear layers)".
 std::string weight_description(const engine::Runtime& rt);
+// K + V bytes the cache holds per token position, over all layers (what a decode
+// step reads per position of each sequence's context).
+uint64_t kv_cache_bytes_per_token(engine::Runtime& rt);
+// The model directory's name: "models/m/" → "m".
+std::string model_dir_name(const std::string& model);
 // How both benchmarks name a run: in their header line and in their JSON "config".
 struct RunDescription {
   std::string model_name;      // the model directory's name

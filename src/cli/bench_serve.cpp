@@ -60,6 +60,7 @@ struct ServeBenchFlags {
   int64_t seed = 0;
   double timeout_s = 600.0;
   std::string json;
+  std::string label;  // the server's configuration, for bench report ("fp8+kv")
 };
 
 constexpr int32_t kFirstId = 10;
@@ -495,6 +496,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
         {"config",
          {{"base_url", f.base_url},
           {"model", model},
+          {"label", f.label.empty() ? Json(nullptr) : Json(f.label)},
           {"endpoint", path},
           {"num_prompts", f.num_prompts},
           {"request_rate", std::isfinite(rate) ? Json(rate) : Json("inf")},
@@ -564,6 +566,8 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--seed", f->seed, "Seeds the prompts and the arrival times (default 0)");
   cmd->add_option("--timeout", f->timeout_s, "Seconds a request may wait for the server's next bytes (default 600)");
   cmd->add_option("--json", f->json, "Also write every number (per request too) and the configuration to this JSON file");
+  cmd->add_option("--label", f->label,
+                  "The server's configuration (e.g. fp8+kv), written to the JSON for bench report to name its results by");
   cmd->callback([f, conc] {
     f->max_concurrency_given = conc->count() > 0;
     run_serve_bench(*f);

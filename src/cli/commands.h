@@ -19,5 +19,8 @@ void add_serve_command(CLI::App& app);
 void add_bench_throughput_command(CLI::App& bench);
 // `bench serve` (bench_serve.cpp), registered the same way.
 void add_bench_serve_command(CLI::App& bench);
+// `bench sweep` and `bench report` (bench_sweep.cpp), registered the same way.
+void add_bench_sweep_command(CLI::App& bench);
+void add_bench_report_command(CLI::App& bench);
 
 }  // namespace fp8lm::cli

@@ -1,6 +1,7 @@
 #include "engine/runtime.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <random>
@@ -81,9 +82,6 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   rt->spec_ = io::read_model_spec(dir, overrides);
   const ModelConfig& c = rt->spec_.config;
   loader::check_supported(rt->spec_);
-  // Before the weights load (LlamaModel would refuse too, after loading them).
-  if (c.is_moe() && options.device == backend::Device::kCuda)
-    throw Error(c.architecture + ": MoE on CUDA is not implemented yet (issue 20); run it with --device cpu");
   const RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
   // --load-format dummy needs config.json alone: without tokenizer.json there is no tokenizer.
   if (!rt->spec_.dummy_weights || std::filesystem::exists(dir / "tokenizer.json"))
@@ -96,6 +94,7 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   if (options.load_progress) progress = [&options](int i, int n) { options.load_progress(i, n); };
   loader::HostModelWeights w = loader::load_host_weights(rt->spec_, progress);
   rt->weight_bytes_ = loader::resident_weight_bytes(w);
+  rt->expert_bytes_ = loader::resident_expert_bytes(w);
   if (rt->spec_.dummy_weights)
     rt->notes_.push_back("weights: --load-format dummy: random N(0, 0.02) weights generated from config.json "
                          "(fixed seed); outputs are meaningless, speed and memory are real");
@@ -188,6 +187,14 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   rt->kv_cache_ = rt->ops_->make_kv_cache(shape, std::move(formats));
   rt->blocks_ = std::make_unique<BlockAllocator>(blocks - padding_blocks);
   return rt;
+}
+
+double Runtime::decode_weight_bytes(int64_t batch) const {
+  const ModelConfig& c = spec_.config;
+  if (expert_bytes_ == 0 || !c.is_moe()) return double(weight_bytes_);
+  const double experts = double(c.moe.num_experts), k = double(c.moe.num_experts_per_tok);
+  const double touched = experts * (1.0 - std::pow(1.0 - k / experts, double(std::max<int64_t>(batch, 1))));
+  return double(weight_bytes_ - expert_bytes_) + double(expert_bytes_) * touched / experts;
 }
 
 const tokenizer::Tokenizer& Runtime::tokenizer() const {

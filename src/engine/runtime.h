@@ -73,6 +73,12 @@ class Runtime {
   BlockAllocator& blocks() { return *blocks_; }
   int block_size() const { return kv_cache_->shape().block_size; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // The weight bytes a decode step of `batch` sequences reads (a bandwidth roofline's): every
+  // weight of a dense model; in an MoE model the dense part plus, per sparse layer, the experts
+  // the step routes to — top_k at batch 1, and E·(1 − (1 − top_k/E)^batch) distinct experts
+  // expected at a larger batch under uniform routing (what random dummy weights give).
+  double decode_weight_bytes(int64_t batch) const;
+  uint64_t expert_bytes() const { return expert_bytes_; }  // the part of weight_bytes() in MoE experts
   uint64_t kv_cache_bytes() const { return kv_cache_->bytes(); }
   std::string backend_name() const { return ops_->name(); }
   backend::Ops& ops() { return *ops_; }
@@ -91,6 +97,7 @@ class Runtime {
   std::unique_ptr<backend::KvCache> kv_cache_;
   std::unique_ptr<BlockAllocator> blocks_;
   uint64_t weight_bytes_ = 0;
+  uint64_t expert_bytes_ = 0;  // the part of weight_bytes_ in MoE experts
   std::vector<int32_t> eos_ids_;
   std::vector<std::string> notes_;
 };

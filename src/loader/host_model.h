@@ -127,4 +127,14 @@ inline uint64_t resident_weight_bytes(const HostModelWeights& w) {
   return total;
 }
 
+// The part of resident_weight_bytes in MoE experts (not routers).
+inline uint64_t resident_expert_bytes(const HostModelWeights& w) {
+  uint64_t total = 0;
+  for (const HostLayer& l : w.layers)
+    if (l.moe)
+      for (const auto* experts : {&l.moe->gate, &l.moe->up, &l.moe->down})
+        for (const weights::LinearWeight& x : *experts) total += x.resident_bytes();
+  return total;
+}
+
 }  // namespace fp8lm::loader

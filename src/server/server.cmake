@@ -29,6 +29,16 @@ add_library(fp8lm_server_api STATIC
   ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp)
 target_link_libraries(fp8lm_server_api PUBLIC fp8lm_engine nlohmann_json::nlohmann_json)
 
-add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp ${CMAKE_CURRENT_LIST_DIR}/http_transport.cpp)
+# The chat page (GET /): chat_page.html compiled in as a byte array (chat_page.cpp.in), so any
+# character in it is safe and the binary needs no file beside it; editing the page re-runs this.
+file(READ ${CMAKE_CURRENT_LIST_DIR}/chat_page.html FP8LM_CHAT_PAGE_HEX HEX)
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," FP8LM_CHAT_PAGE_BYTES "${FP8LM_CHAT_PAGE_HEX}")
+string(REPEAT "0x..," 16 FP8LM_CHAT_PAGE_ROW)  # 16 bytes a line in the generated file
+string(REGEX REPLACE "(${FP8LM_CHAT_PAGE_ROW})" "\\1\n" FP8LM_CHAT_PAGE_BYTES "${FP8LM_CHAT_PAGE_BYTES}")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/chat_page.html)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/chat_page.cpp.in ${CMAKE_CURRENT_BINARY_DIR}/chat_page.cpp @ONLY)
+
+add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp ${CMAKE_CURRENT_LIST_DIR}/http_transport.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/model_info.cpp ${CMAKE_CURRENT_BINARY_DIR}/chat_page.cpp)
 target_link_libraries(fp8lm_server PUBLIC fp8lm_server_api fp8lm_runtime fp8lm_chat
   PRIVATE ${FP8LM_HTTPLIB} Threads::Threads)

@@ -22,8 +22,10 @@
 #include "engine/engine.h"
 #include "io/generation_config.h"
 #include "server/api.h"
+#include "server/chat_page.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
+#include "server/model_info.h"
 #include "server/tool_calls.h"
 
 namespace fp8lm::server {
@@ -849,6 +851,33 @@ struct Server::Impl {
     http->Post("/detokenize", json_post(&Impl::detokenize));
     http->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
       send_json(res, Json{{"version", opt.version}});
+    });
+    // fp8lm's own: the served model's FP8 configuration, for the chat page (behind --api-key, as /v1 is).
+    http->Get("/v1/fp8lm/model", [this](const httplib::Request&, httplib::Response& res) {
+      guarded(res, [&] {
+        ServedModelFacts f;
+        f.served_model_name = opt.served_model_name;
+        f.max_model_len = opt.max_model_len;
+        f.kv_cache_tokens = cache_tokens;
+        f.reasoning = opt.reasoning;
+        f.tool_call_parser = opt.tool_call_parser;
+        f.defaults = defaults;
+        f.defaults_source = opt.generation_defaults.source.string();
+        send_json(res, model_info_json(rt, f));
+      });
+    });
+    // The chat page (server/chat_page.h): public, so a browser can load it before it knows the
+    // API key; it asks for the key when the API answers 401. The policy keeps it to this server.
+    http->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      const std::string_view page = chat_page_html();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Referrer-Policy", "no-referrer");
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                     "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                     "frame-ancestors 'none'");
     });
   }
 };
