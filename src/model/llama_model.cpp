@@ -43,6 +43,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
     if (h.moe) {
       l.router = ops.upload_linear(h.moe->router);
       l.experts = ops.upload_moe_experts(h.moe->gate, h.moe->up, h.moe->down);
+      has_moe_ = true;
     } else {
       const weights::LinearWeight gate_up[] = {h.gate, h.up};
       l.gate_up = ops.upload_fused_linear(gate_up);
@@ -71,7 +72,7 @@ backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blo
 
 int64_t LlamaModel::decode_step_rows(int64_t rows, const backend::KvCache& cache) const {
   const backend::KvCacheShape& shape = cache.shape();
-  if (rows_coupled_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return rows;
+  if (rows_coupled_ || has_moe_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return rows;
   const int64_t padded = backend::decode_graph_rows(rows);
   if (padded - rows > shape.padding_blocks * shape.block_size)
     throw Error("model: a decode step of " + std::to_string(rows) + " sequences is padded to " +
@@ -169,7 +170,8 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
     }
   }
   ops_.begin_step({ids, positions, seqs, logit_rows});
-  const uint64_t key = decode_only ? uint64_t(step_rows) : 0;
+  // MoE blocks are not recorded: the CUDA backend's routing comes back to the host (Ops::moe).
+  const uint64_t key = decode_only && !has_moe_ ? uint64_t(step_rows) : 0;
   backend::Tensor out = ops_.run_step(key, [&] { return run_layers(step_rows, int64_t(logit_rows.size()), cache); });
   out.rows = real_logit_rows;  // row-major: the real rows' logits are the first ones
   return out;
@@ -235,7 +237,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       ops_.to_host(v, observed_v_);
       observer_->key_value(i, observed_, observed_v_, k.rows, k.cols);
     }
-    ops_.attention(q, k, v, attn, params, cache, i);
+    ops_.attention(q, k, v, attn, params, cache, i, l.o.get());
     observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);
     // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h), or in an MoE

@@ -146,6 +146,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   ForwardObserver* observer_ = nullptr;
   bool rows_coupled_ = false;  // some linear quantizes its input with one dynamic scale per call
+  bool has_moe_ = false;       // some layer is an MoE block: steps are not recorded (Ops::moe)
   std::vector<float> observed_, observed_v_;  // host copies for the observer
 
   void observe(int layer, LinearInput input, backend::Tensor x);

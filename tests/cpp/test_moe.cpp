@@ -299,12 +299,5 @@ TEST(MoeRefusals, ExpertsOfOneLayerWithTwoSchemes) {
   EXPECT_EQ(w.layers[2].moe->up[3].element, ElementType::kE4M3);
 }
 
-TEST(MoeRefusals, CudaIsNamedBeforeLoading) {
-  engine::RuntimeOptions o;
-  o.device = backend::Device::kCuda;
-  const std::string e = error_of([&] { engine::Runtime::load(model_fixture_dir("moe/mixtral"), {}, o); });
-  EXPECT_NE(e.find("MixtralForCausalLM: MoE on CUDA is not implemented yet (issue 20)"), std::string::npos) << e;
-}
-
 }  // namespace
 }  // namespace fp8lm::test

@@ -7,3 +7,7 @@ gtest_discover_tests(test_cuda_model DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
 add_executable(test_cuda_linear_plan cuda/test_cuda_linear_plan.cpp)
 target_link_libraries(test_cuda_linear_plan PRIVATE fp8lm_cuda fp8lm_test_support)
 gtest_discover_tests(test_cuda_linear_plan DISCOVERY_TIMEOUT 60)
+# MoE blocks on the GPU (src/backend/cuda/cuda_ops_moe.cpp) against the CPU backend's.
+add_executable(test_cuda_moe cuda/test_cuda_moe.cpp)
+target_link_libraries(test_cuda_moe PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_test_support)
+gtest_discover_tests(test_cuda_moe DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)

@@ -79,6 +79,7 @@
 #include "backend/cpu/kv_cache.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/quant_kernels.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
@@ -416,6 +417,7 @@ struct DeviceBatch {
 struct DeviceProblem {
   DeviceBuffer k_cache, v_cache, q, k_new, v_new, k_prev, v_prev, out, workspace;
   DeviceBuffer counters{std::vector<unsigned>(size_t(cuda::kAttentionMergeCounters), 0u)};
+  DeviceBuffer out_counters{std::vector<unsigned>(size_t(cuda::kAttentionOutQuantRows), 0u)};
   DeviceBatch prev, cur;
   cuda::DeviceKvLayer layer;
 
@@ -462,9 +464,11 @@ struct DeviceProblem {
   }
   // merge_counters: the decode kernel merges its partitions itself (the engine's way); without,
   // the separate reduce kernel does.
-  void attend(const Problem& p, cudaStream_t stream, bool merge_counters = true) {
+  void attend(const Problem& p, cudaStream_t stream, bool merge_counters = true,
+              const cuda::AttentionOutQuant* out_quant = nullptr) {
     cuda::paged_attention(q.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), cur.view, p.params, p.cfg.block_size, layer,
-                          workspace.ptr, workspace.bytes, stream, merge_counters ? counters.as<unsigned>() : nullptr);
+                          workspace.ptr, workspace.bytes, stream, merge_counters ? counters.as<unsigned>() : nullptr,
+                          out_quant);
   }
 };
 
@@ -656,6 +660,57 @@ ThreadPool& host_pool() {
   return pool;
 }
 
+bool all_zero(const std::vector<unsigned>& v) { return std::all_of(v.begin(), v.end(), [](unsigned x) { return x == 0; }); }
+
+// The output quantized for o_proj by the attention kernels themselves (attention_out_quant.h),
+// in every scheme the engine fuses and with the partitions merged by the kernels or by the
+// reduce kernel: the BF16 output as without it (`out`), and codes and scales bit for bit those
+// of the separate quantization kernel over that output; every counter back at zero.
+void check_fused_out_quant(const Problem& p, DeviceProblem& d, const std::vector<uint16_t>& out) {
+  const int64_t rows = p.rows, k = p.q_row();
+  DeviceBuffer codes(size_t(rows * k)), ref_codes(size_t(rows * k));
+  DeviceBuffer scales(size_t(rows * cdiv(k, 8)) * 4), ref_scales(size_t(rows * cdiv(k, 8)) * 4);
+  const DeviceBuffer static_scale(std::vector<float>{0.0173f});
+  std::vector<std::pair<std::string, cuda::Fp8ActQuant>> schemes = {
+      {"per token", cuda::Fp8ActQuant::token()},
+      {"per token, FBGEMM bound", cuda::Fp8ActQuant::token(0.5f)},
+      {"static", cuda::Fp8ActQuant::static_tensor(static_scale.as<float>())}};
+  for (const int64_t g : {128, 64, 8})
+    if (k % g == 0) schemes.push_back({"per group of " + std::to_string(g), cuda::Fp8ActQuant::group(g)});
+  cuda::Fp8ActQuant e5m2 = cuda::Fp8ActQuant::token();
+  e5m2.format = Fp8Format::kE5M2;
+  schemes.push_back({"per token, E5M2", e5m2});
+  for (const auto& [name, q] : schemes) {
+    for (const bool merge : {true, false}) {
+      SCOPED_TRACE(name + (merge ? ", fused merge" : ", separate merge"));
+      FP8LM_CUDA_CHECK(cudaMemset(codes.ptr, 0xA5, codes.bytes));
+      FP8LM_CUDA_CHECK(cudaMemset(scales.ptr, 0xFF, scales.bytes));
+      FP8LM_CUDA_CHECK(cudaMemset(d.out.ptr, 0xFF, d.out.bytes));
+      const cuda::RowParams rp = cuda::row_quant_params("test", rows, k, q, codes.as<uint8_t>(), scales.as<float>());
+      ASSERT_TRUE(cuda::attention_out_quant_covers(rp));
+      const cuda::AttentionOutQuant oq{d.out_counters.as<unsigned>(), p.params.num_heads, rp};
+      d.attend(p, nullptr, merge, &oq);
+      FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_TRUE(download<uint16_t>(d.out) == out) << "the BF16 output changed";
+      if (q.static_scale != nullptr)
+        cuda::quantize_fp8_static(d.out.as<__nv_bfloat16>(), rows, k, q.static_scale, ref_codes.as<uint8_t>(), nullptr,
+                                  q.format);
+      else
+        cuda::quantize_fp8_dynamic(d.out.as<__nv_bfloat16>(), rows, k, q, ref_codes.as<uint8_t>(),
+                                   ref_scales.as<float>(), nullptr);
+      FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<uint8_t> got = download<uint8_t>(codes), want = download<uint8_t>(ref_codes);
+      int64_t bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
+      EXPECT_EQ(bad, 0) << "codes differ from the quantization kernel's (of " << got.size() << ")";
+      const size_t ns = size_t(q.scale_count(rows, k));
+      const std::vector<uint32_t> gs = download<uint32_t>(scales), ws = download<uint32_t>(ref_scales);
+      EXPECT_TRUE(std::equal(gs.begin(), gs.begin() + ptrdiff_t(ns), ws.begin())) << "scales differ";
+      EXPECT_TRUE(all_zero(download<unsigned>(d.out_counters))) << "the output quantization left counters set";
+    }
+  }
+}
+
 // Runs one problem end to end and checks the cache, the output and determinism.
 void run_and_check(const Problem& p) {
   SCOPED_TRACE(describe(p.cfg));
@@ -681,6 +736,7 @@ void run_and_check(const Problem& p) {
     EXPECT_TRUE(download<uint16_t>(d.out) == out)
         << "a second call gave different bytes (" << (fused ? "fused" : "separate") << " merge)";
   }
+  check_fused_out_quant(p, d, out);
 }
 
 const KvLayerFormat kBf16{KvElement::kBF16, 1.0f, 1.0f};

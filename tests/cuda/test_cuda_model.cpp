@@ -39,6 +39,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
+#include "cuda/model_trace.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "engine/runtime.h"
@@ -60,61 +61,12 @@ std::unique_ptr<engine::Runtime> load(backend::Device device, const std::string&
   return engine::Runtime::load(shipped_dir(), o, opt);
 }
 
-// Logits of `prompt` (every position), then of `decode_steps` greedy decode steps
-// (the CPU's choice of token fed to both, so both see the same sequence).
-struct Trace {
-  std::vector<std::vector<float>> rows;  // one per prompt position, then one per step
-};
-
 std::vector<int32_t> prompt_tokens(const engine::Runtime& rt) {
   const std::vector<uint32_t> ids = rt.tokenizer().encode(
       "It was a bright cold day in April, and the clocks were striking thirteen. The hall smelt of boiled cabbage "
       "and old rag mats. At one end of it a coloured poster, too large for indoor display, had been tacked to the "
       "wall.");
   return {ids.begin(), ids.end()};
-}
-
-Trace run(engine::Runtime& rt, const std::vector<int32_t>& prompt, const std::vector<int32_t>& fed) {
-  const int64_t vocab = rt.config().vocab_size;
-  const int bs = rt.block_size();
-  const int64_t total = int64_t(prompt.size() + fed.size());
-  std::vector<int64_t> table;
-  for (int64_t b = 0; b < (total + bs - 1) / bs; ++b) table.push_back(b);
-  Trace t;
-  std::vector<float> logits;
-  model::SequenceInput in{prompt, 0, table, true};
-  rt.model().forward({&in, 1}, rt.kv_cache(), logits);
-  for (size_t r = 0; r < prompt.size(); ++r)
-    t.rows.emplace_back(logits.begin() + int64_t(r) * vocab, logits.begin() + int64_t(r + 1) * vocab);
-  for (size_t i = 0; i < fed.size(); ++i) {
-    model::SequenceInput step{{&fed[i], 1}, int64_t(prompt.size() + i), table, false};
-    rt.model().forward({&step, 1}, rt.kv_cache(), logits);
-    t.rows.push_back(logits);
-  }
-  return t;
-}
-
-int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
-
-double mean_abs_diff(const Trace& a, const Trace& b) {
-  double sum = 0;
-  size_t n = 0;
-  for (size_t r = 0; r < a.rows.size(); ++r)
-    for (size_t i = 0; i < a.rows[r].size(); ++i, ++n) sum += std::abs(double(a.rows[r][i]) - double(b.rows[r][i]));
-  return sum / double(n);
-}
-
-double max_abs_diff(const Trace& a, const Trace& b) {
-  double m = 0;
-  for (size_t r = 0; r < a.rows.size(); ++r)
-    for (size_t i = 0; i < a.rows[r].size(); ++i) m = std::max(m, std::abs(double(a.rows[r][i]) - double(b.rows[r][i])));
-  return m;
-}
-
-double top2_margin(const std::vector<float>& v) {
-  std::vector<float> s = v;
-  std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
-  return double(s[0]) - double(s[1]);
 }
 
 struct Reference {

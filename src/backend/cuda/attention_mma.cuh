@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cuda/attention_out_quant.cuh"
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
 #include "backend/paged_kv_types.h"
@@ -106,6 +107,9 @@ struct FlashArgs {
   // the last of a tile's chunks to finish merges its rows, and leaves the counter at zero; null:
   // the reduce kernel merges.
   unsigned* merge_counters;
+  // The output quantized for o_proj by the kernels themselves (attention_out_quant.h); counters
+  // null: not.
+  AttentionOutQuant oq;
 };
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
@@ -551,6 +555,11 @@ __device__ __forceinline__ void write_attention_rows(const FlashArgs& a, int64_t
       *reinterpret_cast<__nv_bfloat162*>(dst + dim) =
           __floats2bfloat162_rn((x0 * a.v_scale) / l, (x1 * a.v_scale) / l);
     }
+  }
+  if (a.oq.counters != nullptr) {  // each (token, head) row arrives once, from its quad's first lane
+    const int64_t rows[2] = {first_row + tok_r[0], first_row + tok_r[1]};
+    const int heads[2] = {(lane & 3) == 0 && ok_r[0] ? 1 : 0, (lane & 3) == 0 && ok_r[1] ? 1 : 0};
+    out_rows_done_warp<2>(a.oq, a.out, rows, heads, lane);
   }
 }
 

@@ -65,6 +65,13 @@ class CudaOps final : public backend::Ops {
   // block scales need every part's rows to be a multiple of 128; static input
   // scales must be equal. Otherwise nullptr (the model uploads them one by one).
   std::unique_ptr<backend::Weight> upload_fused_linear(std::span<const weights::LinearWeight> parts) override;
+  // MoE blocks (cuda_ops_moe.cpp): every expert an ordinary linear layer of its scheme; moe()
+  // routes on the device, groups the rows on the host (one synchronization a block: not
+  // recordable into a graph) and runs each expert over its rows.
+  bool supports_moe() const override;
+  std::unique_ptr<backend::Weight> upload_moe_experts(std::span<const weights::LinearWeight> gate,
+                                                      std::span<const weights::LinearWeight> up,
+                                                      std::span<const weights::LinearWeight> down) override;
   // A linear weight's plan (LinearPlan::describe); empty for other weights.
   std::string describe(const backend::Weight& w) const override;
   std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
@@ -96,7 +103,10 @@ class CudaOps final : public backend::Ops {
   void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out) override;
   void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
-                 const backend::AttentionParams& params, backend::KvCache& cache, int layer) override;
+                 const backend::AttentionParams& params, backend::KvCache& cache, int layer,
+                 const backend::Weight* next = nullptr) override;
+  void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
+           const backend::MoeRouting& routing, backend::Tensor out) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;

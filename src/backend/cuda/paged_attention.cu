@@ -182,6 +182,7 @@ struct RowArgs {
   float* part_l;
   unsigned* merge_counters;  // [slot][kv head], or null: the reduce kernel merges
   bool prefetch;             // split mode: prefetch_cached_kv before the wait
+  AttentionOutQuant oq;      // the output quantized for o_proj here (attention_out_quant.h); counters null: not
 };
 
 // Sums v[0..GC) over the TG lanes of a thread group, scattering the results: after the call
@@ -447,7 +448,15 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
     }
     __syncthreads();
   }
-  if (direct || a.merge_counters == nullptr) return;
+  if (direct) {
+    if (a.oq.counters != nullptr) {  // every thread's stores of the row's group heads are done
+      __threadfence();
+      __syncthreads();
+      if (warp == 0) out_row_done_warp(a.oq, a.out, row, a.group, lane);
+    }
+    return;
+  }
+  if (a.merge_counters == nullptr) return;
 
   // The last of the row's p_hi − p_lo + 1 CTAs of this KV head to finish merges its heads
   // (a warp per head) and leaves the counter at zero for the next call.
@@ -460,6 +469,11 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
   __threadfence();
   for (int gi = warp; gi < a.group; gi += kRowWarps) merge_head_warp(a, slot, kvh * a.group + gi, row, p_lo, p_hi, lane);
   if (tid == 0) *counter = 0;
+  if (a.oq.counters != nullptr) {
+    __threadfence();
+    __syncthreads();
+    if (warp == 0) out_row_done_warp(a.oq, a.out, row, a.group, lane);
+  }
 }
 
 // Merges the partitions of the decode rows that have more than one: one warp per (slot, head).
@@ -475,6 +489,7 @@ __global__ void __launch_bounds__(32) reduce_kernel(const RowArgs a) {
   if (p_lo == p_hi) return;  // written directly
   const int64_t row = int64_t(a.seq_first_row[seq]) + t;
   merge_head_warp(a, slot, h, row, p_lo, p_hi, int(threadIdx.x));
+  if (a.oq.counters != nullptr) out_row_done_warp(a.oq, a.out, row, 1, int(threadIdx.x));
 }
 
 // ---- Tensor-core prefill -------------------------------------------------------------------
@@ -911,8 +926,22 @@ size_t paged_attention_workspace_bytes(const DeviceAttentionBatch& batch, const 
 
 void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAttentionBatch& batch,
                      const backend::AttentionParams& p, int block_size, const DeviceKvLayer& layer, void* workspace,
-                     size_t workspace_bytes, cudaStream_t stream, unsigned* merge_counters) {
+                     size_t workspace_bytes, cudaStream_t stream, unsigned* merge_counters,
+                     const AttentionOutQuant* out_quant) {
   check_attention(q, out, batch, p, block_size, layer, workspace, workspace_bytes);
+  if (out_quant != nullptr) {
+    const char* op = "paged_attention";
+    if (out_quant->counters == nullptr) fail(op, "out_quant without counters");
+    if (out_quant->heads != p.num_heads || int64_t(out_quant->p.k) != int64_t(p.num_heads) * p.head_dim)
+      fail(op, "out_quant is for rows of " + std::to_string(out_quant->heads) + " heads and " +
+                   std::to_string(out_quant->p.k) + " elements, not the output's");
+    if (!attention_out_quant_covers(out_quant->p))
+      fail(op, "out_quant: only a static scale, or dynamic scales per token or per group of 8 x 2^i elements "
+               "(at most 256) dividing the row, are quantized by the attention kernels");
+    if (batch.num_rows > kAttentionOutQuantRows)
+      fail(op, "out_quant: " + std::to_string(batch.num_rows) + " rows, more than the " +
+                   std::to_string(kAttentionOutQuantRows) + " counters");
+  }
   if (batch.num_rows == 0) return;
   const Plan plan = make_plan(batch, p);
   const bool fp8 = is_fp8(layer.element);
@@ -942,6 +971,7 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
   ra.parts = plan.parts;
   ra.tcap = plan.tcap;
   ra.seq_base = 0;
+  if (out_quant != nullptr) ra.oq = *out_quant;
   if (plan.workspace > 0) {
     auto* base = static_cast<unsigned char*>(workspace);
     const auto up16 = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
@@ -1002,6 +1032,7 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
   fa.score_scale = score_scale;
   fa.v_scale = v_scale;
   fa.chunks = 1;
+  fa.oq = ra.oq;
 
   // 2. Decode rows on the tensor cores: one CTA per (sequence, 16 rows, KV head), and where
   // those are fewer than FP8LM_CUDA_DECODE_CTAS (default 4) per SM, the context split into as

@@ -83,6 +83,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/attention_out_quant.h"
 #include "backend/paged_kv_types.h"
 
 namespace fp8lm::cuda {
@@ -183,9 +184,14 @@ inline constexpr int64_t kAttentionMergeCounters = 4096;
 // each sequence's seq_start_position into L2 before it waits for the kernel before it (a
 // programmatic dependent launch): those positions were stored by earlier steps, only the new
 // rows' by the kernel before.
+// `out_quant`: null, or the output also quantized for the projection after it, by the kernels
+// that write it (attention_out_quant.h): codes and scales bit for bit those of
+// quantize_fp8_dynamic / quantize_fp8_static of `out`; its counters: kAttentionOutQuantRows
+// zeroed counters (calls on one stream may share them), num_rows ≤ kAttentionOutQuantRows.
 // Throws fp8lm::Error naming a bad argument before launching anything.
 void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAttentionBatch& batch,
                      const backend::AttentionParams& p, int block_size, const DeviceKvLayer& layer, void* workspace,
-                     size_t workspace_bytes, cudaStream_t stream, unsigned* merge_counters = nullptr);
+                     size_t workspace_bytes, cudaStream_t stream, unsigned* merge_counters = nullptr,
+                     const AttentionOutQuant* out_quant = nullptr);
 
 }  // namespace fp8lm::cuda

@@ -198,6 +198,7 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
   // The lanes that hold a row's state: the quad's first, or in the transposed form those of g = 0.
   const bool state_lane = kT ? lane < 4 : q == 0;
   const int64_t span = int64_t(a.chunk_tiles) * kBN;  // keys per chunk
+  int wrote[2] = {0, 0};  // heads of row i this lane arrives with (attention_out_quant.h)
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const float l = kT ? key_lanes_sum(l_r[i]) : quad_sum(l_r[i]);
@@ -231,6 +232,11 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
       a.part_m[at] = m_r[i];
       a.part_l[at] = l;
     }
+    if (whole && state_lane) wrote[i] = 1;
+  }
+  if (a.oq.counters != nullptr) {
+    const int64_t rows[2] = {first_row + tok_r[0], first_row + tok_r[1]};
+    out_rows_done_warp<2>(a.oq, a.out, rows, wrote, lane);
   }
   if (a.chunks == 1 || a.merge_counters == nullptr) return;
 
@@ -251,6 +257,7 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
     merge_partials_warp(a.part_o, a.part_m, a.part_l, ((int64_t(seq) * a.tcap + tok) * a.num_heads + h) * a.chunks,
                         int(c_lo), int(c_hi), HD, a.v_scale, a.out + (first_row + tok) * q_stride + int64_t(h) * HD,
                         lane);
+    if (a.oq.counters != nullptr) out_row_done_warp(a.oq, a.out, first_row + tok, 1, lane);
   }
   if (lane == 0) *counter = 0;
 }

@@ -1,0 +1,277 @@
+// CudaOps' sparse MoE block (upload_moe_experts, moe; cuda_ops.h), the first CUDA form: every
+// expert an ordinary CUDA linear layer (any scheme linear_plan.h plans: BF16, W8A16, W8A8 per
+// tensor / per channel × per token / 128 × 128 blocks × 1 × 128 groups), run over the rows the
+// router sends to it.
+//
+// The step: the routing kernel (moe_kernels.h) on the device; the chosen ids and weights come
+// back to the host (one synchronization a block), which lists each expert's rows in row order
+// (cpu::moe's grouping) and each row's pairs in increasing expert id; the rows are gathered
+// expert after expert, gate/up and down run per expert (the GEMV for few rows, the GEMMs for
+// many), SiLU·mul once over all pairs, and the combine kernel sums each row's weighted outputs.
+// The host round trip makes the block unrecordable: a model with MoE layers runs its decode
+// steps without CUDA graphs (LlamaModel). A grouped GEMM over device-side counts replaces it
+// (issue 20).
+//
+// Numerics as cpu::moe (moe.h): a dynamic per-tensor activation scale is one scale for the
+// whole call — gate/up's over every row of x, down's over every routed row's SwiGLU output —
+// computed on the device and given to each expert's linear as its static scale; a static
+// (checkpoint) input scale is the largest of the block's experts (gate and up together, down
+// apart), as vLLM loads one.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops_impl.h"
+#include "backend/cuda/model_kernels.h"
+#include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/quant_kernels.h"
+#include "common/error.h"
+
+namespace fp8lm::cuda {
+namespace {
+
+struct MoeWeight final : backend::Weight {
+  // Per expert: gate and up fused (gate's rows first) where they fuse (can_fuse), else apart.
+  std::vector<std::unique_ptr<backend::Weight>> gate_up, gate, up, down;
+  int64_t hidden = 0, width = 0;
+  // A dynamic per-tensor activation scale (one per call, not per expert): the experts' plans
+  // read these device floats as their static scales, written by moe() before each use.
+  bool x_wide = false, act_wide = false;
+  Fp8Format x_format = Fp8Format::kE4M3, act_format = Fp8Format::kE4M3;
+  DeviceBuffer x_scale, act_scale;
+  int64_t experts() const { return int64_t(down.size()); }
+};
+
+// The scheme of one projection, as much of it as every expert of a block must share.
+auto scheme_of(const weights::LinearWeight& w) {
+  const ScaleLayout& l = w.scale_layout;
+  return std::tuple(w.element, w.is_fp8() ? int(l.granularity) : -1, w.is_fp8() ? l.group_rows : 0,
+                    w.is_fp8() ? l.group_cols : 0, int(w.activation), w.activation_group, w.activation_scale_upper_bound,
+                    w.bias.empty());
+}
+
+void check_block(std::span<const weights::LinearWeight> gate, std::span<const weights::LinearWeight> up,
+                 std::span<const weights::LinearWeight> down) {
+  if (gate.empty() || up.size() != gate.size() || down.size() != gate.size())
+    throw Error("cuda ops: an MoE block needs the same number (>= 1) of gate, up and down projections, got " +
+                std::to_string(gate.size()) + ", " + std::to_string(up.size()) + ", " + std::to_string(down.size()));
+  if (int64_t(gate.size()) > kMoeMaxExperts)
+    throw Error("cuda ops: an MoE block of " + std::to_string(gate.size()) + " experts; at most " +
+                std::to_string(kMoeMaxExperts));
+  const int64_t width = gate[0].n, hidden = gate[0].k;
+  const auto first = scheme_of(gate[0]);
+  const std::array<std::tuple<const char*, std::span<const weights::LinearWeight>, int64_t, int64_t>, 3> kinds = {
+      {{"gate", gate, width, hidden}, {"up", up, width, hidden}, {"down", down, hidden, width}}};
+  for (const auto& [what, list, n, k] : kinds)
+    for (size_t e = 0; e < list.size(); ++e) {
+      const weights::LinearWeight& w = list[e];
+      weights::validate(w);
+      if (w.n != n || w.k != k)
+        throw Error("cuda ops: MoE expert " + std::to_string(e) + " " + what + " is [" + std::to_string(w.n) + ", " +
+                    std::to_string(w.k) + "], expert 0's gate/up/down give [" + std::to_string(n) + ", " +
+                    std::to_string(k) + "]");
+      if (scheme_of(w) != first)
+        throw Error("cuda ops: MoE expert " + std::to_string(e) + " " + what +
+                    " has another weight format, scale layout, activation quantization or bias than expert 0's "
+                    "gate: every expert projection of a block must have one scheme");
+    }
+}
+
+// Copies of `list` with a static input scale replaced by the largest of `groups`' (vLLM's one
+// scale per block), or a dynamic per-tensor scale made static (its value written per call).
+std::vector<weights::LinearWeight> prepared(std::span<const weights::LinearWeight> list, float static_scale,
+                                            bool wide) {
+  std::vector<weights::LinearWeight> out(list.begin(), list.end());
+  for (weights::LinearWeight& w : out) {
+    if (w.activation == ActivationQuant::kStaticTensor) w.input_scale = static_scale;
+    if (wide) {
+      w.activation = ActivationQuant::kStaticTensor;
+      w.input_scale = 1.0f;  // replaced by the call's scale (the plan's pointer is redirected)
+    }
+  }
+  return out;
+}
+
+float largest_input_scale(std::initializer_list<std::span<const weights::LinearWeight>> lists) {
+  float s = 0.0f;
+  for (const auto& list : lists)
+    for (const weights::LinearWeight& w : list) s = std::max(s, w.input_scale);
+  return s;
+}
+
+void point_static_scale_at(backend::Weight& w, const float* scale) {
+  auto* l = dynamic_cast<LinearWeight*>(&w);
+  if (l == nullptr) throw Error("cuda ops: MoE expert weight was not uploaded as a linear layer");
+  l->plan.act_quant.static_scale = scale;
+}
+
+// The host's grouping of one call's routed pairs (cpu::moe's): each expert's rows in row order,
+// expert after expert (perm: the x row of each sorted pair), and for each row its pairs'
+// positions in that order and weights, in increasing expert id.
+struct Grouping {
+  std::vector<int64_t> start;  // per expert: its first sorted pair; start[E] = pairs
+  std::vector<int32_t> perm, pos;
+  std::vector<float> weight;
+};
+
+Grouping group_pairs(const int32_t* ids, const float* weights, int64_t rows, int top_k, int64_t experts) {
+  Grouping g;
+  const int64_t pairs = rows * top_k;
+  g.start.assign(size_t(experts) + 1, 0);
+  for (int64_t i = 0; i < pairs; ++i) {
+    if (ids[i] < 0 || ids[i] >= experts) throw Error("cuda ops: moe routing gave expert id " + std::to_string(ids[i]));
+    ++g.start[size_t(ids[i]) + 1];
+  }
+  for (int64_t e = 0; e < experts; ++e) g.start[size_t(e) + 1] += g.start[size_t(e)];
+  std::vector<int64_t> next(g.start.begin(), g.start.end() - 1);
+  g.perm.resize(size_t(pairs));
+  g.pos.resize(size_t(pairs));
+  g.weight.resize(size_t(pairs));
+  std::vector<std::pair<int32_t, float>> row_pairs(static_cast<size_t>(top_k));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int j = 0; j < top_k; ++j) row_pairs[size_t(j)] = {ids[r * top_k + j], weights[r * top_k + j]};
+    std::sort(row_pairs.begin(), row_pairs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (int j = 0; j < top_k; ++j) {
+      const int64_t at = next[size_t(row_pairs[size_t(j)].first)]++;
+      g.perm[size_t(at)] = int32_t(r);
+      g.pos[size_t(r * top_k + j)] = int32_t(at);
+      g.weight[size_t(r * top_k + j)] = row_pairs[size_t(j)].second;
+    }
+  }
+  return g;
+}
+
+// A float [1] on the device: the per-tensor scale of x [rows, cols] under the dynamic rule
+// (quantize_fp8_dynamic's own, codes into scratch).
+void call_scale(CudaOps::Impl& m, const bf16* x, int64_t rows, int64_t cols, Fp8Format format, float* scale) {
+  const CudaOps::Impl::TempScope temps(m.scratch);
+  Fp8ActQuant q = Fp8ActQuant::tensor();
+  q.format = format;
+  auto* codes = static_cast<uint8_t*>(m.take(size_t(rows * cols)));
+  quantize_fp8_dynamic(x, rows, cols, q, codes, scale, m.stream);
+}
+
+}  // namespace
+
+bool CudaOps::supports_moe() const { return true; }
+
+std::unique_ptr<backend::Weight> CudaOps::upload_moe_experts(std::span<const weights::LinearWeight> gate,
+                                                             std::span<const weights::LinearWeight> up,
+                                                             std::span<const weights::LinearWeight> down) {
+  check_block(gate, up, down);
+  auto m = std::make_unique<MoeWeight>();
+  m->width = gate[0].n;
+  m->hidden = gate[0].k;
+  const bool fp8 = gate[0].is_fp8();
+  m->x_wide = fp8 && gate[0].activation == ActivationQuant::kDynamicTensor;
+  m->act_wide = fp8 && down[0].activation == ActivationQuant::kDynamicTensor;
+  m->x_format = fp8 ? gate[0].format() : Fp8Format::kE4M3;
+  m->act_format = fp8 ? down[0].format() : Fp8Format::kE4M3;
+  if (m->x_wide) m->x_scale = DeviceBuffer(impl_->allocator, sizeof(float), impl_->stream);
+  if (m->act_wide) m->act_scale = DeviceBuffer(impl_->allocator, sizeof(float), impl_->stream);
+  const float gate_up_scale = largest_input_scale({gate, up}), down_scale = largest_input_scale({down});
+  const std::vector<weights::LinearWeight> g = prepared(gate, gate_up_scale, m->x_wide);
+  const std::vector<weights::LinearWeight> u = prepared(up, gate_up_scale, m->x_wide);
+  const std::vector<weights::LinearWeight> d = prepared(down, down_scale, m->act_wide);
+  for (size_t e = 0; e < d.size(); ++e) {
+    const weights::LinearWeight parts[2] = {g[e], u[e]};
+    std::unique_ptr<backend::Weight> fused = upload_fused_linear(parts);
+    if (fused && m->x_wide) point_static_scale_at(*fused, m->x_scale.as<float>());
+    if (fused) {
+      m->gate_up.push_back(std::move(fused));
+    } else {
+      m->gate.push_back(upload_linear(g[e]));
+      m->up.push_back(upload_linear(u[e]));
+      if (m->x_wide) {
+        point_static_scale_at(*m->gate.back(), m->x_scale.as<float>());
+        point_static_scale_at(*m->up.back(), m->x_scale.as<float>());
+      }
+    }
+    m->down.push_back(upload_linear(d[e]));
+    if (m->act_wide) point_static_scale_at(*m->down.back(), m->act_scale.as<float>());
+  }
+  if (!m->gate_up.empty() && !m->gate.empty())
+    throw Error("cuda ops: an MoE block whose experts' gate and up fuse for some experts only");
+  return m;
+}
+
+void CudaOps::moe(Tensor x, Tensor router_logits, const backend::Weight& experts, const backend::MoeRouting& routing,
+                  Tensor out) {
+  const MoeWeight& w = as<MoeWeight>(experts, "MoE experts");
+  const int64_t num_experts = w.experts(), h = w.hidden, width = w.width, rows = x.rows;
+  require_shape(x, rows, h, "moe input");
+  require_shape(router_logits, rows, num_experts, "moe router logits");
+  require_shape(out, rows, h, "moe output");
+  if (routing.top_k < 1 || routing.top_k > num_experts)
+    throw Error("cuda ops: MoE top_k " + std::to_string(routing.top_k) + " is not in [1, " +
+                std::to_string(num_experts) + "]");
+  Impl& m = *impl_;
+  if (m.capturing)
+    throw Error("cuda ops: moe inside a recorded step (its experts' row counts come back to the host)");
+  if (rows == 0) return;
+  OpTimer timer(m, "moe", rows);
+  const Impl::TempScope temps(m.scratch);
+  const int k = routing.top_k;
+  const int64_t pairs = rows * k;
+
+  // 1. Route on the device; the choices come back to the host.
+  auto* routed = static_cast<int32_t*>(m.take(size_t(pairs) * 8));  // [ids | weights]
+  auto* route_w = reinterpret_cast<float*>(routed + pairs);
+  moe_route(B(router_logits), rows, int(num_experts), k, routing.renormalize, routed, route_w, m.stream);
+  auto* host = static_cast<int32_t*>(m.moe_staging(size_t(pairs) * 12));
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(host, routed, size_t(pairs) * 8, cudaMemcpyDeviceToHost, m.stream));
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  const Grouping g = group_pairs(host, reinterpret_cast<const float*>(host + pairs), rows, k, num_experts);
+
+  // 2. The grouping goes up: [perm | pos | weights], through the same pinned buffer (the next
+  // block's download comes after this copy on the stream).
+  auto* meta = static_cast<int32_t*>(m.take(size_t(pairs) * 12));
+  std::memcpy(host, g.perm.data(), size_t(pairs) * 4);
+  std::memcpy(host + pairs, g.pos.data(), size_t(pairs) * 4);
+  std::memcpy(host + 2 * pairs, g.weight.data(), size_t(pairs) * 4);
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(meta, host, size_t(pairs) * 12, cudaMemcpyHostToDevice, m.stream));
+
+  // 3. Each expert's rows, gathered expert after expert; gate/up per expert, SiLU·mul over all.
+  auto* xs = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
+  cuda::gather_rows(B(x), h, meta, pairs, xs, m.stream, rows);
+  if (w.x_wide) call_scale(m, B(x), rows, h, w.x_format, w.x_scale.as<float>());
+  auto* act = static_cast<bf16*>(m.take(size_t(pairs * width) * 2));
+  const bool fused = !w.gate_up.empty();
+  auto* hbuf = static_cast<bf16*>(m.take(size_t(pairs * 2 * width) * 2));
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const int64_t first = g.start[size_t(e)], n = g.start[size_t(e) + 1] - first;
+    if (n == 0) continue;
+    const Tensor xe{xs + first * h, n, h};
+    if (fused) {
+      linear(xe, *w.gate_up[size_t(e)], Tensor{hbuf + first * 2 * width, n, 2 * width});
+    } else {
+      linear(xe, *w.gate[size_t(e)], Tensor{hbuf + first * width, n, width});
+      linear(xe, *w.up[size_t(e)], Tensor{hbuf + (pairs + first) * width, n, width});
+    }
+  }
+  if (fused)
+    silu_mul_fused(Tensor{hbuf, pairs, 2 * width}, Tensor{act, pairs, width});
+  else
+    silu_mul(Tensor{hbuf, pairs, width}, Tensor{hbuf + pairs * width, pairs, width}, Tensor{act, pairs, width});
+
+  // 4. Down per expert, then each row's weighted outputs summed in increasing expert id.
+  if (w.act_wide) call_scale(m, act, pairs, width, w.act_format, w.act_scale.as<float>());
+  auto* ys = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const int64_t first = g.start[size_t(e)], n = g.start[size_t(e) + 1] - first;
+    if (n == 0) continue;
+    linear(Tensor{act + first * width, n, width}, *w.down[size_t(e)], Tensor{ys + first * h, n, h});
+  }
+  moe_combine(ys, h, meta + pairs, reinterpret_cast<const float*>(meta + 2 * pairs), rows, k, B(out), m.stream);
+}
+
+}  // namespace fp8lm::cuda

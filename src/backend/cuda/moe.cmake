@@ -1,0 +1,5 @@
+# Sparse MoE blocks on the GPU (CudaOps::upload_moe_experts / moe, cuda_ops_moe.cpp): the routing
+# and combine kernels (moe_kernels.h); the experts run as ordinary linear layers.
+target_sources(fp8lm_cuda PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_ops_moe.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/moe_kernels.cu)

@@ -1,0 +1,30 @@
+// The CUDA backend's kernels of a sparse MoE block (CudaOps::moe, cuda_ops_moe.cpp runs the
+// block): the routing — each row's top-k experts from its router logits, cpu::route_row's rule —
+// and the combine — each row's expert outputs weighted and summed in the order the caller lists
+// them (increasing expert id: cpu::moe's order, transformers' loop over the experts).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace fp8lm::cuda {
+
+inline constexpr int kMoeMaxExperts = 1024;
+
+// ids [rows, top_k]: each row's top_k experts by decreasing probability (the lower id first on
+// ties), weights [rows, top_k] their probabilities: softmax in float32 (the row's maximum
+// subtracted, expf; a warp tree for the sum instead of cpu::route_row's loop: within float32
+// rounding of it), renormalized to sum 1 over the top k when `renormalize` (summed in order).
+// experts in [1, kMoeMaxExperts], top_k in [1, experts]; fp8lm::Error names a bad argument.
+void moe_route(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize, int32_t* ids,
+               float* weights, cudaStream_t stream);
+
+// out[r, :] = bf16(Σ_j weights[r·top_k + j] · y[pos[r·top_k + j], :]) for j = 0 … top_k − 1 in
+// that order, each product rounded to float32 then added (cpu::moe's index_add), from 0.
+// y: [*, cols] BF16; out: [rows, cols].
+void moe_combine(const __nv_bfloat16* y, int64_t cols, const int32_t* pos, const float* weights, int64_t rows,
+                 int top_k, __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace fp8lm::cuda

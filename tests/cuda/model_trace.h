@@ -1,0 +1,69 @@
+// The GPU model tests' shared measure (test_cuda_model.cpp, test_cuda_moe.cpp): a model's
+// logits over a prompt and fed decode tokens, and the distances between two such traces.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/runtime.h"
+
+namespace fp8lm::test {
+
+// Logits of `prompt` (every position), then of `decode_steps` greedy decode steps
+// (the CPU's choice of token fed to both, so both see the same sequence).
+struct Trace {
+  std::vector<std::vector<float>> rows;  // one per prompt position, then one per step
+};
+
+inline Trace run(model::LlamaModel& m, backend::KvCache& cache, const std::vector<int32_t>& prompt,
+                 const std::vector<int32_t>& fed) {
+  const int64_t vocab = m.config().vocab_size;
+  const int bs = cache.shape().block_size;
+  const int64_t total = int64_t(prompt.size() + fed.size());
+  std::vector<int64_t> table;
+  for (int64_t b = 0; b < (total + bs - 1) / bs; ++b) table.push_back(b);
+  Trace t;
+  std::vector<float> logits;
+  model::SequenceInput in{prompt, 0, table, true};
+  m.forward({&in, 1}, cache, logits);
+  for (size_t r = 0; r < prompt.size(); ++r)
+    t.rows.emplace_back(logits.begin() + int64_t(r) * vocab, logits.begin() + int64_t(r + 1) * vocab);
+  for (size_t i = 0; i < fed.size(); ++i) {
+    model::SequenceInput step{{&fed[i], 1}, int64_t(prompt.size() + i), table, false};
+    m.forward({&step, 1}, cache, logits);
+    t.rows.push_back(logits);
+  }
+  return t;
+}
+
+inline Trace run(engine::Runtime& rt, const std::vector<int32_t>& prompt, const std::vector<int32_t>& fed) {
+  return run(rt.model(), rt.kv_cache(), prompt, fed);
+}
+
+inline int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+inline double mean_abs_diff(const Trace& a, const Trace& b) {
+  double sum = 0;
+  size_t n = 0;
+  for (size_t r = 0; r < a.rows.size(); ++r)
+    for (size_t i = 0; i < a.rows[r].size(); ++i, ++n) sum += std::abs(double(a.rows[r][i]) - double(b.rows[r][i]));
+  return sum / double(n);
+}
+
+inline double max_abs_diff(const Trace& a, const Trace& b) {
+  double m = 0;
+  for (size_t r = 0; r < a.rows.size(); ++r)
+    for (size_t i = 0; i < a.rows[r].size(); ++i) m = std::max(m, std::abs(double(a.rows[r][i]) - double(b.rows[r][i])));
+  return m;
+}
+
+inline double top2_margin(const std::vector<float>& v) {
+  std::vector<float> s = v;
+  std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
+  return double(s[0]) - double(s[1]);
+}
+
+}  // namespace fp8lm::test
