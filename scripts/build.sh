@@ -24,16 +24,7 @@ step "Debian packages"
 packages=(cmake ninja-build g++ git python3 python3-venv python3-pip libgtest-dev libgmock-dev
           libbenchmark-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-14-dev
           libpcre2-dev libutf8proc-dev pkg-config libcpp-httplib-dev ccache)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
-fi
-echo "all of: ${packages[*]}"
+bash scripts/install_packages.sh "${packages[@]}"
 
 # The CUDA backend's FP8 GEMMs use CUTLASS's headers, shipped in PyPI's nvidia-cutlass (pinned):
 # fetched once into .deps/cutlass when a CUDA compiler is there (cmake/Cuda.cmake looks for nvcc

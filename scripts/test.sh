@@ -31,17 +31,7 @@ fi
 # The chat page's tests (tests/python/test_chat_page.py) drive a real browser: Debian's Chromium
 # and its WebDriver, installed when missing, as scripts/build.sh installs its packages.
 step "Browser for the chat page's tests (chromium, chromium-driver)"
-browser_packages=(chromium chromium-driver)
-missing=()
-for p in "${browser_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
-fi
-echo "all of: ${browser_packages[*]}"
+bash scripts/install_packages.sh chromium chromium-driver
 
 step "Python environment for the Python-driven tests (.venv-test)"
 [[ -x .venv-test/bin/python ]] || python3 -m venv .venv-test

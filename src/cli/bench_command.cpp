@@ -305,7 +305,8 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   // How far from the limits: decode reads every weight once per step; prefill
   // is the linear layers' GEMM work over the prompt tokens.
   const bool fp8_weights = weights.rfind("FP8", 0) == 0;
-  const double weight_bw = has_decode ? double(rt->weight_bytes()) / tpot_median : 0.0;
+  // The bytes a decode step reads: every weight, or an MoE model's dense ones and routed experts.
+  const double weight_bw = has_decode ? rt->decode_weight_bytes(lf.batch_size) / tpot_median : 0.0;
   const double gemm_rate = linear_flops_per_token(rt->config()) * double(lf.batch_size * lf.input_len) / ttft;
   const double gemm_ceiling = fp8_weights ? kCeilingFp8FlopS : kCeilingBf16FlopS;
   const int64_t kv_tokens = rt->blocks().num_total() * rt->block_size();
@@ -318,6 +319,8 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   std::printf("  %-26s %12.1f\n", "KV cache MiB", mib(double(rt->kv_cache_bytes())));
   std::printf("  %-26s %12lld\n", "KV cache tokens", static_cast<long long>(kv_tokens));
   if (gpu.gpu) {
+    std::printf("  %-26s %12.1f   (the weights' upload, before the KV cache)\n", "GPU peak at load MiB",
+                mib(double(rt->load_peak_device_bytes())));
     std::printf("  %-26s %12.1f\n", "GPU peak (fp8lm) MiB", mib(gpu.peak_bytes));
     std::printf("  %-26s %12.1f   (of %.0f)\n", "GPU in use MiB", mib(gpu.used_bytes), mib(gpu.total_bytes));
   }
@@ -405,6 +408,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"kv_cache_bytes_per_token", kv_cache_bytes_per_token(*rt)},
         {"kv_cache_tokens", kv_tokens},
         {"gpu_peak_bytes", gpu.gpu ? nlohmann::json(gpu.peak_bytes) : nlohmann::json(nullptr)},
+        {"gpu_load_peak_bytes", gpu.gpu ? nlohmann::json(rt->load_peak_device_bytes()) : nlohmann::json(nullptr)},
         {"gpu_used_bytes", gpu.gpu ? nlohmann::json(gpu.used_bytes) : nlohmann::json(nullptr)},
         {"rss_before_load_kib", before_load.rss_kib},
         {"rss_after_load_kib", after_load.rss_kib},

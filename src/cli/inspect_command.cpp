@@ -36,23 +36,6 @@ json scheme_json(const LinearQuantScheme& s) {
           {"activation_scale_upper_bound", s.activation_scale_upper_bound}};
 }
 
-// "model.layers.3.mlp.experts.17.up_proj" -> "model.layers.*.mlp.experts.*.up_proj"
-std::string module_pattern(const std::string& name) {
-  std::string out;
-  size_t i = 0;
-  while (i < name.size()) {
-    // a component made of digits only (between dots) is an index
-    size_t end = name.find('.', i);
-    if (end == std::string::npos) end = name.size();
-    const std::string_view part(name.data() + i, end - i);
-    const bool index = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
-    out += index ? "*" : std::string(part);
-    if (end < name.size()) out += '.';
-    i = end + 1;
-  }
-  return out;
-}
-
 struct Group {
   std::string pattern;
   std::string scheme;
@@ -66,7 +49,7 @@ std::vector<Group> group_linears(const io::ModelSpec& spec) {
   std::vector<Group> groups;
   std::map<std::pair<std::string, std::string>, size_t> index;
   for (const io::LinearLayerSpec& l : spec.linears) {
-    const auto key = std::make_pair(module_pattern(l.module.name), l.scheme.describe());
+    const auto key = std::make_pair(io::module_pattern(l.module.name), l.scheme.describe());
     auto [it, inserted] = index.try_emplace(key, groups.size());
     if (inserted) groups.push_back({key.first, key.second, 0, {}});
     Group& g = groups[it->second];

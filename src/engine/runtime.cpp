@@ -104,6 +104,8 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
                                 .cuda_graphs = options.cuda_graphs,
                                 .cpu_pad_decode_batches = options.cpu_pad_decode_batches});
   rt->model_ = std::make_unique<model::LlamaModel>(c, w, *rt->ops_);
+  if (const std::optional<backend::MemoryInfo> info = rt->ops_->memory_info())
+    rt->load_peak_device_bytes_ = info->peak_bytes_reserved;
 
   std::vector<float> k_scales = options.k_scales.empty() ? w.k_scales : options.k_scales;
   std::vector<float> v_scales = options.v_scales.empty() ? w.v_scales : options.v_scales;

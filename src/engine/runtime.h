@@ -79,6 +79,10 @@ class Runtime {
   // expected at a larger batch under uniform routing (what random dummy weights give).
   double decode_weight_bytes(int64_t batch) const;
   uint64_t expert_bytes() const { return expert_bytes_; }  // the part of weight_bytes() in MoE experts
+  // A device backend's peak allocation once the weights were uploaded, before the step profile
+  // and the KV cache (0 on the CPU): what loading itself needed (online quantization streams
+  // each layer through host memory, so this is the device form's size plus alignment).
+  uint64_t load_peak_device_bytes() const { return load_peak_device_bytes_; }
   uint64_t kv_cache_bytes() const { return kv_cache_->bytes(); }
   std::string backend_name() const { return ops_->name(); }
   backend::Ops& ops() { return *ops_; }
@@ -98,6 +102,7 @@ class Runtime {
   std::unique_ptr<BlockAllocator> blocks_;
   uint64_t weight_bytes_ = 0;
   uint64_t expert_bytes_ = 0;  // the part of weight_bytes_ in MoE experts
+  uint64_t load_peak_device_bytes_ = 0;
   std::vector<int32_t> eos_ids_;
   std::vector<std::string> notes_;
 };

@@ -146,6 +146,23 @@ bool harmless_extra(const std::string& name, const ModelConfig& c) {
 
 }  // namespace
 
+std::string module_pattern(std::string_view name) {
+  std::string out;
+  size_t i = 0;
+  while (i < name.size()) {
+    // a component made of digits only (between dots) is an index
+    size_t end = name.find('.', i);
+    if (end == std::string_view::npos) end = name.size();
+    const std::string_view part = name.substr(i, end - i);
+    const bool index = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
+    out += index ? std::string_view("*") : part;
+    if (end < name.size()) out += '.';
+    i = end + 1;
+  }
+  return out;
+}
+
+
 ModelSpec read_model_spec(const std::filesystem::path& dir, const LoadOverrides& overrides) {
   if (overrides.load_format == LoadFormat::kDummy) return read_model_spec_dummy(dir, overrides);
   if (!std::filesystem::is_directory(dir))

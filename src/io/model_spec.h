@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/checkpoint_files.h"
@@ -22,6 +23,11 @@
 #include "spec/model_tensors.h"
 
 namespace fp8lm::io {
+
+// A module name with its indices as "*" ("model.layers.3.mlp.experts.17.up_proj" ->
+// "model.layers.*.mlp.experts.*.up_proj"): what groups a model's layers in inspect and the
+// server's model facts.
+std::string module_pattern(std::string_view name);
 
 struct LinearLayerSpec {
   LinearModule module;

@@ -41,22 +41,6 @@ std::string tool_parser_name(ToolCallParser p) {
   return "?";
 }
 
-// "model.layers.3.mlp.down_proj" -> "model.layers.*.mlp.down_proj", as `inspect` groups them.
-std::string module_pattern(const std::string& name) {
-  std::string out;
-  size_t i = 0;
-  while (i <= name.size()) {
-    size_t end = name.find('.', i);
-    if (end == std::string::npos) end = name.size();
-    const std::string part = name.substr(i, end - i);
-    const bool index = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    out += index ? "*" : part;
-    if (end < name.size()) out += '.';
-    i = end + 1;
-  }
-  return out;
-}
-
 // The linear layers by scheme, in checkpoint order: [{scheme, count, modules: [patterns]}].
 Json linear_groups(const io::ModelSpec& spec) {
   std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // scheme -> patterns
@@ -70,7 +54,7 @@ Json linear_groups(const io::ModelSpec& spec) {
       it = groups.end() - 1;
     }
     ++counts[size_t(it - groups.begin())];
-    const std::string pattern = module_pattern(l.module.name);
+    const std::string pattern = io::module_pattern(l.module.name);
     if (std::find(it->second.begin(), it->second.end(), pattern) == it->second.end()) it->second.push_back(pattern);
   }
   Json out = Json::array();
