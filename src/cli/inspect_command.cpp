@@ -49,7 +49,7 @@ std::vector<Group> group_linears(const io::ModelSpec& spec) {
   std::vector<Group> groups;
   std::map<std::pair<std::string, std::string>, size_t> index;
   for (const io::LinearLayerSpec& l : spec.linears) {
-    const auto key = std::make_pair(io::module_pattern(l.module.name), l.scheme.describe());
+    const auto key = std::make_pair(io::module_family(l.module.name), l.scheme.describe());
     auto [it, inserted] = index.try_emplace(key, groups.size());
     if (inserted) groups.push_back({key.first, key.second, 0, {}});
     Group& g = groups[it->second];

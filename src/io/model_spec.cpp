@@ -146,7 +146,7 @@ bool harmless_extra(const std::string& name, const ModelConfig& c) {
 
 }  // namespace
 
-std::string module_pattern(std::string_view name) {
+std::string module_family(std::string_view name) {
   std::string out;
   size_t i = 0;
   while (i < name.size()) {

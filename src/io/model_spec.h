@@ -27,7 +27,7 @@ namespace fp8lm::io {
 // A module name with its indices as "*" ("model.layers.3.mlp.experts.17.up_proj" ->
 // "model.layers.*.mlp.experts.*.up_proj"): what groups a model's layers in inspect and the
 // server's model facts.
-std::string module_pattern(std::string_view name);
+std::string module_family(std::string_view name);
 
 struct LinearLayerSpec {
   LinearModule module;

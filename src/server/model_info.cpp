@@ -54,7 +54,7 @@ Json linear_groups(const io::ModelSpec& spec) {
       it = groups.end() - 1;
     }
     ++counts[size_t(it - groups.begin())];
-    const std::string pattern = io::module_pattern(l.module.name);
+    const std::string pattern = io::module_family(l.module.name);
     if (std::find(it->second.begin(), it->second.end(), pattern) == it->second.end()) it->second.push_back(pattern);
   }
   Json out = Json::array();
