@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_errors import assert_clean_error
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
@@ -24,14 +25,6 @@ CONTEXT = json.loads((MODEL / "config.json").read_text())["max_position_embeddin
 SVG = "{http://www.w3.org/2000/svg}"
 BANDWIDTH = 20e9
 INPUT_LEN, OUTPUT_LEN = 12, 5
-
-
-def assert_clean_error(r):
-    assert r.returncode != 0, r.stdout
-    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in r.stderr
-    assert "fp8lm: error:" in r.stderr
-    return r.stderr
 
 
 def sweep_args(out_dir, *changes):

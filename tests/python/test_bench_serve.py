@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cli_errors import assert_clean_error
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
@@ -68,14 +69,6 @@ def server(fp8lm_bin):
 
 def bench(run, *args):
     return run("bench", "serve", *args)
-
-
-def assert_clean_error(r):
-    assert r.returncode != 0, r.stdout
-    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in r.stderr
-    assert "fp8lm: error:" in r.stderr
-    return r.stderr
 
 
 def check_stats(res):

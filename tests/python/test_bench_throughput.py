@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_errors import assert_clean_error
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
@@ -13,14 +14,6 @@ CONTEXT = json.loads((MODEL / "config.json").read_text())["max_position_embeddin
 
 def bench(run, *args):
     return run("bench", "throughput", str(MODEL), "--threads", "2", *args)
-
-
-def assert_clean_error(r):
-    assert r.returncode != 0, r.stdout
-    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in r.stderr
-    assert "fp8lm: error:" in r.stderr
-    return r.stderr
 
 
 @pytest.mark.parametrize("quant", [None, "fp8"])

@@ -5,6 +5,7 @@ a clear error."""
 import json
 
 import pytest
+from cli_errors import assert_clean_error
 
 TINY_LLAMA = {
     "architectures": ["LlamaForCausalLM"],
@@ -32,14 +33,6 @@ def model_dir(tmp_path):
     d.mkdir()
     (d / "config.json").write_text(json.dumps(TINY_LLAMA))
     return d
-
-
-def assert_clean_error(r):
-    assert r.returncode != 0, r.stdout
-    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in r.stderr
-    assert "fp8lm: error:" in r.stderr
-    return r.stderr
 
 
 def test_bench_latency_runs_on_config_alone(run, model_dir):

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_errors import assert_clean_error
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
@@ -30,14 +31,6 @@ def perplexity_json(run, *args, **kwargs):
     r = perplexity(run, *args, "--json", **kwargs)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def assert_clean_error(r):
-    assert r.returncode != 0, r.stdout
-    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in r.stderr
-    assert "fp8lm: error:" in r.stderr
-    return r.stderr
 
 
 # ---- against transformers -----------------------------------------------------------------

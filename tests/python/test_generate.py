@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_errors import assert_clean_error
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
@@ -34,14 +35,6 @@ def greedy_args(prompt, tokens):
     # --temperature 0: the shipped model's generation_config.json samples by default.
     return ("--prompt", prompt, "--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", str(tokens),
             "--temperature", "0")
-
-
-def assert_clean_error(r):
-    assert r.returncode != 0, r.stdout
-    for bad in ("Traceback", "internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in r.stderr
-    assert "fp8lm: error:" in r.stderr
-    return r.stderr
 
 
 def chat(run, *args, input):
