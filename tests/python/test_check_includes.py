@@ -25,8 +25,8 @@ def tree(tmp_path, files):
 
 
 # A tree that keeps every rule: downward includes, the factory reaching into both sealed
-# backends, the one allowed exception, the macro where it may appear, and the chat cycle that
-# MODULE_CYCLES_ALLOWED lists.
+# backends, the one allowed exception, the macro where it may appear, and the two cycles that
+# MODULE_CYCLES_ALLOWED lists (the chat interpreter's, CudaOps and its private half).
 CLEAN = {
     "src/common/error.h": "",
     "src/numerics/quantize.h": ["common/error.h"],
@@ -37,6 +37,8 @@ CLEAN = {
     "src/backend/ops.h": ["common/error.h"],
     "src/backend/cpu/cpu_ops.h": ["backend/ops.h"],
     "src/backend/cuda/cuda_ops.h": ["backend/ops.h", "device_info.h"],
+    "src/backend/cuda/cuda_ops.cpp": ["backend/cuda/cuda_ops.h", "backend/cuda/cuda_ops_impl.h"],
+    "src/backend/cuda/cuda_ops_impl.h": ["backend/cuda/cuda_ops.h"],
     "src/backend/cuda/device_info.h": "#ifdef FP8LM_WITH_CUDA\n#endif\n",
     "src/backend/factory/make_ops.cpp": '#include "backend/cpu/cpu_ops.h"\n#ifdef FP8LM_WITH_CUDA\n'
                                         '#include "backend/cuda/cuda_ops.h"\n#endif\n',
