@@ -13,6 +13,7 @@
 #include "cli/bench_ceilings.h"
 #include "cli/svg_chart.h"
 #include "common/error.h"
+#include "common/moe_decode_bytes.h"
 
 namespace fp8lm::cli::report {
 namespace {
@@ -714,8 +715,7 @@ std::string page_title(const ReportData& d) {
 
 double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe) {
   if (!moe) return weight_bytes;
-  const double touched = moe->experts * (1.0 - std::pow(1.0 - moe->top_k / moe->experts, std::max(batch, 1.0)));
-  return weight_bytes - moe->expert_bytes + moe->expert_bytes * touched / moe->experts;
+  return moe_decode_weight_bytes(weight_bytes, moe->expert_bytes, moe->experts, moe->top_k, batch);
 }
 
 double decode_roofline_tok_s(double batch, double weight_bytes, double kv_bytes_per_token, double context,

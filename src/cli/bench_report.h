@@ -97,8 +97,7 @@ struct ConfigRun {
 };
 
 // The weight bytes a decode step of `batch` sequences reads: all of them, or for an MoE model the
-// dense ones and the experts routed to, E·(1 − (1 − top_k/E)^batch) of E per sparse layer
-// expected under uniform routing (engine::Runtime::decode_weight_bytes's rule).
+// dense ones and the experts routed to (common/moe_decode_bytes.h).
 double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe);
 
 struct Percentiles {

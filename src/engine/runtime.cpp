@@ -9,6 +9,7 @@
 #include "backend/paged_kv_types.h"
 #include "calibration/calibration.h"
 #include "common/error.h"
+#include "common/moe_decode_bytes.h"
 
 namespace fp8lm::engine {
 
@@ -194,9 +195,8 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
 double Runtime::decode_weight_bytes(int64_t batch) const {
   const ModelConfig& c = spec_.config;
   if (expert_bytes_ == 0 || !c.is_moe()) return double(weight_bytes_);
-  const double experts = double(c.moe.num_experts), k = double(c.moe.num_experts_per_tok);
-  const double touched = experts * (1.0 - std::pow(1.0 - k / experts, double(std::max<int64_t>(batch, 1))));
-  return double(weight_bytes_ - expert_bytes_) + double(expert_bytes_) * touched / experts;
+  return moe_decode_weight_bytes(double(weight_bytes_), double(expert_bytes_), double(c.moe.num_experts),
+                                 double(c.moe.num_experts_per_tok), double(batch));
 }
 
 const tokenizer::Tokenizer& Runtime::tokenizer() const {

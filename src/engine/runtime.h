@@ -74,9 +74,8 @@ class Runtime {
   int block_size() const { return kv_cache_->shape().block_size; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   // The weight bytes a decode step of `batch` sequences reads (a bandwidth roofline's): every
-  // weight of a dense model; in an MoE model the dense part plus, per sparse layer, the experts
-  // the step routes to — top_k at batch 1, and E·(1 − (1 − top_k/E)^batch) distinct experts
-  // expected at a larger batch under uniform routing (what random dummy weights give).
+  // weight of a dense model; of an MoE model the dense part and the experts routed to
+  // (common/moe_decode_bytes.h).
   double decode_weight_bytes(int64_t batch) const;
   uint64_t expert_bytes() const { return expert_bytes_; }  // the part of weight_bytes() in MoE experts
   // A device backend's peak allocation once the weights were uploaded, before the step profile

@@ -2,6 +2,8 @@
 // logits over a prompt and fed decode tokens, and the distances between two such traces.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -64,6 +66,17 @@ inline double top2_margin(const std::vector<float>& v) {
   std::vector<float> s = v;
   std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
   return double(s[0]) - double(s[1]);
+}
+
+// Top-1 tokens agree except where the reference's own top-2 margin is below 4× the largest |Δ|
+// (`worst`), and every logit of `got` is finite.
+inline void expect_same_top1_and_finite(const Trace& want, const Trace& got, double worst) {
+  for (size_t r = 0; r < want.rows.size(); ++r) {
+    if (argmax(want.rows[r]) != argmax(got.rows[r])) {
+      EXPECT_LT(top2_margin(want.rows[r]), 4 * worst) << "row " << r << ": top-1 differs without a near-tie";
+    }
+    for (float v : got.rows[r]) ASSERT_TRUE(std::isfinite(v)) << "row " << r;
+  }
 }
 
 }  // namespace fp8lm::test
