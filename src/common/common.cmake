@@ -1,4 +1,4 @@
-# common (src/common): the error type and the thread pool every layer may use.
+# common (src/common): the error type, the thread pool and the MoE decode-bytes rule every layer may use.
 find_package(Threads REQUIRED)
 add_library(fp8lm_common STATIC ${CMAKE_CURRENT_LIST_DIR}/thread_pool.cpp)
 target_include_directories(fp8lm_common PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
