@@ -169,6 +169,12 @@ class Ops {
   // Whether this backend runs sparse MoE blocks (upload_moe_experts, moe). The
   // model refuses an MoE architecture at load where it does not (issue 20: CUDA).
   virtual bool supports_moe() const { return false; }
+  // Whether moe() over `rows` rows with these experts may run inside a recorded step (run_step
+  // with a key): nothing of it comes back to the host. False: the model runs such steps unrecorded.
+  virtual bool moe_recordable(const Weight& experts, int64_t rows, int top_k) const {
+    (void)experts, (void)rows, (void)top_k;
+    return false;
+  }
   // One MoE block's experts, expert e the SwiGLU MLP down[e](silu(gate[e]·x) · up[e]·x):
   // gate/up [I, H], down [H, I], every expert the same shape, one scheme for the block.
   virtual std::unique_ptr<Weight> upload_moe_experts(std::span<const weights::LinearWeight> gate,

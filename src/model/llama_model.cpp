@@ -66,14 +66,22 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
   rows_coupled_ = rows_coupled_ || w.lm_head.activation == ActivationQuant::kDynamicTensor;
 }
 
+bool LlamaModel::moe_recordable(int64_t rows) const {
+  if (!has_moe_) return true;
+  return std::all_of(layers_.begin(), layers_.end(), [&](const Layer& l) {
+    return l.experts == nullptr || ops_.moe_recordable(*l.experts, rows, routing_.top_k);
+  });
+}
+
 backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blocks) const {
   return {config_.num_hidden_layers, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
 }
 
 int64_t LlamaModel::decode_step_rows(int64_t rows, const backend::KvCache& cache) const {
   const backend::KvCacheShape& shape = cache.shape();
-  if (rows_coupled_ || has_moe_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return rows;
+  if (rows_coupled_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return rows;
   const int64_t padded = backend::decode_graph_rows(rows);
+  if (!moe_recordable(padded)) return rows;
   if (padded - rows > shape.padding_blocks * shape.block_size)
     throw Error("model: a decode step of " + std::to_string(rows) + " sequences is padded to " +
                 std::to_string(padded) + " rows, but the KV cache's " + std::to_string(shape.padding_blocks) +
@@ -170,8 +178,8 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
     }
   }
   ops_.begin_step({ids, positions, seqs, logit_rows});
-  // MoE blocks are not recorded: the CUDA backend's routing comes back to the host (Ops::moe).
-  const uint64_t key = decode_only && !has_moe_ ? uint64_t(step_rows) : 0;
+  // MoE blocks are recorded only where the backend keeps them on the device (Ops::moe_recordable).
+  const uint64_t key = decode_only && moe_recordable(step_rows) ? uint64_t(step_rows) : 0;
   backend::Tensor out = ops_.run_step(key, [&] { return run_layers(step_rows, int64_t(logit_rows.size()), cache); });
   out.rows = real_logit_rows;  // row-major: the real rows' logits are the first ones
   return out;

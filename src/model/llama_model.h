@@ -124,6 +124,9 @@ class LlamaModel {
   // scale is row-independent, so the real rows' results and cache entries
   // are exactly those of the unpadded step.
   int64_t decode_step_rows(int64_t rows, const backend::KvCache& cache) const;
+  // Whether a step of `rows` rows may be recorded as far as the MoE blocks go: every block's
+  // moe() stays on the device at that size (Ops::moe_recordable); true without MoE.
+  bool moe_recordable(int64_t rows) const;
 
  private:
   struct Layer {
@@ -146,7 +149,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   ForwardObserver* observer_ = nullptr;
   bool rows_coupled_ = false;  // some linear quantizes its input with one dynamic scale per call
-  bool has_moe_ = false;       // some layer is an MoE block: steps are not recorded (Ops::moe)
+  bool has_moe_ = false;       // some layer is an MoE block: steps recorded only where moe_recordable
   std::vector<float> observed_, observed_v_;  // host copies for the observer
 
   void observe(int layer, LinearInput input, backend::Tensor x);

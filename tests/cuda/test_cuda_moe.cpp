@@ -10,6 +10,10 @@
 //   GPU rounds activations to BF16 after every op (the router's logits too, as transformers
 //   does for a BF16 model), the CPU keeps float32. Activations not quantized: mean |Δ| ≤ 0.25 E;
 //   W8A8: ≤ 1.5 E. A wrong expert, weight or scale gives differences of the order of the logits.
+// * Grouped == per expert: the grouped path (FP8 experts: one launch per projection over
+//   device-side slots, decode steps recorded as graphs) against the per-expert path
+//   (FP8LM_CUDA_MOE_GROUPED=0), the same model's logits within 0.1 E — the GEMV plans differ,
+//   so float32 sums round differently; a wrong slot, row or expert moves logits by ~E or more.
 // * Batched == alone: a prompt's logits in a batch of three equal its logits alone within the
 //   same bound (row-wise schemes: every step of the block is per row).
 #include <gtest/gtest.h>
@@ -18,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -252,6 +257,25 @@ TEST(CudaMoeBatch, BatchedEqualsAlone) {
     std::printf("[ batched vs alone, %s ] mean|Δ| %.6f (%.3f of E)\n", *quant ? quant : "bf16", mean,
                 mean / ref.quant_effect);
     EXPECT_LE(mean, (*quant && std::string(quant) != "fp8:weight-only" ? 1.5 : 0.25) * ref.quant_effect);
+  }
+}
+
+TEST(CudaMoeModel, GroupedEqualsPerExpert) {
+  REQUIRE_HOPPER();
+  const MoeReference& ref = reference("qwen3_moe");
+  for (const char* quant : {"", "fp8:tensor", "fp8:channel", "fp8:block", "fp8:weight-only"}) {
+    SCOPED_TRACE(*quant ? quant : "bf16");
+    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GROUPED"), 0);
+    auto grouped = load(backend::Device::kCuda, "qwen3_moe", quant);
+    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GROUPED", "0", 1), 0);
+    auto per_expert = load(backend::Device::kCuda, "qwen3_moe", quant);
+    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GROUPED"), 0);
+    const Trace a = trace(*grouped, ref.prompt, ref.fed), b = trace(*per_expert, ref.prompt, ref.fed);
+    const double mean = mean_abs_diff(a, b);
+    std::printf("[ grouped vs per expert, %s ] mean|Δ| %.6f (%.3f of E)\n", *quant ? quant : "bf16", mean,
+                mean / ref.quant_effect);
+    EXPECT_LE(mean, 0.1 * ref.quant_effect);
+    expect_same_top1_and_finite(b, a, max_abs_diff(a, b));
   }
 }
 

@@ -65,10 +65,12 @@ class CudaOps final : public backend::Ops {
   // block scales need every part's rows to be a multiple of 128; static input
   // scales must be equal. Otherwise nullptr (the model uploads them one by one).
   std::unique_ptr<backend::Weight> upload_fused_linear(std::span<const weights::LinearWeight> parts) override;
-  // MoE blocks (cuda_ops_moe.cpp): every expert an ordinary linear layer of its scheme; moe()
-  // routes on the device, groups the rows on the host (one synchronization a block: not
-  // recordable into a graph) and runs each expert over its rows.
+  // MoE blocks (cuda_ops_moe.cpp): every expert an ordinary linear layer of its scheme. Up to
+  // kMoeGroupMaxPairs routed pairs run grouped, all on the device
+  // (recordable); otherwise moe() groups the rows on the host (one synchronization a block) and
+  // runs each expert over its rows.
   bool supports_moe() const override;
+  bool moe_recordable(const backend::Weight& experts, int64_t rows, int top_k) const override;
   std::unique_ptr<backend::Weight> upload_moe_experts(std::span<const weights::LinearWeight> gate,
                                                       std::span<const weights::LinearWeight> up,
                                                       std::span<const weights::LinearWeight> down) override;
@@ -143,6 +145,9 @@ class CudaOps final : public backend::Ops {
   struct Impl;  // defined in cuda_ops.cpp
 
  private:
+  // moe()'s grouped path (cuda_ops_moe.cpp), where moe_recordable.
+  void moe_grouped(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
+                   const backend::MoeRouting& routing, backend::Tensor out);
   std::unique_ptr<Impl> impl_;
   // sample_rows' stream and buffers, made at its first call (cuda_ops_sampling.cpp;
   // a shared_ptr, so that it is deleted where its type is complete).

@@ -1,16 +1,22 @@
-// CudaOps' sparse MoE block (upload_moe_experts, moe; cuda_ops.h), the first CUDA form: every
-// expert an ordinary CUDA linear layer (any scheme linear_plan.h plans: BF16, W8A16, W8A8 per
-// tensor / per channel × per token / 128 × 128 blocks × 1 × 128 groups), run over the rows the
-// router sends to it.
+// CudaOps' sparse MoE block (upload_moe_experts, moe; cuda_ops.h). Every expert is an ordinary
+// CUDA linear layer (any scheme linear_plan.h plans: BF16, W8A16, W8A8 per tensor / per channel
+// × per token / 128 × 128 blocks × 1 × 128 groups); two ways run them over the routed rows.
 //
-// The step: the routing kernel (moe_kernels.h) on the device; the chosen ids and weights come
-// back to the host (one synchronization a block), which lists each expert's rows in row order
-// (cpu::moe's grouping) and each row's pairs in increasing expert id; the rows are gathered
-// expert after expert, gate/up and down run per expert (the GEMV for few rows, the GEMMs for
-// many), SiLU·mul once over all pairs, and the combine kernel sums each row's weighted outputs.
-// The host round trip makes the block unrecordable: a model with MoE layers runs its decode
-// steps without CUDA graphs (LlamaModel). A grouped GEMM over device-side counts replaces it
-// (issue 20).
+// Grouped (up to kMoeGroupMaxPairs routed pairs: every decode step and short prefills): all on
+// the device, so the block can be recorded in a step graph. One kernel routes
+// every row and groups the pairs by expert into slots of at most 16 (moe_route_group); one
+// grouped GEMV launch per projection runs every slot (fp8_gemv_grouped; bf16_gemv_grouped for
+// BF16 experts), gate/up reading the routed rows of x
+// through the grouping's permutation (no gather); SiLU·mul over all pairs; the combine kernel
+// sums each row's weighted outputs. It reads each touched expert's weights once per 16 of its
+// rows: the bytes a decode step must read.
+//
+// Per expert (more pairs): the routing kernel on the device; the chosen ids
+// and weights come back to the host (one synchronization a block), which lists each expert's
+// rows in row order (cpu::moe's grouping) and each row's pairs in increasing expert id; the rows
+// are gathered expert after expert, gate/up and down run per expert (the GEMV for few rows, the
+// GEMMs for many), SiLU·mul once over all pairs, and the combine kernel sums each row's weighted
+// outputs. The host round trip makes it unrecordable (moe_recordable).
 //
 // Numerics as cpu::moe (moe.h): a dynamic per-tensor activation scale is one scale for the
 // whole call — gate/up's over every row of x, down's over every routed row's SwiGLU output —
@@ -28,9 +34,13 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cuda/bf16_gemv_grouped.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
+#include "backend/cuda/env_switch.h"
+#include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/linear_plan.h"
 #include "backend/cuda/model_kernels.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/quant_kernels.h"
@@ -48,6 +58,10 @@ struct MoeWeight final : backend::Weight {
   bool x_wide = false, act_wide = false;
   Fp8Format x_format = Fp8Format::kE4M3, act_format = Fp8Format::kE4M3;
   DeviceBuffer x_scale, act_scale;
+  // The grouped path's per-expert device pointer tables, one per projection (gate_up or gate
+  // and up, down): [codes[E] | scales[E] | bias[E]] (empty where the path does not apply).
+  bool grouped = false;
+  DeviceBuffer gate_up_table, gate_table, up_table, down_table;
   int64_t experts() const { return int64_t(down.size()); }
 };
 
@@ -160,9 +174,108 @@ void call_scale(CudaOps::Impl& m, const bf16* x, int64_t rows, int64_t cols, Fp8
   quantize_fp8_dynamic(x, rows, cols, q, codes, scale, m.stream);
 }
 
+// The grouped path takes FP8 experts whose plans the GEMV runs (every W8A16 / W8A8 scheme) with
+// K a multiple of 16, and BF16 experts with K a multiple of 8.
+bool groupable(const std::vector<std::unique_ptr<backend::Weight>>& list) {
+  for (const auto& w : list) {
+    const auto& l = static_cast<const LinearWeight&>(*w);
+    const bool ok = l.plan.fp8 ? l.plan.gemv_max_rows > 0 && l.k % 16 == 0 : l.k % 8 == 0;
+    if (!ok || reinterpret_cast<uintptr_t>(l.w.get()) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// [codes[E] | scales[E] | bias[E]] of one projection's experts, on the device.
+DeviceBuffer pointer_table(CudaOps::Impl& m, const std::vector<std::unique_ptr<backend::Weight>>& list) {
+  const size_t e = list.size();
+  std::vector<const void*> host(3 * e, nullptr);
+  for (size_t i = 0; i < e; ++i) {
+    const auto& l = static_cast<const LinearWeight&>(*list[i]);
+    host[i] = l.w.get();
+    host[e + i] = l.w_scale.get();
+    host[2 * e + i] = l.bias ? l.bias.get() : nullptr;
+  }
+  DeviceBuffer table(m.allocator, host.size() * sizeof(void*), m.stream);
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(table.get(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice,
+                                   m.stream));
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  return table;
+}
+
+// One projection of every slot (fp8_gemv_grouped): x [*, k] BF16 read through x_rows (null:
+// in grouped order), y [pairs, n]. The activations quantized as the experts' plan says: by the
+// GEMV while it stages them where a slot holds at most kGemvQuantizeRows rows (linear()'s
+// rule), else first, over x's rows (before the gather: each row once).
+void grouped_linear(CudaOps::Impl& m, const LinearWeight& first, const DeviceBuffer& table, int64_t experts,
+                    const bf16* x, int64_t x_rows_count, const int32_t* x_rows, const MoeGroups& groups,
+                    int64_t pairs, int64_t slot_rows, bf16* y) {
+  const LinearPlan& p = first.plan;
+  const auto* const* ptrs = table.as<const void*>();
+  if (!p.fp8) {
+    Bf16GemvGroupedArgs b;
+    b.m = slot_rows, b.n = first.n, b.k = first.k;
+    b.slots = groups.slots;
+    b.max_slots = groups.max_slots;
+    b.w = reinterpret_cast<const bf16* const*>(ptrs);
+    b.bias = first.bias ? reinterpret_cast<const bf16* const*>(ptrs + 2 * experts) : nullptr;
+    b.x = x;
+    b.x_rows = x_rows;
+    b.y = y;
+    b.programmatic_launch = true;
+    return bf16_gemv_grouped(b, m.stream);
+  }
+  Fp8GemvGroups g;
+  g.slots = groups.slots;
+  g.max_slots = groups.max_slots;
+  g.w = reinterpret_cast<const uint8_t* const*>(ptrs);
+  g.w_scale = reinterpret_cast<const float* const*>(ptrs + experts);
+  g.bias = first.bias ? reinterpret_cast<const bf16* const*>(ptrs + 2 * experts) : nullptr;
+  g.x_rows = x_rows;
+  g.rows = pairs;
+  Fp8GemvArgs a;
+  a.m = slot_rows, a.n = first.n, a.k = first.k;
+  a.w_layout = p.w_layout;
+  a.y = y;
+  a.programmatic_launch = true;
+  if (p.activation == ActivationQuant::kNone) {
+    a.x = x;
+  } else if (slot_rows <= kGemvQuantizeRows) {
+    a.x = x;
+    a.quantize_x = true;
+    a.x_layout = p.x_layout;
+    a.x_scale = p.act_quant.static_scale;  // null: dynamic
+    a.x_rule = p.act_rule;
+  } else {
+    auto* codes = static_cast<uint8_t*>(m.take(size_t(x_rows_count * first.k)));
+    if (p.act_quant.static_scale != nullptr) {
+      quantize_fp8_static(x, x_rows_count, first.k, p.act_quant.static_scale, codes, m.stream);
+      a.x_scale = p.act_quant.static_scale;
+    } else {
+      const int64_t nscales = std::max<int64_t>(p.act_quant.scale_count(x_rows_count, first.k), 1);
+      auto* scales = static_cast<float*>(m.take(size_t(nscales) * sizeof(float)));
+      quantize_fp8_dynamic(x, x_rows_count, first.k, p.act_quant, codes, scales, m.stream);
+      a.x_scale = scales;
+    }
+    a.x_codes = codes;
+    a.x_layout = p.x_layout;
+  }
+  const size_t ws = fp8_gemv_grouped_workspace_bytes(a, g);
+  if (ws > 0) {
+    m.ensure_gemv_workspace(ws);
+    a.workspace = m.gemv_workspace.get();
+    a.workspace_bytes = m.gemv_workspace_bytes;
+  }
+  fp8_gemv_grouped(a, g, m.stream);
+}
+
 }  // namespace
 
 bool CudaOps::supports_moe() const { return true; }
+
+bool CudaOps::moe_recordable(const backend::Weight& experts, int64_t rows, int top_k) const {
+  const auto* w = dynamic_cast<const MoeWeight*>(&experts);
+  return w != nullptr && w->grouped && rows >= 1 && top_k >= 1 && rows * top_k <= kMoeGroupMaxPairs;
+}
 
 std::unique_ptr<backend::Weight> CudaOps::upload_moe_experts(std::span<const weights::LinearWeight> gate,
                                                              std::span<const weights::LinearWeight> up,
@@ -201,6 +314,15 @@ std::unique_ptr<backend::Weight> CudaOps::upload_moe_experts(std::span<const wei
   }
   if (!m->gate_up.empty() && !m->gate.empty())
     throw Error("cuda ops: an MoE block whose experts' gate and up fuse for some experts only");
+  // FP8LM_CUDA_MOE_GROUPED=0: the per-expert path for every size (A/B in one binary).
+  m->grouped = env_switch_on("FP8LM_CUDA_MOE_GROUPED") && groupable(m->down) && groupable(m->gate_up) &&
+               groupable(m->gate) && groupable(m->up);
+  if (m->grouped) {
+    if (!m->gate_up.empty()) m->gate_up_table = pointer_table(*impl_, m->gate_up);
+    if (!m->gate.empty()) m->gate_table = pointer_table(*impl_, m->gate);
+    if (!m->up.empty()) m->up_table = pointer_table(*impl_, m->up);
+    m->down_table = pointer_table(*impl_, m->down);
+  }
   return m;
 }
 
@@ -215,9 +337,10 @@ void CudaOps::moe(Tensor x, Tensor router_logits, const backend::Weight& experts
     throw Error("cuda ops: MoE top_k " + std::to_string(routing.top_k) + " is not in [1, " +
                 std::to_string(num_experts) + "]");
   Impl& m = *impl_;
+  if (rows == 0) return;
+  if (moe_recordable(experts, rows, routing.top_k)) return moe_grouped(x, router_logits, experts, routing, out);
   if (m.capturing)
     throw Error("cuda ops: moe inside a recorded step (its experts' row counts come back to the host)");
-  if (rows == 0) return;
   OpTimer timer(m, "moe", rows);
   const Impl::TempScope temps(m.scratch);
   const int k = routing.top_k;
@@ -272,6 +395,47 @@ void CudaOps::moe(Tensor x, Tensor router_logits, const backend::Weight& experts
     linear(Tensor{act + first * width, n, width}, *w.down[size_t(e)], Tensor{ys + first * h, n, h});
   }
   moe_combine(ys, h, meta + pairs, reinterpret_cast<const float*>(meta + 2 * pairs), rows, k, B(out), m.stream);
+}
+
+void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight& experts,
+                          const backend::MoeRouting& routing, Tensor out) {
+  const MoeWeight& w = as<MoeWeight>(experts, "MoE experts");
+  Impl& m = *impl_;
+  const int64_t num_experts = w.experts(), h = w.hidden, width = w.width, rows = x.rows;
+  OpTimer timer(m, "moe grouped", rows);
+  const Impl::TempScope temps(m.scratch);
+  const int k = routing.top_k;
+  const int64_t pairs = rows * k;
+  // An expert takes at most one pair per row: a slot holds at most min(rows, 16) rows.
+  const int64_t slot_rows = std::min<int64_t>(rows, kMaxGemvRows);
+  MoeGroups g;
+  g.max_slots = moe_group_max_slots(pairs, int(num_experts), int(kMaxGemvRows));
+  g.slots = static_cast<int32_t*>(m.take(size_t(1 + 3 * g.max_slots) * 4));
+  g.perm = static_cast<int32_t*>(m.take(size_t(pairs) * 4));
+  g.pos = static_cast<int32_t*>(m.take(size_t(pairs) * 4));
+  g.weights = static_cast<float*>(m.take(size_t(pairs) * 4));
+  moe_route_group(B(router_logits), rows, int(num_experts), k, routing.renormalize, int(kMaxGemvRows), g, m.stream);
+
+  // Gate/up over the routed rows of x (through perm), SiLU·mul over all pairs.
+  if (w.x_wide) call_scale(m, B(x), rows, h, w.x_format, w.x_scale.as<float>());
+  auto* act = static_cast<bf16*>(m.take(size_t(pairs * width) * 2));
+  auto* hbuf = static_cast<bf16*>(m.take(size_t(pairs * 2 * width) * 2));
+  const auto& first = [](const auto& list) -> const LinearWeight& { return static_cast<const LinearWeight&>(*list[0]); };
+  if (!w.gate_up.empty()) {
+    grouped_linear(m, first(w.gate_up), w.gate_up_table, num_experts, B(x), rows, g.perm, g, pairs, slot_rows, hbuf);
+    silu_mul_fused(Tensor{hbuf, pairs, 2 * width}, Tensor{act, pairs, width});
+  } else {
+    grouped_linear(m, first(w.gate), w.gate_table, num_experts, B(x), rows, g.perm, g, pairs, slot_rows, hbuf);
+    grouped_linear(m, first(w.up), w.up_table, num_experts, B(x), rows, g.perm, g, pairs, slot_rows,
+                   hbuf + pairs * width);
+    silu_mul(Tensor{hbuf, pairs, width}, Tensor{hbuf + pairs * width, pairs, width}, Tensor{act, pairs, width});
+  }
+
+  // Down over the pairs in grouped order, then each row's weighted outputs in increasing expert id.
+  if (w.act_wide) call_scale(m, act, pairs, width, w.act_format, w.act_scale.as<float>());
+  auto* ys = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
+  grouped_linear(m, first(w.down), w.down_table, num_experts, act, pairs, nullptr, g, pairs, slot_rows, ys);
+  moe_combine(ys, h, g.pos, g.weights, rows, k, B(out), m.stream);
 }
 
 }  // namespace fp8lm::cuda

@@ -71,8 +71,18 @@ struct Params {
   bool pdl;      // launched as a programmatic dependent of the previous kernel
   const __nv_bfloat16* bias;
   __nv_bfloat16* y;
-  float* partial;      // [splits, m, n]
+  float* partial;      // [splits, split_rows, n]
   unsigned* counters;  // [row groups]
+  int64_t split_rows;  // rows of each split's partials: m (grouped: every grouped row)
+  int counter_base;    // this call's first counter (grouped: the slot's)
+  // Grouped launches (fp8_gemv_grouped): blockIdx.z is a slot of `slots`; bind_slot points the
+  // fields above at its expert's weights and rows.
+  const int32_t* x_rows;  // row tok of the staged x is row x_rows[tok] of x (null: row tok)
+  const int32_t* slots;   // [count | expert[max_slots] | first[max_slots] | rows[max_slots]]
+  int max_slots;
+  const uint8_t* const* w_table;
+  const float* const* w_scale_table;
+  const __nv_bfloat16* const* bias_table;
   CUtensorMap w_map;   // the bulk kernel's view of w: [n rows, k bytes], 128 × 128-byte swizzled boxes
 };
 
@@ -82,6 +92,9 @@ constexpr int kWBlock = int(WeightScaleLayout::kBlock128);
 constexpr int kXTensor = int(ActivationScaleLayout::kTensor);
 constexpr int kXToken = int(ActivationScaleLayout::kToken);
 constexpr int kXGroup = int(ActivationScaleLayout::kGroup128);
+
+// The row of x (and of its token / group scales) that staged row `tok` reads.
+__device__ __forceinline__ int64_t src_row(const Params& p, int tok) { return p.x_rows ? p.x_rows[tok] : tok; }
 
 // The block's compute threads (kThreads) only: the bulk kernel's producer warp never joins
 // (the plain kernel has no other threads, so this is its __syncthreads()).
@@ -175,7 +188,7 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
       const int tok = idx / units, i = (idx % units) * kPer;
       const int64_t kg = kbase + i;
       const bool in = kg < k;  // k is a multiple of kPer: a piece is wholly in or out
-      cp_async16(raw + tok * raw_stride + i * kSize, src + (tok * k + (in ? kg : 0)) * kSize, in ? 16 : 0);
+      cp_async16(raw + tok * raw_stride + i * kSize, src + (src_row(p, tok) * k + (in ? kg : 0)) * kSize, in ? 16 : 0);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
     consumer_sync();
@@ -209,9 +222,9 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
         e[j] = 0;
         if (kg < k) {
           if constexpr (kA8) {
-            e[j] = uint16_t(codes_to_f16x2(static_cast<const uint8_t*>(p.x)[tok * k + kg]) & 0xFFFF);
+            e[j] = uint16_t(codes_to_f16x2(static_cast<const uint8_t*>(p.x)[src_row(p, tok) * k + kg]) & 0xFFFF);
           } else {
-            e[j] = __bfloat16_as_ushort(static_cast<const __nv_bfloat16*>(p.x)[tok * k + kg]);
+            e[j] = __bfloat16_as_ushort(static_cast<const __nv_bfloat16*>(p.x)[src_row(p, tok) * k + kg]);
           }
         }
       }
@@ -228,7 +241,7 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
 // written by the kernel before (visible after griddepcontrol.wait), so not through the
 // read-only path.
 __device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, float (&v)[8]) {
-  const auto* x = static_cast<const uint16_t*>(p.x) + int64_t(tok) * p.k + kg;
+  const auto* x = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * p.k + kg;
   const int n = int(max(int64_t(0), min(int64_t(8), p.k - kg)));  // elements of the row here
   // x_vec: k % 8 == 0 and x 16-byte aligned, so a vector is wholly in or past the row.
   if (p.x_vec && n == 8) load8<true>(x, 8, v);
@@ -349,7 +362,7 @@ __device__ void stage_item(const Params& p, unsigned char* xb, int cc0, int len,
     float* dst = reinterpret_cast<float*>(xb + p.xsc_offset);
     for (int idx = threadIdx.x; idx < p.m * len; idx += kThreads) {
       const int tok = idx / len, j = idx % len;
-      dst[tok * p.max_len + j] = p.x_scale[int64_t(tok) * p.chunks + cc0 + j];
+      dst[tok * p.max_len + j] = p.x_scale[src_row(p, tok) * p.chunks + cc0 + j];
     }
   }
   consumer_sync();
@@ -378,7 +391,7 @@ struct TileScales {
         sx_tok[mt][j] = 1.0f;
         if (kA8 && p.quant && p.x_layout != kXGroup) sx_tok[mt][j] = tok_scale[tok_c[mt][j]];
         else if (kA8 && p.x_layout == kXTensor) sx_tok[mt][j] = __ldg(p.x_scale);
-        else if (kA8 && p.x_layout == kXToken) sx_tok[mt][j] = __ldg(p.x_scale + tok_c[mt][j]);
+        else if (kA8 && p.x_layout == kXToken) sx_tok[mt][j] = __ldg(p.x_scale + src_row(p, tok_c[mt][j]));
       }
       has_tok[mt] = 8 * mt + g < p.m;
       xrow[mt] = xs + size_t(min(8 * mt + g, p.m - 1)) * p.x_stride + 16 * t;
@@ -460,7 +473,7 @@ __device__ __forceinline__ void scale_total(float (&tot)[kMT][4], const TileScal
 __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows, bool* s_last) {
   __threadfence();
   consumer_sync();
-  if (threadIdx.x == 0) *s_last = atomicAdd(p.counters + group, 1u) == unsigned(p.splits - 1);
+  if (threadIdx.x == 0) *s_last = atomicAdd(p.counters + p.counter_base + group, 1u) == unsigned(p.splits - 1);
   consumer_sync();
   if (!*s_last) return;
   __threadfence();
@@ -469,11 +482,11 @@ __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows
     const int64_t row = row0 + idx % rows;
     if (row >= p.n) continue;
     float v = 0.0f;
-    for (int s = 0; s < p.splits; ++s) v = __fadd_rn(v, __ldcg(p.partial + (int64_t(s) * p.m + tok) * p.n + row));
+    for (int s = 0; s < p.splits; ++s) v = __fadd_rn(v, __ldcg(p.partial + (int64_t(s) * p.split_rows + tok) * p.n + row));
     if (p.bias) v = __fadd_rn(v, __bfloat162float(p.bias[row]));
     p.y[tok * p.n + row] = __float2bfloat16_rn(v);
   }
-  if (threadIdx.x == 0) p.counters[group] = 0;  // ready for the next call
+  if (threadIdx.x == 0) p.counters[p.counter_base + group] = 0;  // ready for the next call
 }
 
 // ---- The register-streaming kernel ----------------------------------------------------------
@@ -482,7 +495,7 @@ __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows
 // kPerBlock: a scale varies along K, so every 128-chunk's sum is scaled on its own;
 // kVec: k % 16 == 0 and the weights 16-byte aligned (else byte loads).
 template <bool kA8, int kMT, bool kPerBlock, bool kVec>
-__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
+__device__ __forceinline__ void gemv_body(const Params& p) {
   constexpr int kStages = kMT == 1 ? 4 : 3;  // chunks in flight per warp (registers: 16 per chunk)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ bool s_last;
@@ -578,11 +591,53 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
       if (p.bias) v = __fadd_rn(v, __bfloat162float(p.bias[row]));
       p.y[tok * n + row] = __float2bfloat16_rn(v);
     } else {
-      p.partial[(int64_t(split) * p.m + tok) * n + row] = v;
+      p.partial[(int64_t(split) * p.split_rows + tok) * n + row] = v;
     }
   }
   if (p.splits == 1) return;
   finish_splits(p, int(blockIdx.x), cta_row0, cta_rows, &s_last);
+}
+
+template <bool kA8, int kMT, bool kPerBlock, bool kVec>
+__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Params p) {
+  gemv_body<kA8, kMT, kPerBlock, kVec>(p);
+}
+
+// Points a grouped launch's parameters at slot blockIdx.z: its expert's weights, scales and
+// bias, its rows of the grouped output (and of the partials), and its rows of x — through
+// x_rows, or the slot's own rows of an x already in grouped order. False: an unused slot.
+template <bool kA8>
+__device__ __forceinline__ bool bind_slot(Params& q) {
+  const int s = int(blockIdx.z);
+  if (s >= q.slots[0]) return false;
+  const int e = q.slots[1 + s], first = q.slots[1 + q.max_slots + s];
+  q.m = q.slots[1 + 2 * q.max_slots + s];
+  q.w = q.w_table[e];
+  q.w_scale = q.w_scale_table[e];
+  q.bias = q.bias_table != nullptr ? q.bias_table[e] : nullptr;
+  q.y += int64_t(first) * q.n;
+  if (q.partial != nullptr) q.partial += int64_t(first) * q.n;
+  q.counter_base = s * int(gridDim.x);
+  if (q.x_rows != nullptr) {
+    q.x_rows += first;
+  } else {
+    const bool codes = kA8 && !q.quant;
+    q.x = static_cast<const unsigned char*>(q.x) + int64_t(first) * q.k * (codes ? 1 : 2);
+    if (q.x_layout == kXToken && !q.quant) q.x_scale += first;
+    if (q.x_layout == kXGroup && !q.quant) q.x_scale += int64_t(first) * q.chunks;
+  }
+  return true;
+}
+
+// The grouped form: the slot table comes from the kernel before, so the wait comes first
+// (no weight prefetch ahead of it: which weights is not known until then).
+template <bool kA8, int kMT, bool kPerBlock, bool kVec>
+__global__ void __launch_bounds__(kThreads, 2) gemv_grouped_kernel(const Params p) {
+  pdl_release();
+  pdl_wait();
+  Params q = p;
+  if (!bind_slot<kA8>(q)) return;
+  gemv_body<kA8, kMT, kPerBlock, kVec>(q);
 }
 
 // ---- The bulk-copy ring kernel ----------------------------------------------------------------
@@ -759,7 +814,7 @@ __global__ void __launch_bounds__(kThreads + 32, 1) gemv_bulk_kernel(const __gri
           if (p.bias) v = __fadd_rn(v, __bfloat162float(p.bias[row]));
           p.y[tok * p.n + row] = __float2bfloat16_rn(v);
         } else {
-          p.partial[(int64_t(it.split) * p.m + tok) * p.n + row] = v;
+          p.partial[(int64_t(it.split) * p.split_rows + tok) * p.n + row] = v;
         }
       }
     if (p.splits > 1) finish_splits(p, it.group, cta_row0, kBulkRows, &s_last);
@@ -911,14 +966,14 @@ int choose_bulk_splits(int64_t m, int64_t n, int64_t k, double sms) {
   return best;
 }
 
-void validate(const Fp8GemvArgs& a) {
+void validate(const Fp8GemvArgs& a, bool grouped = false) {
   auto fail = [](const std::string& what) { throw Error("fp8_gemv: " + what); };
   if (a.m < 1 || a.m > kMaxGemvRows)
     fail("m = " + std::to_string(a.m) + " is outside 1.." + std::to_string(kMaxGemvRows) +
          " (larger batches go to the GEMM)");
   if (a.n < 1 || a.k < 1) fail("weight shape [" + std::to_string(a.n) + ", " + std::to_string(a.k) + "] must be positive");
   if (a.n > std::numeric_limits<int>::max()) fail("n = " + std::to_string(a.n) + " is too large");
-  if (a.w == nullptr || a.w_scale == nullptr) fail("weights or weight scales missing");
+  if (!grouped && (a.w == nullptr || a.w_scale == nullptr)) fail("weights or weight scales missing");
   if (a.y == nullptr) fail("output y missing");
   if (int(a.w_layout) > kWBlock) fail("unknown weight scale layout");
   const bool a16 = a.x != nullptr, a8 = a.x_codes != nullptr;
@@ -973,6 +1028,13 @@ template <bool kA8, int kMT>
 void launch_bulk_mt(const Params& p, int blocks, size_t smem, cudaStream_t stream, bool per_block) {
   if (per_block) launch_bulk<kA8, kMT, true>(p, blocks, smem, stream);
   else launch_bulk<kA8, kMT, false>(p, blocks, smem, stream);
+}
+
+template <bool kA8, int kMT, bool kPerBlock>
+void launch_grouped(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
+  static std::atomic<uint64_t> configured{0};
+  launch_kernel(gemv_grouped_kernel<kA8, kMT, kPerBlock, true>, configured, kSmemLimit, grid, kThreads, smem, p,
+                stream);
 }
 
 template <bool kA8, int kMT>
@@ -1057,6 +1119,80 @@ size_t workspace_for(const Fp8GemvArgs& a, const Fp8GemvPlan& p) {
   return kCounterBytes + size_t(p.k_splits) * size_t(a.m) * size_t(a.n) * 4;
 }
 
+// The kernels' parameters for these arguments, plan and shared-memory layout (split-K
+// workspace from a.workspace).
+Params make_params(const Fp8GemvArgs& a, const Fp8GemvPlan& pl, const Layout& l) {
+  const bool raw_codes = a.x_codes != nullptr;
+  const int64_t chunks = cdiv(a.k, kChunk);
+  Params p{};
+  p.m = int(a.m);
+  p.n = int(a.n);
+  p.k = a.k;
+  p.chunks = int(chunks);
+  p.row_tiles = pl.row_tiles;
+  p.splits = pl.k_splits;
+  p.max_len = l.max_len;
+  p.x_stride = l.x_stride;
+  p.xsc_offset = l.xsc_offset;
+  p.xc_offset = l.xc_offset;
+  p.w = a.w;
+  p.w_scale = a.w_scale;
+  p.w_layout = int(a.w_layout);
+  p.x = raw_codes ? static_cast<const void*>(a.x_codes) : static_cast<const void*>(a.x);
+  p.x_scale = a.x_scale;
+  p.x_layout = int(a.x_layout);
+  p.quant = a.quantize_x;
+  p.rule = a.x_rule;
+  const auto addr = reinterpret_cast<uintptr_t>(p.x);
+  p.x_vec = addr % 16 == 0 && a.k % (raw_codes ? 16 : 8) == 0;
+  p.bias = a.bias;
+  p.y = a.y;
+  p.pdl = a.programmatic_launch;
+  p.split_rows = a.m;
+  if (pl.k_splits > 1) {
+    auto* ws = static_cast<unsigned char*>(a.workspace);
+    p.counters = reinterpret_cast<unsigned*>(ws);
+    p.partial = reinterpret_cast<float*>(ws + kCounterBytes);
+  }
+  return p;
+}
+
+// The grouped form's plan (fp8_gemv_grouped): no cost model, since the host does not know the
+// slots' rows. The warp columns split K about two chunks each; K splits only where shared
+// memory needs them; taller blocks where the slots' row groups would outrun the counters.
+Fp8GemvPlan grouped_plan(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
+  const int64_t chunks = cdiv(a.k, kChunk);
+  int wcols = 1;
+  while (wcols < kWarps && wcols < cdiv(chunks, 2)) wcols *= 2;
+  Fp8GemvPlan p{kWarps / wcols, 1, false};
+  const bool x_group = group_scales(a);
+  while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
+    ++p.k_splits;
+  while (p.k_splits > 1 && g.max_slots * cdiv(a.n, 16 * p.row_tiles) > kCounterSlots && p.row_tiles < kWarps)
+    p.row_tiles *= 2;
+  return p;
+}
+
+void validate_grouped(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
+  validate(a, true);
+  auto fail = [](const std::string& what) { throw Error("fp8_gemv_grouped: " + what); };
+  if (g.slots == nullptr || g.w == nullptr || g.w_scale == nullptr) fail("slot table or weight tables missing");
+  if (g.max_slots < 1 || g.max_slots > 65535) fail("max_slots = " + std::to_string(g.max_slots) + " is outside 1..65535");
+  if (g.rows < 1) fail("no grouped rows");
+  if (a.k % 16 != 0) fail("k = " + std::to_string(a.k) + " is not a multiple of 16");
+  if (a.quantize_x && a.x_layout == ActivationScaleLayout::kTensor && a.x_scale == nullptr)
+    fail("a dynamic per-tensor scale would span one slot's rows only: give it as x_scale");
+  const Fp8GemvPlan p = grouped_plan(a, g);
+  if (p.k_splits > 1 && g.max_slots * cdiv(a.n, 16 * p.row_tiles) > kCounterSlots)
+    fail(std::to_string(g.max_slots) + " slots of " + std::to_string(a.n) + " rows need more split-K counters than " +
+         std::to_string(kCounterSlots));
+}
+
+size_t grouped_workspace(const Fp8GemvArgs& a, const Fp8GemvGroups& g, const Fp8GemvPlan& p) {
+  if (p.k_splits == 1) return 0;
+  return kCounterBytes + size_t(p.k_splits) * size_t(g.rows) * size_t(a.n) * 4;
+}
+
 }  // namespace
 
 Fp8GemvPlan fp8_gemv_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* requested) {
@@ -1084,35 +1220,7 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
   if (!pl.bulk && l.bytes > kSmemLimit)
     throw Error("fp8_gemv: k = " + std::to_string(a.k) + " needs too much shared memory");
 
-  Params p{};
-  p.m = int(a.m);
-  p.n = int(a.n);
-  p.k = a.k;
-  p.chunks = int(chunks);
-  p.row_tiles = pl.row_tiles;
-  p.splits = pl.k_splits;
-  p.max_len = l.max_len;
-  p.x_stride = l.x_stride;
-  p.xsc_offset = l.xsc_offset;
-  p.xc_offset = l.xc_offset;
-  p.w = a.w;
-  p.w_scale = a.w_scale;
-  p.w_layout = int(a.w_layout);
-  p.x = raw_codes ? static_cast<const void*>(a.x_codes) : static_cast<const void*>(a.x);
-  p.x_scale = a.x_scale;
-  p.x_layout = int(a.x_layout);
-  p.quant = a.quantize_x;
-  p.rule = a.x_rule;
-  const auto addr = reinterpret_cast<uintptr_t>(p.x);
-  p.x_vec = addr % 16 == 0 && a.k % (raw_codes ? 16 : 8) == 0;
-  p.bias = a.bias;
-  p.y = a.y;
-  p.pdl = a.programmatic_launch;
-  if (pl.k_splits > 1) {
-    auto* ws = static_cast<unsigned char*>(a.workspace);
-    p.counters = reinterpret_cast<unsigned*>(ws);
-    p.partial = reinterpret_cast<float*>(ws + kCounterBytes);
-  }
+  Params p = make_params(a, pl, l);
   const bool per_block = a.w_layout == WeightScaleLayout::kBlock128 || x_group;
   const bool vec = a.k % 16 == 0 && aligned16(a.w);
   const dim3 grid(unsigned(cdiv(a.n, 16 * pl.row_tiles)), unsigned(pl.k_splits));
@@ -1136,6 +1244,58 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
   } else {
     if (mt == 1) launch_mt<false, 1>(p, grid, l.bytes, stream, per_block, vec);
     else launch_mt<false, 2>(p, grid, l.bytes, stream, per_block, vec);
+  }
+}
+
+Fp8GemvPlan fp8_gemv_grouped_plan(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
+  validate_grouped(a, g);
+  return grouped_plan(a, g);
+}
+
+size_t fp8_gemv_grouped_workspace_bytes(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
+  validate_grouped(a, g);
+  return grouped_workspace(a, g, grouped_plan(a, g));
+}
+
+void fp8_gemv_grouped(const Fp8GemvArgs& a, const Fp8GemvGroups& g, cudaStream_t stream) {
+  validate_grouped(a, g);
+  const Fp8GemvPlan pl = grouped_plan(a, g);
+  const size_t need = grouped_workspace(a, g, pl);
+  if (need > 0 && (a.workspace == nullptr || a.workspace_bytes < need))
+    throw Error("fp8_gemv_grouped: needs a zero-filled workspace of " + std::to_string(need) +
+                " bytes (fp8_gemv_grouped_workspace_bytes), got " + std::to_string(a.workspace ? a.workspace_bytes : 0));
+  const int64_t chunks = cdiv(a.k, kChunk);
+  const bool x_group = group_scales(a);
+  const Layout l = smem_layout(a.m, chunks, pl.k_splits, x_group, a.x_codes != nullptr);
+  if (l.bytes > kSmemLimit) throw Error("fp8_gemv_grouped: k = " + std::to_string(a.k) + " needs too much shared memory");
+  Params p = make_params(a, pl, l);
+  p.split_rows = g.rows;
+  p.x_rows = g.x_rows;
+  p.slots = g.slots;
+  p.max_slots = g.max_slots;
+  p.w_table = g.w;
+  p.w_scale_table = g.w_scale;
+  p.bias_table = g.bias;
+  const bool per_block = a.w_layout == WeightScaleLayout::kBlock128 || x_group;
+  const dim3 grid(unsigned(cdiv(a.n, 16 * pl.row_tiles)), unsigned(pl.k_splits), unsigned(g.max_slots));
+  const bool a8 = fp16_path(a);
+  const int mt = a.m > 8 ? 2 : 1;
+  auto go = [&](auto a8_tag, auto mt_tag) {
+    constexpr bool kA8 = decltype(a8_tag)::value;
+    constexpr int kMT = decltype(mt_tag)::value;
+    if (per_block) launch_grouped<kA8, kMT, true>(p, grid, l.bytes, stream);
+    else launch_grouped<kA8, kMT, false>(p, grid, l.bytes, stream);
+  };
+  using T = std::true_type;
+  using F = std::false_type;
+  using M1 = std::integral_constant<int, 1>;
+  using M2 = std::integral_constant<int, 2>;
+  if (a8) {
+    if (mt == 1) go(T{}, M1{});
+    else go(T{}, M2{});
+  } else {
+    if (mt == 1) go(F{}, M1{});
+    else go(F{}, M2{});
   }
 }
 

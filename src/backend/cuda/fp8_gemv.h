@@ -124,4 +124,37 @@ size_t fp8_gemv_workspace_bytes(const Fp8GemvArgs& a, const Fp8GemvPlan* plan = 
 // automatic choice (benchmarks and tests), clamped to what the sizes allow.
 void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan = nullptr);
 
+// ---- The grouped form (MoE experts) --------------------------------------------------------
+//
+// One launch over many weights of one shape and scheme: slot s multiplies expert[s]'s weights
+// by rows first[s] … first[s] + rows[s] − 1 of the grouped rows, writing those rows of y
+// [rows, n]. The slot table lives on the device (written by the kernel before, e.g. the MoE
+// routing), so nothing comes back to the host and the launch can be recorded in a graph;
+// unused slots (s ≥ count) exit at once. Per slot the arithmetic is fp8_gemv's for m = rows[s]
+// with the grouped plan: a row's result does not depend on the slot's other rows.
+struct Fp8GemvGroups {
+  // Device int32 [1 + 3·max_slots]: count, expert[max_slots], first[max_slots], rows[max_slots],
+  // every rows[s] in 1 … Fp8GemvArgs::m.
+  const int32_t* slots = nullptr;
+  int max_slots = 0;
+  // Device arrays of device pointers, one per expert: E4M3 codes [n, k] (16-byte aligned),
+  // their scales in Fp8GemvArgs::w_layout's grid, and the bias [n] (a null table: none).
+  const uint8_t* const* w = nullptr;
+  const float* const* w_scale = nullptr;
+  const __nv_bfloat16* const* bias = nullptr;
+  // Grouped row i reads row x_rows[i] of x / x_codes (and its token / group scales): the
+  // gather of the routed rows, done by the GEMV's staging. Null: x is already in grouped
+  // order (row i).
+  const int32_t* x_rows = nullptr;
+  int64_t rows = 0;  // grouped rows (y's)
+};
+
+// y = grouped x · W_expertᵀ over every slot. In `a`: m = the most rows a slot holds (≤ 16),
+// n, k (k % 16 == 0), w_layout, the activations as for fp8_gemv (a dynamic per-tensor scale is
+// refused: it would span one slot), y [g.rows, n], workspace; a.w, a.w_scale, a.bias unused.
+size_t fp8_gemv_grouped_workspace_bytes(const Fp8GemvArgs& a, const Fp8GemvGroups& g);
+// The plan every slot runs (fp8_gemv with this plan and m = the slot's rows gives its bytes).
+Fp8GemvPlan fp8_gemv_grouped_plan(const Fp8GemvArgs& a, const Fp8GemvGroups& g);
+void fp8_gemv_grouped(const Fp8GemvArgs& a, const Fp8GemvGroups& g, cudaStream_t stream);
+
 }  // namespace fp8lm::cuda

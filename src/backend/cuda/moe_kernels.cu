@@ -1,5 +1,7 @@
 #include "backend/cuda/moe_kernels.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -10,17 +12,13 @@ namespace fp8lm::cuda {
 namespace {
 
 constexpr int kRouteWarps = 4;
+constexpr size_t kGroupSmemLimit = 200 * 1024;
 
-// One warp per row: the probabilities in shared memory, then top_k rounds of a warp argmax.
-__global__ void __launch_bounds__(kRouteWarps * 32)
-    moe_route_kernel(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
-                     int32_t* ids, float* weights) {
-  extern __shared__ float probs[];  // [kRouteWarps][experts]
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int64_t row = int64_t(blockIdx.x) * kRouteWarps + warp;
-  if (row >= rows) return;
-  float* p = probs + int64_t(warp) * experts;
-  const __nv_bfloat16* l = logits + row * experts;
+// One row by one warp: the probabilities in `p` (shared, [experts]), then top_k rounds of a
+// warp argmax; lane 0 writes the row's ids and weights.
+__device__ void route_row_warp(const __nv_bfloat16* l, int experts, int top_k, bool renormalize, float* p,
+                               int32_t* row_ids, float* row_w) {
+  const int lane = int(threadIdx.x) & 31;
   float mx = -INFINITY;
   for (int e = lane; e < experts; e += 32) {
     p[e] = __bfloat162float(l[e]);
@@ -35,8 +33,6 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
   for (int e = lane; e < experts; e += 32) p[e] /= sum;
   __syncwarp();
-  int32_t* row_ids = ids + row * top_k;
-  float* row_w = weights + row * top_k;
   for (int k = 0; k < top_k; ++k) {
     // This lane's best among its experts not yet taken (taken ones are −1), the lower id on ties.
     float best = -2.0f;
@@ -63,6 +59,89 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     float t = 0.0f;
     for (int k = 0; k < top_k; ++k) t += row_w[k];  // in order, as cpu::route_row
     for (int k = 0; k < top_k; ++k) row_w[k] /= t;
+  }
+}
+
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    moe_route_kernel(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
+                     int32_t* ids, float* weights) {
+  extern __shared__ float probs[];  // [kRouteWarps][experts]
+  const int warp = int(threadIdx.x) >> 5;
+  const int64_t row = int64_t(blockIdx.x) * kRouteWarps + warp;
+  if (row >= rows) return;
+  route_row_warp(logits + row * experts, experts, top_k, renormalize, probs + int64_t(warp) * experts,
+                 ids + row * top_k, weights + row * top_k);
+}
+
+constexpr int kGroupWarps = 32;
+
+// The grouped form (moe_route_group): one block. Every warp routes rows (their pairs then
+// sorted by expert id, lane 0), the block counts the pairs per expert, warp 0 scans the counts
+// into each expert's first grouped position and first slot, and the pairs are placed: each
+// expert's slots written, each pair's position taken from its expert's cursor. Within an
+// expert the pairs' order is the atomics' (rows are independent in every consumer: the GEMV
+// computes each row alone, the combine reads by position).
+__global__ void __launch_bounds__(kGroupWarps * 32)
+    moe_route_group_kernel(const __nv_bfloat16* logits, int rows, int experts, int top_k, bool renormalize,
+                           int slot_rows, MoeGroups out) {
+  extern __shared__ float smem[];
+  float* probs = smem;                                                               // [warps][experts]
+  auto* s_ids = reinterpret_cast<int32_t*>(probs + kGroupWarps * experts);           // [pairs]
+  int32_t* count = s_ids + rows * top_k;                                             // [experts]
+  int32_t* start = count + experts;                                                  // [experts]
+  int32_t* slot0 = start + experts;                                                  // [experts]
+  int32_t* cursor = slot0 + experts;                                                 // [experts]
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, threads = kGroupWarps * 32;
+  const int pairs = rows * top_k;
+  for (int e = tid; e < experts; e += threads) count[e] = 0, cursor[e] = 0;
+  for (int r = warp; r < rows; r += kGroupWarps) {
+    int32_t* ids = s_ids + r * top_k;
+    float* w = out.weights + int64_t(r) * top_k;
+    route_row_warp(logits + int64_t(r) * experts, experts, top_k, renormalize, probs + warp * experts, ids, w);
+    __syncwarp();
+    if (lane == 0)  // increasing expert id: the combine's order
+      for (int i = 1; i < top_k; ++i)
+        for (int j = i; j > 0 && ids[j - 1] > ids[j]; --j) {
+          const int32_t t = ids[j];
+          ids[j] = ids[j - 1], ids[j - 1] = t;
+          const float f = w[j];
+          w[j] = w[j - 1], w[j - 1] = f;
+        }
+    __syncwarp();
+  }
+  __syncthreads();
+  for (int i = tid; i < pairs; i += threads) atomicAdd(count + s_ids[i], 1);
+  __syncthreads();
+  if (warp == 0) {
+    int pos_carry = 0, slot_carry = 0;
+    for (int base = 0; base < experts; base += 32) {
+      const int e = base + lane;
+      const int c = e < experts ? count[e] : 0, ns = (c + slot_rows - 1) / slot_rows;
+      int ic = c, is = ns;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int a = __shfl_up_sync(0xFFFFFFFFu, ic, o), b = __shfl_up_sync(0xFFFFFFFFu, is, o);
+        if (lane >= o) ic += a, is += b;
+      }
+      if (e < experts) start[e] = pos_carry + ic - c, slot0[e] = slot_carry + is - ns;
+      pos_carry += __shfl_sync(0xFFFFFFFFu, ic, 31);
+      slot_carry += __shfl_sync(0xFFFFFFFFu, is, 31);
+    }
+    if (lane == 0) out.slots[0] = slot_carry;
+  }
+  __syncthreads();
+  const int ms = out.max_slots;
+  for (int e = tid; e < experts; e += threads)
+    for (int s = 0, c = count[e]; s * slot_rows < c; ++s) {
+      const int at = slot0[e] + s;
+      out.slots[1 + at] = e;
+      out.slots[1 + ms + at] = start[e] + s * slot_rows;
+      out.slots[1 + 2 * ms + at] = min(slot_rows, c - s * slot_rows);
+    }
+  for (int i = tid; i < pairs; i += threads) {
+    const int e = s_ids[i];
+    const int at = start[e] + atomicAdd(cursor + e, 1);
+    out.perm[at] = i / top_k;
+    out.pos[i] = at;
   }
 }
 
@@ -98,6 +177,47 @@ void moe_route(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k
   const size_t smem = size_t(kRouteWarps) * size_t(experts) * sizeof(float);
   moe_route_kernel<<<unsigned(blocks), kRouteWarps * 32, smem, stream>>>(logits, rows, experts, top_k, renormalize,
                                                                           ids, weights);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+int moe_group_max_slots(int64_t pairs, int experts, int slot_rows) {
+  return int(std::min<int64_t>(pairs, experts) + pairs / slot_rows);
+}
+
+size_t moe_group_smem_bytes(int64_t rows, int experts, int top_k) {
+  return (size_t(kGroupWarps) * size_t(experts) + size_t(rows) * size_t(top_k) + 4 * size_t(experts)) * 4;
+}
+
+void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
+                     int slot_rows, const MoeGroups& out, cudaStream_t stream) {
+  if (experts < 1 || experts > kMoeMaxExperts)
+    fail("moe_route_group", std::to_string(experts) + " experts, not in [1, " + std::to_string(kMoeMaxExperts) + "]");
+  if (top_k < 1 || top_k > experts)
+    fail("moe_route_group", "top_k " + std::to_string(top_k) + " is not in [1, " + std::to_string(experts) + "]");
+  if (rows < 1 || rows * top_k > kMoeGroupMaxPairs)
+    fail("moe_route_group", std::to_string(rows) + " rows of " + std::to_string(top_k) + " pairs: 1 to " +
+                                std::to_string(kMoeGroupMaxPairs) + " pairs");
+  if (slot_rows < 1) fail("moe_route_group", "slot_rows must be positive");
+  if (out.max_slots < moe_group_max_slots(rows * top_k, experts, slot_rows))
+    fail("moe_route_group", "the slot table holds " + std::to_string(out.max_slots) + " slots, " +
+                                std::to_string(moe_group_max_slots(rows * top_k, experts, slot_rows)) + " may be needed");
+  if (logits == nullptr || out.slots == nullptr || out.perm == nullptr || out.pos == nullptr || out.weights == nullptr)
+    fail("moe_route_group", "null pointer");
+  const size_t smem = moe_group_smem_bytes(rows, experts, top_k);
+  if (smem > kGroupSmemLimit)
+    fail("moe_route_group", std::to_string(experts) + " experts need " + std::to_string(smem) +
+                                " bytes of shared memory, more than " + std::to_string(kGroupSmemLimit));
+  static std::atomic<uint64_t> configured{0};
+  int dev = 0;
+  FP8LM_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if ((configured.load() & bit) == 0) {
+    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(moe_route_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(kGroupSmemLimit)));
+    configured.fetch_or(bit);
+  }
+  moe_route_group_kernel<<<1, kGroupWarps * 32, smem, stream>>>(logits, int(rows), experts, top_k, renormalize,
+                                                                 slot_rows, out);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 

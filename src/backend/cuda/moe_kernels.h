@@ -21,6 +21,30 @@ inline constexpr int kMoeMaxExperts = 1024;
 void moe_route(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize, int32_t* ids,
                float* weights, cudaStream_t stream);
 
+// The grouped form of one call's routing, for the grouped GEMV (fp8_gemv.h Fp8GemvGroups),
+// all on the device (nothing comes back to the host: the step can be recorded in a graph).
+// The routed pairs (row r's j-th expert) are grouped by expert, experts in increasing id;
+// each expert's pairs are cut into slots of at most slot_rows pairs.
+struct MoeGroups {
+  int32_t* slots = nullptr;  // [1 + 3·max_slots]: count, expert[], first[], rows[] (Fp8GemvGroups)
+  int max_slots = 0;         // at least moe_group_max_slots(pairs, experts, slot_rows)
+  int32_t* perm = nullptr;   // [pairs]: the x row of each grouped pair
+  int32_t* pos = nullptr;    // [rows, top_k]: row r's pairs' grouped positions, in increasing expert id
+  float* weights = nullptr;  // [rows, top_k]: their routing weights (moe_route's), in the same order
+};
+
+// The most pairs (rows · top_k) one moe_route_group call takes (one block does the grouping).
+inline constexpr int64_t kMoeGroupMaxPairs = 4096;
+
+// The most slots `pairs` pairs over `experts` experts can need: every expert touched has one
+// partial slot, and full slots hold slot_rows pairs.
+int moe_group_max_slots(int64_t pairs, int experts, int slot_rows);
+
+// Routes every row as moe_route does (the same ids and weights, a row's pairs then sorted by
+// expert id) and groups the pairs into `out`. One block: 1 ≤ rows · top_k ≤ kMoeGroupMaxPairs.
+void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
+                     int slot_rows, const MoeGroups& out, cudaStream_t stream);
+
 // out[r, :] = bf16(Σ_j weights[r·top_k + j] · y[pos[r·top_k + j], :]) for j = 0 … top_k − 1 in
 // that order, each product rounded to float32 then added (cpu::moe's index_add), from 0.
 // y: [*, cols] BF16; out: [rows, cols].
