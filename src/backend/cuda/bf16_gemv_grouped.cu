@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/launch.cuh"
 #include "common/error.h"
 
@@ -21,14 +22,6 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& v, float (&f)[8]) {
     f[2 * i] = __uint_as_float(w[i] << 16);
     f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
   }
-}
-
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
 }
 
 // Block: kBlockRows output rows of one slot (blockIdx.z); warp: kRowsPerWarp of them at once,

@@ -33,6 +33,16 @@ __device__ __forceinline__ float round_bf16(float f) { return __uint_as_float(bf
 // ---- 8-element vectors -------------------------------------------------------------------
 
 // n (≤ 8) consecutive elements at p into v, zeros after them; kVec: all 8, one 16-byte load.
+// 16 bytes of weights streamed once (the GEMVs): kept out of L1; the 256-byte L2 prefetch hint
+// brings the rest of the row segment read next.
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 template <bool kVec>
 __device__ __forceinline__ void load8(const uint16_t* p, int n, float (&v)[8]) {
   if constexpr (kVec) {

@@ -100,16 +100,6 @@ __device__ __forceinline__ int64_t src_row(const Params& p, int tok) { return p.
 // (the plain kernel has no other threads, so this is its __syncthreads()).
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
 
-// A streamed weight load: read once, so kept out of L1; the 256-byte L2 prefetch hint
-// brings the rest of the row segment the group reads next.
-__device__ __forceinline__ uint4 ld_stream(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // 16 weight codes at K = kpos … kpos + 15 of one row (zeros past k).
 template <bool kVec>
 __device__ __forceinline__ uint4 load_codes(const uint8_t* p, int64_t kpos, int64_t k) {
