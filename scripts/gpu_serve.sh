@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The serving benchmark on the H200 (issue 10): `fp8lm serve` on Llama-3.1-8B's
-# architecture with dummy weights (--skip-tokenizer-init: prompts go as token
+# architecture (or another config directory: --model) with dummy weights (--skip-tokenizer-init: prompts go as token
 # ids), driven by `fp8lm bench serve` at several concurrencies, for BF16, FP8
 # and FP8 + FP8 KV cache in turn. Results under $OUT (default ./gpu-results):
 # serve_<config>.log (the server's stderr), serve_<config>_c<C>.{txt,json}
@@ -8,7 +8,7 @@
 # that run), and summary.txt. `fp8lm bench report $OUT/serve_*_c*.json --out report.html`
 # draws them (each JSON names its configuration: bench serve --label).
 #
-#   bash scripts/gpu_serve.sh [--configs "bf16 fp8 fp8+kv"] [--concurrency "1 16 64 256"]
+#   bash scripts/gpu_serve.sh [--model bench/configs/qwen3-30b-a3b] [--configs "bf16 fp8 fp8+kv"] [--concurrency "1 16 64 256"]
 #       [--input-len 1024] [--output-len 256] [--prompts-per-slot 2] [--server-args "--no-async-scheduling"]
 #
 # Each concurrency C sends max(8, C × prompts-per-slot) prompts at once
@@ -18,10 +18,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-results}
 mkdir -p "$out"
-configs="bf16 fp8 fp8+kv" concurrency="1 16 64 256" input_len=1024 output_len=256 per_slot=2 server_args=""
+model=bench/configs/llama-3.1-8b configs="bf16 fp8 fp8+kv" concurrency="1 16 64 256" input_len=1024 output_len=256 per_slot=2 server_args=""
 port=${PORT:-8731}
 while (($#)); do
   case "$1" in
+    --model) model=$2; shift ;;
     --configs) configs=$2; shift ;;
     --concurrency) concurrency=$2; shift ;;
     --input-len) input_len=$2; shift ;;
@@ -57,7 +58,7 @@ for cfg in $configs; do
   esac
   name=${cfg//:/_}
   name=${name//+/_}
-  "$fp8lm" serve bench/configs/llama-3.1-8b "${args[@]}" --port "$port" --served-model-name llama-3.1-8b-dummy \
+  "$fp8lm" serve "$model" "${args[@]}" --port "$port" --served-model-name "$(basename "$model")-dummy" \
     > "$out/serve_$name.log" 2>&1 &
   server=$!
   up=0

@@ -56,7 +56,9 @@ static uint64_t profile_step_memory(model::LlamaModel& model, backend::Ops& ops,
     starts.push_back(n > 1 ? 0 : decode_context - 1);
     rows_left -= n;
   }
-  int64_t longest = 0;
+  // The decode step below reads decode_context positions even where the chunk above is shorter
+  // (a max_num_batched_tokens below it with one sequence).
+  int64_t longest = decode_context;
   for (size_t i = 0; i < tokens.size(); ++i) longest = std::max(longest, starts[i] + int64_t(tokens[i].size()));
   const std::vector<int64_t> table(size_t((longest + bs - 1) / bs), 0);
   std::vector<model::SequenceInput> batch;

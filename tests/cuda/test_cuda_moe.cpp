@@ -10,10 +10,11 @@
 //   GPU rounds activations to BF16 after every op (the router's logits too, as transformers
 //   does for a BF16 model), the CPU keeps float32. Activations not quantized: mean |Δ| ≤ 0.25 E;
 //   W8A8: ≤ 1.5 E. A wrong expert, weight or scale gives differences of the order of the logits.
-// * Grouped == per expert: the grouped path (FP8 experts: one launch per projection over
-//   device-side slots, decode steps recorded as graphs) against the per-expert path
-//   (FP8LM_CUDA_MOE_GROUPED=0), the same model's logits within 0.1 E — the GEMV plans differ,
-//   so float32 sums round differently; a wrong slot, row or expert moves logits by ~E or more.
+// * Grouped == per expert: the grouped path (one launch per projection over device-side slots,
+//   decode steps recorded as graphs) against the per-expert path (FP8LM_CUDA_MOE_GROUPED=0),
+//   the same model's logits within batched == alone's bounds: the two paths run other GEMV
+//   plans and GEMMs, so float32 sums round differently, and under W8A8 a BF16 activation that
+//   rounds the other way can land on the next E4M3 code, as between the GPU and the CPU.
 // * Batched == alone: a prompt's logits in a batch of three equal its logits alone within the
 //   same bound (row-wise schemes: every step of the block is per row).
 #include <gtest/gtest.h>
@@ -274,7 +275,8 @@ TEST(CudaMoeModel, GroupedEqualsPerExpert) {
     const double mean = mean_abs_diff(a, b);
     std::printf("[ grouped vs per expert, %s ] mean|Δ| %.6f (%.3f of E)\n", *quant ? quant : "bf16", mean,
                 mean / ref.quant_effect);
-    EXPECT_LE(mean, 0.1 * ref.quant_effect);
+    const bool w8a8 = *quant && std::string(quant) != "fp8:weight-only";
+    EXPECT_LE(mean, (w8a8 ? 1.5 : 0.25) * ref.quant_effect);
     expect_same_top1_and_finite(b, a, max_abs_diff(a, b));
   }
 }

@@ -31,6 +31,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quantize_device.cuh"
 #include "common/error.h"
@@ -1147,19 +1148,36 @@ Params make_params(const Fp8GemvArgs& a, const Fp8GemvPlan& pl, const Layout& l)
   return p;
 }
 
-// The grouped form's plan (fp8_gemv_grouped): no cost model, since the host does not know the
-// slots' rows. The warp columns split K about two chunks each; K splits only where shared
-// memory needs them; taller blocks where the slots' row groups would outrun the counters.
+// The grouped form's plan (fp8_gemv_grouped). By default the cost model's plan for the weight
+// rows of every slot that may run (n × min(rows, max_slots): one slot per routed pair at most),
+// read as one GEMV of m rows; FP8LM_CUDA_MOE_GROUPED_PLAN=simple (A/B) takes warp columns of
+// about two chunks each and no K split instead. Either way K is split further where shared
+// memory needs it, and blocks grow taller where the slots' row groups would outrun the counters.
 Fp8GemvPlan grouped_plan(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
   const int64_t chunks = cdiv(a.k, kChunk);
-  int wcols = 1;
-  while (wcols < kWarps && wcols < cdiv(chunks, 2)) wcols *= 2;
-  Fp8GemvPlan p{kWarps / wcols, 1, false};
   const bool x_group = group_scales(a);
+  static const bool simple = env_choice("FP8LM_CUDA_MOE_GROUPED_PLAN", {"model", "simple"}, "model",
+                                        "fp8_gemv_grouped") == "simple";
+  Fp8GemvPlan p;
+  if (simple) {
+    int wcols = 1;
+    while (wcols < kWarps && wcols < cdiv(chunks, 2)) wcols *= 2;
+    p = {kWarps / wcols, 1, false};
+  } else {
+    const int64_t slots = std::min<int64_t>(g.rows, g.max_slots);
+    p = choose_plan(a.m, a.n * slots, a.k, x_group, a.x_codes != nullptr, a.quantize_x);
+  }
   while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
     ++p.k_splits;
   while (p.k_splits > 1 && g.max_slots * cdiv(a.n, 16 * p.row_tiles) > kCounterSlots && p.row_tiles < kWarps)
     p.row_tiles *= 2;
+  // Still too many row groups for the counters (tall weights over many slots, e.g. Mixtral's
+  // gate_up in a 1,024-row prefill): no K split where shared memory allows.
+  if (p.k_splits > 1 && g.max_slots * cdiv(a.n, 16 * p.row_tiles) > kCounterSlots) {
+    p.k_splits = 1;
+    while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
+      ++p.k_splits;
+  }
   return p;
 }
 

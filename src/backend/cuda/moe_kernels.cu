@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_helpers.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {
@@ -86,17 +87,19 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
                            int slot_rows, MoeGroups out) {
   extern __shared__ float smem[];
   float* probs = smem;                                                               // [warps][experts]
-  auto* s_ids = reinterpret_cast<int32_t*>(probs + kGroupWarps * experts);           // [pairs]
+  float* s_w = probs + kGroupWarps * experts;                                        // [pairs]
+  auto* s_ids = reinterpret_cast<int32_t*>(s_w + rows * top_k);                      // [pairs]
   int32_t* count = s_ids + rows * top_k;                                             // [experts]
   int32_t* start = count + experts;                                                  // [experts]
   int32_t* slot0 = start + experts;                                                  // [experts]
   int32_t* cursor = slot0 + experts;                                                 // [experts]
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, threads = kGroupWarps * 32;
+  // As many warps as rows, up to kGroupWarps (fewer threads: cheaper barriers at decode sizes).
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, threads = int(blockDim.x), warps = threads / 32;
   const int pairs = rows * top_k;
   for (int e = tid; e < experts; e += threads) count[e] = 0, cursor[e] = 0;
-  for (int r = warp; r < rows; r += kGroupWarps) {
+  for (int r = warp; r < rows; r += warps) {
     int32_t* ids = s_ids + r * top_k;
-    float* w = out.weights + int64_t(r) * top_k;
+    float* w = s_w + r * top_k;  // shared: the sort and renormalization read back what they wrote
     route_row_warp(logits + int64_t(r) * experts, experts, top_k, renormalize, probs + warp * experts, ids, w);
     __syncwarp();
     if (lane == 0)  // increasing expert id: the combine's order
@@ -142,21 +145,40 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     const int at = start[e] + atomicAdd(cursor + e, 1);
     out.perm[at] = i / top_k;
     out.pos[i] = at;
+    out.weights[i] = s_w[i];
   }
 }
 
+// One block per row; with cols % 8 == 0 and 16-byte aligned rows each thread sums 8 columns
+// (16-byte loads of every pair's row, all in flight at once), else one column at a time. The
+// same arithmetic either way: per column, the pairs in order, each product rounded then added.
+template <bool kVec>
 __global__ void moe_combine_kernel(const __nv_bfloat16* y, int64_t cols, const int32_t* pos, const float* weights,
                                    int top_k, __nv_bfloat16* out) {
   const int64_t row = blockIdx.x;
   const int32_t* rp = pos + row * top_k;
   const float* rw = weights + row * top_k;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int j = 0; j < top_k; ++j) {
-      const float term = __fmul_rn(__bfloat162float(y[int64_t(rp[j]) * cols + c]), rw[j]);
-      acc = __fadd_rn(acc, term);
+  if constexpr (kVec) {
+    for (int64_t c = int64_t(threadIdx.x) * 8; c < cols; c += int64_t(blockDim.x) * 8) {
+      float acc[8] = {};
+      for (int j = 0; j < top_k; ++j) {
+        float v[8];
+        load8<true>(y + int64_t(rp[j]) * cols + c, 8, v);
+        const float wj = rw[j];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] = __fadd_rn(acc[i], __fmul_rn(v[i], wj));
+      }
+      store8<true>(out + row * cols + c, 8, acc);
     }
-    out[row * cols + c] = __float2bfloat16_rn(acc);
+  } else {
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int j = 0; j < top_k; ++j) {
+        const float term = __fmul_rn(__bfloat162float(y[int64_t(rp[j]) * cols + c]), rw[j]);
+        acc = __fadd_rn(acc, term);
+      }
+      out[row * cols + c] = __float2bfloat16_rn(acc);
+    }
   }
 }
 
@@ -185,7 +207,7 @@ int moe_group_max_slots(int64_t pairs, int experts, int slot_rows) {
 }
 
 size_t moe_group_smem_bytes(int64_t rows, int experts, int top_k) {
-  return (size_t(kGroupWarps) * size_t(experts) + size_t(rows) * size_t(top_k) + 4 * size_t(experts)) * 4;
+  return (size_t(kGroupWarps) * size_t(experts) + 2 * size_t(rows) * size_t(top_k) + 4 * size_t(experts)) * 4;
 }
 
 void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
@@ -216,7 +238,8 @@ void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int
                                           int(kGroupSmemLimit)));
     configured.fetch_or(bit);
   }
-  moe_route_group_kernel<<<1, kGroupWarps * 32, smem, stream>>>(logits, int(rows), experts, top_k, renormalize,
+  const int warps = int(std::clamp<int64_t>(rows, 4, kGroupWarps));
+  moe_route_group_kernel<<<1, unsigned(warps * 32), smem, stream>>>(logits, int(rows), experts, top_k, renormalize,
                                                                  slot_rows, out);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
@@ -227,7 +250,10 @@ void moe_combine(const __nv_bfloat16* y, int64_t cols, const int32_t* pos, const
   if (rows == 0 || cols == 0) return;
   if (y == nullptr || pos == nullptr || weights == nullptr || out == nullptr) fail("moe_combine", "null pointer");
   if (rows > 0x7FFFFFFF) fail("moe_combine", "at most 2^31 - 1 rows");
-  moe_combine_kernel<<<unsigned(rows), 256, 0, stream>>>(y, cols, pos, weights, top_k, out);
+  const bool vec = cols % 8 == 0 && aligned16(y) && aligned16(out);
+  const unsigned threads = unsigned(std::clamp<int64_t>((cols / 8 + 31) / 32 * 32, 32, 256));
+  if (vec) moe_combine_kernel<true><<<unsigned(rows), threads, 0, stream>>>(y, cols, pos, weights, top_k, out);
+  else moe_combine_kernel<false><<<unsigned(rows), 256, 0, stream>>>(y, cols, pos, weights, top_k, out);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
