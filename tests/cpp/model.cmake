@@ -30,3 +30,8 @@ gtest_discover_tests(test_backend_memory DISCOVERY_TIMEOUT 60)
 add_executable(test_decode_padding ${CMAKE_CURRENT_LIST_DIR}/test_decode_padding.cpp)
 target_link_libraries(test_decode_padding PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_decode_padding DISCOVERY_TIMEOUT 60)
+
+# Tensor parallelism's split of a model into ranks' host weights (issue 22), no device needed.
+add_executable(test_tensor_parallel ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel.cpp)
+target_link_libraries(test_tensor_parallel PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_tensor_parallel DISCOVERY_TIMEOUT 60)
