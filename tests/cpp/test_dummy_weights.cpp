@@ -6,17 +6,16 @@
 // the model runs on them with finite logits, without a tokenizer; and a bad
 // directory or config is refused with a named error.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "cpp/model_fixtures.h"
+#include "cpp/test_util.h"
 #include "engine/runtime.h"
 #include "loader/dummy_weights.h"
 #include "numerics/fp8_format.h"
@@ -28,25 +27,7 @@ namespace fs = std::filesystem;
 
 fs::path checkpoint(const std::string& name) { return fs::path(FP8LM_FIXTURE_DIR) / "checkpoints" / name; }
 
-// A directory holding only config.json, removed at the end of the test.
-class ConfigDir {
- public:
-  explicit ConfigDir(const std::string& config_text) {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() /
-           ("fp8lm_dummy_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(dir_);
-    if (!config_text.empty()) std::ofstream(dir_ / "config.json") << config_text;
-  }
-  ~ConfigDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  const fs::path& path() const { return dir_; }
-
- private:
-  fs::path dir_;
-};
+using test::ConfigDir;
 
 std::string llama_config(int hidden, int intermediate, int layers, int vocab, bool tied = false,
                          const std::string& arch = "LlamaForCausalLM", const std::string& extra = "") {

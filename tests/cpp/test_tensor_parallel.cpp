@@ -9,11 +9,8 @@
 //   Qwen3-MoE models in BF16 and FP8 (per-channel, 128 × 128 blocks), and a block-FP8 model
 //   whose per-rank MLP width (192) cuts 128 × 128 blocks reports the cells it re-scaled.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -22,29 +19,14 @@
 #include "io/model_spec.h"
 #include "loader/dummy_weights.h"
 #include "loader/tensor_parallel.h"
+#include "cpp/test_util.h"
 
 namespace fp8lm::loader {
 namespace {
 
 namespace fs = std::filesystem;
 
-class ConfigDir {
- public:
-  explicit ConfigDir(const std::string& config_text) {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() / ("fp8lm_tp_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "config.json") << config_text;
-  }
-  ~ConfigDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  const fs::path& path() const { return dir_; }
-
- private:
-  fs::path dir_;
-};
+using test::ConfigDir;
 
 std::string config(const std::string& arch, const std::string& type, int heads, int kv_heads, int intermediate,
                    const std::string& extra = "") {
@@ -70,15 +52,6 @@ ModelConfig config_of(const fs::path& dir) {
   return io::read_model_spec(dir, o).config;
 }
 
-std::string message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(TensorParallel, PlansTileHeadsKvHeadsAndVocabulary) {
   ConfigDir dir(config("LlamaForCausalLM", "llama", 32, 8, 512));
   const ModelConfig c = config_of(dir.path());
@@ -101,14 +74,14 @@ TEST(TensorParallel, PlansTileHeadsKvHeadsAndVocabulary) {
     EXPECT_EQ(q_next, 32);
     EXPECT_EQ(vocab_next, 1001);
   }
-  EXPECT_NE(message([&] { plan_tensor_parallel(c, 0, 3); })
+  EXPECT_NE(test::error_of([&] { plan_tensor_parallel(c, 0, 3); })
                 .find("num_attention_heads 32 is not divisible by --tensor-parallel-size 3"),
             std::string::npos);
   ConfigDir odd(config("LlamaForCausalLM", "llama", 12, 6, 512));
-  EXPECT_NE(message([&] { plan_tensor_parallel(config_of(odd.path()), 0, 4); })
+  EXPECT_NE(test::error_of([&] { plan_tensor_parallel(config_of(odd.path()), 0, 4); })
                 .find("num_key_value_heads 6 and --tensor-parallel-size 4: neither divides the other"),
             std::string::npos);
-  EXPECT_NE(message([&] { plan_tensor_parallel(c, 2, 2); }).find("rank 2 of 2"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { plan_tensor_parallel(c, 2, 2); }).find("rank 2 of 2"), std::string::npos);
 }
 
 const std::byte* bytes(const weights::LinearWeight& w) { return static_cast<const std::byte*>(w.data); }
@@ -221,7 +194,7 @@ TEST(TensorParallel, BlockFp8WidthsThatCutBlocksAreSplitAndReported) {
   ConfigDir bad(config("LlamaForCausalLM", "llama", 6, 3, 385));
   const ModelConfig cb = config_of(bad.path());
   const HostModelWeights wb = dummy_model(bad.path(), "");
-  EXPECT_NE(message([&] { shard_host_weights(wb, cb, plan_tensor_parallel(cb, 0, 3)); })
+  EXPECT_NE(test::error_of([&] { shard_host_weights(wb, cb, plan_tensor_parallel(cb, 0, 3)); })
                 .find("intermediate_size 385 is not divisible by --tensor-parallel-size 3"),
             std::string::npos);
 }

@@ -1,9 +1,14 @@
 // Small helpers several C++ test programs share: an FP8 scheme from its two
-// defining choices, and how a test looks at an fp8lm::Error.
+// defining choices, how a test looks at an fp8lm::Error, and a model directory
+// holding only config.json (--load-format dummy).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -42,5 +47,28 @@ void expect_error(Fn fn, const std::string& what) {
     EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
   }
 }
+
+// A directory holding only config.json (`config_text`; none when empty),
+// removed at the end of the test.
+class ConfigDir {
+ public:
+  explicit ConfigDir(const std::string& config_text) {
+    static int counter = 0;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fp8lm_config_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(dir_);
+    if (!config_text.empty()) std::ofstream(dir_ / "config.json") << config_text;
+  }
+  ~ConfigDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  ConfigDir(const ConfigDir&) = delete;
+  ConfigDir& operator=(const ConfigDir&) = delete;
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
 
 }  // namespace fp8lm::test
