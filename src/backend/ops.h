@@ -215,6 +215,25 @@ class Ops {
   // ---- ops (every output is written, never accumulated into, unless said)
   // out[r] = table row step.ids[r].
   virtual void embedding(const Weight& table, Tensor out) = 0;
+
+  // ---- tensor parallelism (issue 22): this backend as one rank of a group that splits the
+  // model (loader/tensor_parallel.h). Every rank calls these in the same order.
+  // The embedding rows of a vocabulary shard: out[r] = table row step.ids[r] − vocab0 where the
+  // id falls in [vocab0, vocab0 + the table's rows), else zeros (the all-reduce then sums them).
+  virtual void embedding_shard(const Weight& table, int64_t vocab0, Tensor out) {
+    (void)table, (void)vocab0, (void)out;
+    throw_no_group("embedding_shard");
+  }
+  // x (the same shape on every rank) becomes the element-wise sum over the ranks.
+  virtual void all_reduce_sum(Tensor x) {
+    (void)x;
+    throw_no_group("all_reduce_sum");
+  }
+  // Each rank's local [rows, cols_r] side by side in rank order: out [rows, Σ cols_r].
+  virtual void all_gather_cols(Tensor local, Tensor out) {
+    (void)local, (void)out;
+    throw_no_group("all_gather_cols");
+  }
   // `next` (rms_norm, add_rms_norm), where given: the linear that reads
   // `out` next, before anything else writes it. A backend may then produce out in that
   // linear's input format as well, in the same pass (the CUDA backend: FP8 codes and scales
@@ -331,6 +350,9 @@ class Ops {
   }
 
  protected:
+  [[noreturn]] void throw_no_group(const char* op) const {
+    throw Error(name() + ": " + op + ": this backend is not a rank of a tensor-parallel group");
+  }
   [[noreturn]] void throw_no_moe(const char* op) const {
     throw Error(name() + ": " + op + ": this backend does not run MoE blocks (supports_moe() is false)");
   }

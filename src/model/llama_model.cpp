@@ -8,9 +8,20 @@
 
 namespace fp8lm::model {
 
-LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights& w, backend::Ops& ops)
+LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights& w, backend::Ops& ops,
+                       const loader::TensorParallelPlan* tp)
     : config_(config), ops_(ops), rope_(config),
       routing_{config.moe.num_experts_per_tok, config.moe.norm_topk_prob} {
+  tp_size_ = tp != nullptr ? tp->size : 1;
+  q_heads_ = tp != nullptr ? int(tp->q_heads) : config.num_attention_heads;
+  kv_heads_ = tp != nullptr ? int(tp->kv_heads) : config.num_key_value_heads;
+  intermediate_ = config.intermediate_size / tp_size_;
+  vocab0_ = tp != nullptr ? tp->vocab0 : 0;
+  vocab_ = tp != nullptr ? tp->vocab : config.vocab_size;
+  if (tp != nullptr && !w.layers.empty() && (w.layers[0].q.n != q_heads_ * config.head_dim || w.embedding.n != vocab_))
+    throw Error("model: the weights hold " + std::to_string(w.layers[0].q.n / std::max<int64_t>(config.head_dim, 1)) +
+                " query heads and " + std::to_string(w.embedding.n) + " vocabulary rows, this rank's share is " +
+                std::to_string(q_heads_) + " and " + std::to_string(vocab_));
   if (int(w.layers.size()) != config.num_hidden_layers)
     throw Error("model: weights for " + std::to_string(w.layers.size()) + " layers, config says " +
                 std::to_string(config.num_hidden_layers));
@@ -74,7 +85,7 @@ bool LlamaModel::moe_recordable(int64_t rows) const {
 }
 
 backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blocks) const {
-  return {config_.num_hidden_layers, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
+  return {config_.num_hidden_layers, kv_heads_, config_.head_dim, block_size, num_blocks};
 }
 
 int64_t LlamaModel::decode_step_rows(int64_t rows, const backend::KvCache& cache) const {
@@ -188,7 +199,7 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
 backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache) {
   const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
-  const int64_t q_width = c.num_attention_heads * hd, kv_width = c.num_key_value_heads * hd;
+  const int64_t q_width = q_heads_ * hd, kv_width = kv_heads_ * hd;
   ops_.reset_scratch();
   backend::Tensor h = ops_.alloc(rows, hidden);
   backend::Tensor x = ops_.alloc(rows, hidden);
@@ -197,7 +208,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   backend::Tensor v = ops_.alloc(rows, kv_width);
   backend::Tensor attn = ops_.alloc(rows, q_width);
   backend::Tensor proj = ops_.alloc(rows, hidden);
-  backend::Tensor act = ops_.alloc(rows, c.intermediate_size);
+  backend::Tensor act = ops_.alloc(rows, intermediate_);
   const bool any_moe = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.experts != nullptr; });
   backend::Tensor router_logits = any_moe ? ops_.alloc(rows, c.moe.num_experts) : backend::Tensor{};
   // Separate or fused (backends that fuse them) projection outputs, as the layers need.
@@ -207,14 +218,20 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   const bool any_gate_up =
       std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.gate_up != nullptr; });
   backend::Tensor qkv = any_qkv ? ops_.alloc(rows, q_width + 2 * kv_width) : backend::Tensor{};
-  backend::Tensor gate_up = any_gate_up ? ops_.alloc(rows, 2 * c.intermediate_size) : backend::Tensor{};
-  backend::Tensor gate = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, c.intermediate_size);
-  backend::Tensor up = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, c.intermediate_size);
+  backend::Tensor gate_up = any_gate_up ? ops_.alloc(rows, 2 * intermediate_) : backend::Tensor{};
+  backend::Tensor gate = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, intermediate_);
+  backend::Tensor up = all_gate_up ? backend::Tensor{} : ops_.alloc(rows, intermediate_);
   const auto eps = float(c.rms_norm_eps);
 
   // Each norm names the fused linear that reads its output next, so that a
   // backend may quantize that input in the same pass (Ops::rms_norm's `next`).
-  ops_.embedding(*embedding_, h);
+  // A rank holds a vocabulary shard: its rows, zeros for the other ids, summed over the ranks.
+  if (tp_size_ > 1) {
+    ops_.embedding_shard(*embedding_, vocab0_, h);
+    ops_.all_reduce_sum(h);
+  } else {
+    ops_.embedding(*embedding_, h);
+  }
   ops_.rms_norm(h, *layers_[0].input_norm, eps, x, layers_[0].qkv.get());
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     Layer& l = layers_[size_t(i)];
@@ -236,7 +253,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       }
       ops_.rope_qk(q, k, hd, rope_);
     }
-    const backend::AttentionParams params{c.num_attention_heads, c.num_key_value_heads, hd,
+    const backend::AttentionParams params{q_heads_, kv_heads_, hd,
                                           1.0f / std::sqrt(float(hd)), l.sliding_window};
     if (observer_ != nullptr) {
       observed_.resize(size_t(k.rows * k.cols));
@@ -248,6 +265,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     ops_.attention(q, k, v, attn, params, cache, i, l.o.get());
     observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);
+    if (tp_size_ > 1) ops_.all_reduce_sum(proj);  // o_proj is row-parallel: partial sums
     // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h), or in an MoE
     // layer h += Σ p_e · expert_e(x) over the experts the router picks.
     ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x, l.gate_up.get());
@@ -268,6 +286,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       observe(i, LinearInput::kDown, act);
       ops_.linear(act, *l.down, proj);
     }
+    if (tp_size_ > 1) ops_.all_reduce_sum(proj);  // down_proj (each expert's too) is row-parallel
     if (i + 1 < c.num_hidden_layers) {
       const Layer& next = layers_[size_t(i) + 1];
       ops_.add_rms_norm(h, proj, *next.input_norm, eps, x, next.qkv.get());
@@ -280,7 +299,13 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   backend::Tensor normed = ops_.alloc(last.rows, hidden);
   backend::Tensor out = ops_.alloc(last.rows, c.vocab_size);
   ops_.rms_norm(last, *final_norm_, eps, normed, lm_head_.get());
-  ops_.linear(normed, *lm_head_, out);
+  if (tp_size_ == 1) {
+    ops_.linear(normed, *lm_head_, out);
+    return out;
+  }
+  backend::Tensor local = ops_.alloc(last.rows, vocab_);  // this rank's vocabulary columns
+  ops_.linear(normed, *lm_head_, local);
+  ops_.all_gather_cols(local, out);
   return out;
 }
 
@@ -315,7 +340,7 @@ void LlamaModel::observe_experts(int layer, const Layer& l, backend::Tensor x) {
   ops_.to_host(x, observed_);
   for (size_t e = 0; e < l.observed_gate.size(); ++e)
     observer_->expert_input(layer, int(e), LinearInput::kGateUp, observed_, x.rows, x.cols);
-  const int64_t width = config_.moe.moe_intermediate_size;
+  const int64_t width = config_.moe.moe_intermediate_size / tp_size_;
   const backend::Tensor gate = ops_.alloc(x.rows, width), up = ops_.alloc(x.rows, width);
   const backend::Tensor act = ops_.alloc(x.rows, width);
   for (size_t e = 0; e < l.observed_gate.size(); ++e) {

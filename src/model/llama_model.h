@@ -21,6 +21,7 @@
 
 #include "backend/ops.h"
 #include "loader/host_model.h"
+#include "loader/tensor_parallel.h"
 #include "spec/model_config.h"
 #include "spec/rope.h"
 
@@ -65,7 +66,11 @@ class LlamaModel {
   // Uploads the weights to `ops`' backend; `ops` must outlive the model.
   // Throws fp8lm::Error before uploading anything for an MoE model on a
   // backend that does not run MoE blocks (Ops::supports_moe).
-  LlamaModel(const ModelConfig& config, const loader::HostModelWeights& weights, backend::Ops& ops);
+  // With `tp`, the model is rank tp->rank of a tensor-parallel group (issue 22): `weights` are
+  // that rank's (loader::shard_host_weights), `ops` a rank of the group, and every rank runs the
+  // same forward calls from its own thread; each gets the whole logits.
+  LlamaModel(const ModelConfig& config, const loader::HostModelWeights& weights, backend::Ops& ops,
+             const loader::TensorParallelPlan* tp = nullptr);
 
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return config_.vocab_size; }
@@ -143,6 +148,11 @@ class LlamaModel {
 
   ModelConfig config_;
   backend::Ops& ops_;
+  // This rank's share (the whole model without tensor parallelism): query and KV heads, dense
+  // MLP rows, vocabulary rows [vocab0_, vocab0_ + vocab_).
+  int tp_size_ = 1;
+  int q_heads_ = 0, kv_heads_ = 0;
+  int64_t intermediate_ = 0, vocab0_ = 0, vocab_ = 0;
   RopeTable rope_;
   backend::MoeRouting routing_;  // MoE layers' top-k and renormalisation
   std::unique_ptr<backend::Weight> embedding_, final_norm_, lm_head_;

@@ -35,3 +35,8 @@ gtest_discover_tests(test_decode_padding DISCOVERY_TIMEOUT 60)
 add_executable(test_tensor_parallel ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel.cpp)
 target_link_libraries(test_tensor_parallel PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_tensor_parallel DISCOVERY_TIMEOUT 60)
+
+# The model over two tensor-parallel CPU ranks against the model whole (issue 22).
+add_executable(test_tensor_parallel_model ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel_model.cpp)
+target_link_libraries(test_tensor_parallel_model PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_tensor_parallel_model DISCOVERY_TIMEOUT 60)

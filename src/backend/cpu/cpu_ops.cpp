@@ -182,6 +182,44 @@ void CpuOps::embedding(const backend::Weight& table, std::span<const int32_t> id
   }
 }
 
+void CpuOps::join_group(ThreadGroup& group, int rank) {
+  if (rank < 0 || rank >= group.size())
+    throw Error("cpu ops: rank " + std::to_string(rank) + " of a group of " + std::to_string(group.size()));
+  group_ = &group;
+  rank_ = rank;
+}
+
+void CpuOps::embedding_shard(const backend::Weight& table, int64_t vocab0, backend::Tensor out) {
+  const weights::LinearWeight& t = as<HostLinear>(table, "embedding table").w;
+  require_shape(out, int64_t(step_.ids.size()), t.k, "embedding_shard");
+  // Ids of the shard looked up, the others given row 0 and then zeroed.
+  shard_ids_.resize(step_.ids.size());
+  for (size_t r = 0; r < step_.ids.size(); ++r) {
+    const int64_t local = int64_t(step_.ids[r]) - vocab0;
+    shard_ids_[r] = local >= 0 && local < t.n ? int32_t(local) : 0;
+  }
+  embedding(table, shard_ids_, out);
+  for (size_t r = 0; r < step_.ids.size(); ++r) {
+    const int64_t local = int64_t(step_.ids[r]) - vocab0;
+    if (local < 0 || local >= t.n) std::fill_n(f32(out) + int64_t(r) * t.k, t.k, 0.0f);
+  }
+}
+
+void CpuOps::all_reduce_sum(backend::Tensor x) {
+  if (group_ == nullptr) throw_no_group("all_reduce_sum");
+  const OpClock clock(*this, "all_reduce_sum");
+  group_->all_reduce_sum(rank_, std::span<float>(f32(x), size_t(x.rows * x.cols)));
+}
+
+void CpuOps::all_gather_cols(backend::Tensor local, backend::Tensor out) {
+  if (group_ == nullptr) throw_no_group("all_gather_cols");
+  if (out.rows != local.rows) throw Error("cpu ops: all_gather_cols of " + std::to_string(local.rows) + " rows into " +
+                                          std::to_string(out.rows));
+  const OpClock clock(*this, "all_gather_cols");
+  group_->all_gather_cols(rank_, std::span<const float>(f32(local), size_t(local.rows * local.cols)), local.rows,
+                          local.cols, std::span<float>(f32(out), size_t(out.rows * out.cols)));
+}
+
 void CpuOps::rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out,
                       const backend::Weight* /*next: the CPU linear reads float activations*/) {
   const OpClock clock(*this, "rms_norm");

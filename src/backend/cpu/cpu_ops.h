@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/moe.h"
+#include "backend/cpu/thread_group.h"
 #include "backend/ops.h"
 #include "common/thread_pool.h"
 
@@ -26,6 +27,9 @@ class CpuOps final : public backend::Ops {
 
   std::string name() const override;
   int threads() const { return pool_.size(); }
+  // Makes this backend rank `rank` of `group` (tensor parallelism over CPU ranks, each rank's
+  // model run from its own thread); the group must outlive it.
+  void join_group(ThreadGroup& group, int rank);
 
   std::unique_ptr<backend::Weight> upload_linear(const weights::LinearWeight& w) override;
   std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
@@ -46,6 +50,9 @@ class CpuOps final : public backend::Ops {
   bool pads_decode_batches() const override { return pad_decode_batches_; }
 
   void embedding(const backend::Weight& table, backend::Tensor out) override { embedding(table, step_.ids, out); }
+  void embedding_shard(const backend::Weight& table, int64_t vocab0, backend::Tensor out) override;
+  void all_reduce_sum(backend::Tensor x) override;
+  void all_gather_cols(backend::Tensor local, backend::Tensor out) override;
   void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out,
                 const backend::Weight* next = nullptr) override;
   void add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,
@@ -89,6 +96,9 @@ class CpuOps final : public backend::Ops {
  private:
   backend::StepInputs step_;
   ThreadPool pool_;
+  ThreadGroup* group_ = nullptr;
+  int rank_ = 0;
+  std::vector<int32_t> shard_ids_;
   KernelChoice kernels_;
   bool pad_decode_batches_ = false;
   std::vector<std::vector<float>> scratch_;
