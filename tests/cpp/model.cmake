@@ -31,12 +31,9 @@ add_executable(test_decode_padding ${CMAKE_CURRENT_LIST_DIR}/test_decode_padding
 target_link_libraries(test_decode_padding PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_decode_padding DISCOVERY_TIMEOUT 60)
 
-# Tensor parallelism's split of a model into ranks' host weights (issue 22), no device needed.
-add_executable(test_tensor_parallel ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel.cpp)
+# Tensor parallelism without a device (issue 22): the split of a model into ranks' host weights,
+# and the model over CPU ranks against the model whole.
+add_executable(test_tensor_parallel ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel_model.cpp)
 target_link_libraries(test_tensor_parallel PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_tensor_parallel DISCOVERY_TIMEOUT 60)
-
-# The model over two tensor-parallel CPU ranks against the model whole (issue 22).
-add_executable(test_tensor_parallel_model ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel_model.cpp)
-target_link_libraries(test_tensor_parallel_model PRIVATE fp8lm_runtime fp8lm_test_support)
-gtest_discover_tests(test_tensor_parallel_model DISCOVERY_TIMEOUT 60)

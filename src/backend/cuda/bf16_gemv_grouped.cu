@@ -15,15 +15,6 @@ constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = 4;
 constexpr int kBlockRows = kWarps * kRowsPerWarp;
 
-__device__ __forceinline__ void bf16x8_to_float(const uint4& v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-  }
-}
-
 // Block: kBlockRows output rows of one slot (blockIdx.z); warp: kRowsPerWarp of them at once,
 // lane: 8 consecutive K of each, every 256 K.
 template <int kM>
@@ -56,7 +47,7 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_gemv_grouped_kernel(Bf16Gemv
     for (int t = 0; t < kM; ++t) {
       if (t >= m) break;
       float xf[8];
-      bf16x8_to_float(*reinterpret_cast<const uint4*>(xr[t] + kk), xf);
+      load8<true>(xr[t] + kk, 8, xf);
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll

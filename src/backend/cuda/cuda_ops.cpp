@@ -666,6 +666,19 @@ std::optional<RowQuantOutput> prequantize_for(CudaOps::Impl& m, const backend::W
 
 }  // namespace
 
+CudaOps::Impl::QuantizedInput CudaOps::Impl::quantize_input(const LinearPlan& p, const bf16* x, int64_t rows,
+                                                            int64_t k) {
+  auto* codes = static_cast<uint8_t*>(take(size_t(rows * k)));
+  if (p.act_quant.static_scale != nullptr) {
+    quantize_fp8_static(x, rows, k, p.act_quant.static_scale, codes, stream);
+    return {codes, p.act_quant.static_scale};
+  }
+  const int64_t nscales = std::max<int64_t>(p.act_quant.scale_count(rows, k), 1);
+  auto* scales = static_cast<float*>(take(size_t(nscales) * sizeof(float)));
+  quantize_fp8_dynamic(x, rows, k, p.act_quant, codes, scales, stream);
+  return {codes, scales};
+}
+
 void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
   const LinearWeight& w = as<LinearWeight>(weight, "linear weight");
   const LinearPlan& p = w.plan;
@@ -740,12 +753,7 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     // Start streaming weights while the kernel before finishes (Hopper PDL); the
     // GEMV waits for it before reading x. Weights are never written by kernels.
     a.programmatic_launch = true;
-    const size_t ws = fp8_gemv_workspace_bytes(a);
-    if (ws > 0) {
-      im.ensure_gemv_workspace(ws);
-      a.workspace = im.gemv_workspace.get();
-      a.workspace_bytes = im.gemv_workspace_bytes;
-    }
+    im.give_gemv_workspace(a, fp8_gemv_workspace_bytes(a));
     fp8_gemv(a, s);
   };
   auto gemv_all = [&](const uint8_t* codes, const float* scales) {
@@ -764,18 +772,10 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
     codes = pre.codes;
     x_scales = p.act_quant.static_scale != nullptr ? p.act_quant.static_scale : pre.scales;
   } else if (p.activation != ActivationQuant::kNone) {
-    auto* out_codes = static_cast<uint8_t*>(im.take(size_t(m * w.k)));
-    const int64_t nscales = std::max<int64_t>(p.act_quant.scale_count(m, w.k), 1);
-    auto* scales = static_cast<float*>(im.take(size_t(nscales) * sizeof(float)));
     OpTimer quant_timer(im, "  of which: quantize activations", m);
-    if (p.act_quant.static_scale != nullptr) {
-      quantize_fp8_static(B(x), m, w.k, p.act_quant.static_scale, out_codes, s);
-      x_scales = p.act_quant.static_scale;
-    } else {
-      quantize_fp8_dynamic(B(x), m, w.k, p.act_quant, out_codes, scales, s);
-      x_scales = scales;
-    }
-    codes = out_codes;
+    const Impl::QuantizedInput q = im.quantize_input(p, B(x), m, w.k);
+    codes = q.codes;
+    x_scales = q.scales;
   }
   if (m <= p.gemv_max_rows) return gemv_all(codes, x_scales);
 

@@ -423,6 +423,20 @@ struct CudaOps::Impl {
     FP8LM_CUDA_CHECK(cudaMemsetAsync(gemv_workspace.get(), 0, bytes, stream));
     gemv_workspace_bytes = bytes;
   }
+  // A GEMV call's split-K workspace, where it needs `bytes` (0: none).
+  void give_gemv_workspace(Fp8GemvArgs& a, size_t bytes) {
+    if (bytes == 0) return;
+    ensure_gemv_workspace(bytes);
+    a.workspace = gemv_workspace.get();
+    a.workspace_bytes = gemv_workspace_bytes;
+  }
+  // x [rows, k] quantized as a W8A8 plan says (its static scale, or dynamic scales), into
+  // scratch the caller's TempScope gives back: the codes, and the scales a GEMV / GEMM reads.
+  struct QuantizedInput {
+    const uint8_t* codes = nullptr;
+    const float* scales = nullptr;
+  };
+  QuantizedInput quantize_input(const LinearPlan& p, const __nv_bfloat16* x, int64_t rows, int64_t k);
 };
 
 // Times one op on the device when profiling (see Impl::profile).

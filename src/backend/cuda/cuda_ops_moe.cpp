@@ -246,25 +246,12 @@ void grouped_linear(CudaOps::Impl& m, const LinearWeight& first, const DeviceBuf
     a.x_scale = p.act_quant.static_scale;  // null: dynamic
     a.x_rule = p.act_rule;
   } else {
-    auto* codes = static_cast<uint8_t*>(m.take(size_t(x_rows_count * first.k)));
-    if (p.act_quant.static_scale != nullptr) {
-      quantize_fp8_static(x, x_rows_count, first.k, p.act_quant.static_scale, codes, m.stream);
-      a.x_scale = p.act_quant.static_scale;
-    } else {
-      const int64_t nscales = std::max<int64_t>(p.act_quant.scale_count(x_rows_count, first.k), 1);
-      auto* scales = static_cast<float*>(m.take(size_t(nscales) * sizeof(float)));
-      quantize_fp8_dynamic(x, x_rows_count, first.k, p.act_quant, codes, scales, m.stream);
-      a.x_scale = scales;
-    }
-    a.x_codes = codes;
+    const CudaOps::Impl::QuantizedInput q = m.quantize_input(p, x, x_rows_count, first.k);
+    a.x_codes = q.codes;
+    a.x_scale = q.scales;
     a.x_layout = p.x_layout;
   }
-  const size_t ws = fp8_gemv_grouped_workspace_bytes(a, g);
-  if (ws > 0) {
-    m.ensure_gemv_workspace(ws);
-    a.workspace = m.gemv_workspace.get();
-    a.workspace_bytes = m.gemv_workspace_bytes;
-  }
+  m.give_gemv_workspace(a, fp8_gemv_grouped_workspace_bytes(a, g));
   fp8_gemv_grouped(a, g, m.stream);
 }
 

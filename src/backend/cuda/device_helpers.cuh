@@ -43,16 +43,20 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   return v;
 }
 
+// 8 BF16 values held in 16 bytes (the first in the low half of r.x) as floats.
+__device__ __forceinline__ void bf16x8_to_float(const uint4& r, float (&v)[8]) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = __uint_as_float(w[j] << 16);
+    v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+  }
+}
+
 template <bool kVec>
 __device__ __forceinline__ void load8(const uint16_t* p, int n, float (&v)[8]) {
   if constexpr (kVec) {
-    const uint4 r = *reinterpret_cast<const uint4*>(p);
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[2 * j] = __uint_as_float(w[j] << 16);
-      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-    }
+    bf16x8_to_float(*reinterpret_cast<const uint4*>(p), v);
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = j < n ? bf16_bits_to_float(p[j]) : 0.0f;

@@ -1167,20 +1167,26 @@ Fp8GemvPlan grouped_plan(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
     const int64_t slots = std::min<int64_t>(g.rows, g.max_slots);
     p = choose_plan(a.m, a.n * slots, a.k, x_group, a.x_codes != nullptr, a.quantize_x);
   }
-  while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
-    ++p.k_splits;
-  while (p.k_splits > 1 && g.max_slots * cdiv(a.n, 16 * p.row_tiles) > kCounterSlots && p.row_tiles < kWarps)
-    p.row_tiles *= 2;
-  // Still too many row groups for the counters (tall weights over many slots, e.g. Mixtral's
-  // gate_up in a 1,024-row prefill): no K split where shared memory allows.
-  if (p.k_splits > 1 && g.max_slots * cdiv(a.n, 16 * p.row_tiles) > kCounterSlots) {
-    p.k_splits = 1;
+  auto fit_smem = [&] {
     while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
       ++p.k_splits;
+  };
+  auto counters = [&] { return g.max_slots * cdiv(a.n, 16 * p.row_tiles); };
+  fit_smem();
+  while (p.k_splits > 1 && counters() > kCounterSlots && p.row_tiles < kWarps) p.row_tiles *= 2;
+  // Still too many row groups for the counters (tall weights over many slots, e.g. Mixtral's
+  // gate_up in a 1,024-row prefill): no K split where shared memory allows.
+  if (p.k_splits > 1 && counters() > kCounterSlots) {
+    p.k_splits = 1;
+    fit_smem();
   }
+  if (p.k_splits > 1 && counters() > kCounterSlots)
+    throw Error("fp8_gemv_grouped: " + std::to_string(g.max_slots) + " slots of " + std::to_string(a.n) +
+                " rows need more split-K counters than " + std::to_string(kCounterSlots));
   return p;
 }
 
+// The argument checks (the plan's own limits are grouped_plan's).
 void validate_grouped(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
   validate(a, true);
   auto fail = [](const std::string& what) { throw Error("fp8_gemv_grouped: " + what); };
@@ -1190,10 +1196,6 @@ void validate_grouped(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
   if (a.k % 16 != 0) fail("k = " + std::to_string(a.k) + " is not a multiple of 16");
   if (a.quantize_x && a.x_layout == ActivationScaleLayout::kTensor && a.x_scale == nullptr)
     fail("a dynamic per-tensor scale would span one slot's rows only: give it as x_scale");
-  const Fp8GemvPlan p = grouped_plan(a, g);
-  if (p.k_splits > 1 && g.max_slots * cdiv(a.n, 16 * p.row_tiles) > kCounterSlots)
-    fail(std::to_string(g.max_slots) + " slots of " + std::to_string(a.n) + " rows need more split-K counters than " +
-         std::to_string(kCounterSlots));
 }
 
 size_t grouped_workspace(const Fp8GemvArgs& a, const Fp8GemvGroups& g, const Fp8GemvPlan& p) {

@@ -1,7 +1,6 @@
 #include "backend/cuda/moe_kernels.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -184,14 +183,17 @@ __global__ void moe_combine_kernel(const __nv_bfloat16* y, int64_t cols, const i
 
 [[noreturn]] void fail(const char* op, const std::string& what) { throw Error(std::string("cuda ") + op + ": " + what); }
 
+void check_routing(const char* op, int experts, int top_k) {
+  if (experts < 1 || experts > kMoeMaxExperts)
+    fail(op, std::to_string(experts) + " experts, not in [1, " + std::to_string(kMoeMaxExperts) + "]");
+  if (top_k < 1 || top_k > experts) fail(op, "top_k " + std::to_string(top_k) + " is not in [1, " + std::to_string(experts) + "]");
+}
+
 }  // namespace
 
 void moe_route(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize, int32_t* ids,
                float* weights, cudaStream_t stream) {
-  if (experts < 1 || experts > kMoeMaxExperts)
-    fail("moe_route", std::to_string(experts) + " experts, not in [1, " + std::to_string(kMoeMaxExperts) + "]");
-  if (top_k < 1 || top_k > experts)
-    fail("moe_route", "top_k " + std::to_string(top_k) + " is not in [1, " + std::to_string(experts) + "]");
+  check_routing("moe_route", experts, top_k);
   if (rows < 0) fail("moe_route", "negative row count");
   if (rows == 0) return;
   if (logits == nullptr || ids == nullptr || weights == nullptr) fail("moe_route", "null pointer");
@@ -212,10 +214,7 @@ size_t moe_group_smem_bytes(int64_t rows, int experts, int top_k) {
 
 void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
                      int slot_rows, const MoeGroups& out, cudaStream_t stream) {
-  if (experts < 1 || experts > kMoeMaxExperts)
-    fail("moe_route_group", std::to_string(experts) + " experts, not in [1, " + std::to_string(kMoeMaxExperts) + "]");
-  if (top_k < 1 || top_k > experts)
-    fail("moe_route_group", "top_k " + std::to_string(top_k) + " is not in [1, " + std::to_string(experts) + "]");
+  check_routing("moe_route_group", experts, top_k);
   if (rows < 1 || rows * top_k > kMoeGroupMaxPairs)
     fail("moe_route_group", std::to_string(rows) + " rows of " + std::to_string(top_k) + " pairs: 1 to " +
                                 std::to_string(kMoeGroupMaxPairs) + " pairs");
@@ -229,15 +228,9 @@ void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int
   if (smem > kGroupSmemLimit)
     fail("moe_route_group", std::to_string(experts) + " experts need " + std::to_string(smem) +
                                 " bytes of shared memory, more than " + std::to_string(kGroupSmemLimit));
-  static std::atomic<uint64_t> configured{0};
-  int dev = 0;
-  FP8LM_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t(1) << (dev & 63);
-  if ((configured.load() & bit) == 0) {
-    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(moe_route_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(kGroupSmemLimit)));
-    configured.fetch_or(bit);
-  }
+  // Above 48 KiB of dynamic shared memory (many experts, many rows) the kernel must opt in.
+  if (smem > 48 * 1024)
+    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(moe_route_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int warps = int(std::clamp<int64_t>(rows, 4, kGroupWarps));
   moe_route_group_kernel<<<1, unsigned(warps * 32), smem, stream>>>(logits, int(rows), experts, top_k, renormalize,
                                                                  slot_rows, out);
