@@ -54,6 +54,16 @@ struct DeviceVector {
   void fill_bytes(uint8_t byte) { FP8LM_CUDA_CHECK(cudaMemset(ptr, byte, std::max<size_t>(n, 1) * sizeof(T))); }
 };
 
+// The accumulation error of a Hopper FP8 tensor-core GEMM before its output rounding, as a share
+// of S = Σ|scaled products| (test_cuda_gemm.cpp's header derives it): each wgmma step of 32
+// products is added into an accumulator of about 13 fraction bits (≤ 2^-12·S a step), then
+// promoted to float32 with a few float32 roundings (block promotion, scale products, bias,
+// split-K). The GEMM tests' bound is |gpu − ref| ≤ 2^-8·(|ref| + E) + E with E = this · S.
+inline double fp8_gemm_error_coeff(int64_t k) {
+  const int64_t steps = (k + 31) / 32, blocks = (k + 127) / 128;
+  return double(steps) * 0x1p-12 + double(blocks + 4) * 0x1p-23;
+}
+
 }  // namespace fp8lm::test
 
 // Skips the current test (reporting SKIPPED with the reason) without a Hopper GPU.

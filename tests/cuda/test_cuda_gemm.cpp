@@ -356,9 +356,7 @@ TEST(CudaGemmReference, Float64ReferenceMatchesCpuLinear) {
     }
 }
 
-double fp8_e_coeff(int64_t k) {
-  return double(cdiv(k, 32)) * std::ldexp(1.0, -12) + double(cdiv(k, 128) + 4) * std::ldexp(1.0, -23);
-}
+double fp8_e_coeff(int64_t k) { return fp8lm::test::fp8_gemm_error_coeff(k); }
 
 // Whether cuBLASLt documents this case as supported (cublaslt_gemm.h): those
 // must run; the others may run (then they must be right) or must fail with a

@@ -281,5 +281,39 @@ TEST(CudaMoeModel, GroupedEqualsPerExpert) {
   }
 }
 
+// The experts as grouped CUTLASS GEMMs (FP8LM_CUDA_MOE_GEMM_MIN_PAIRS=1: every block, prefill
+// and decode) against the grouped GEMV / per-expert forms (FP8LM_CUDA_MOE_GEMM=0) and the CPU,
+// for the W8A8 schemes it takes on these shapes (per tensor, per channel, compressed-tensors'
+// static scales; the fixtures are too narrow for 128 × 128 blocks: test_cuda_grouped_gemm.cpp).
+TEST(CudaMoeModel, GemmEqualsPerExpert) {
+  REQUIRE_HOPPER();
+  struct GemmCase {
+    const char *fixture, *scale_fixture, *quant;
+  };
+  for (const GemmCase c : {GemmCase{"qwen3_moe", "qwen3_moe", "fp8:tensor"}, GemmCase{"qwen3_moe", "qwen3_moe", "fp8:channel"},
+                           GemmCase{"mixtral", "mixtral", "fp8:tensor"},
+                           GemmCase{"ct_fp8_static_qwen3_moe", "qwen3_moe", ""},
+                           GemmCase{"ct_fp8_static_mixtral", "mixtral", ""}}) {
+    SCOPED_TRACE(std::string(c.fixture) + " " + c.quant);
+    const MoeReference& ref = reference(c.scale_fixture);
+    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GEMM_MIN_PAIRS", "1", 1), 0);
+    auto gemm = load(backend::Device::kCuda, c.fixture, c.quant);
+    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GEMM_MIN_PAIRS"), 0);
+    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GEMM", "0", 1), 0);
+    auto without = load(backend::Device::kCuda, c.fixture, c.quant);
+    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GEMM"), 0);
+    auto cpu = load(backend::Device::kCpu, c.fixture, c.quant);
+    const Trace a = trace(*gemm, ref.prompt, ref.fed), b = trace(*without, ref.prompt, ref.fed),
+                want = trace(*cpu, ref.prompt, ref.fed);
+    const double mean = mean_abs_diff(a, b), vs_cpu = mean_abs_diff(want, a);
+    std::printf("[ grouped GEMM, %s %s ] vs without mean|Δ| %.6f (%.3f of E), vs CPU %.3f of E\n", c.fixture, c.quant,
+                mean, mean / ref.quant_effect, vs_cpu / ref.quant_effect);
+    EXPECT_GT(mean, 0.0);  // the GEMM ran: its rounding differs from the GEMV's somewhere
+    EXPECT_LE(mean, 1.5 * ref.quant_effect);
+    EXPECT_LE(vs_cpu, 1.5 * ref.quant_effect);
+    expect_same_top1_and_finite(b, a, max_abs_diff(a, b));
+  }
+}
+
 }  // namespace
 }  // namespace fp8lm::test

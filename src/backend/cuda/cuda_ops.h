@@ -148,6 +148,10 @@ class CudaOps final : public backend::Ops {
   // moe()'s grouped path (cuda_ops_moe.cpp), where moe_recordable.
   void moe_grouped(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
                    const backend::MoeRouting& routing, backend::Tensor out);
+  // The experts of either path as grouped GEMMs over routed pairs in grouped order (cuda_ops_moe.cpp).
+  // xs and ys: BF16 on the device.
+  void moe_experts_gemm(const backend::Weight& experts, const void* xs, int64_t pairs, const int32_t* expert_start,
+                        void* ys);
   std::unique_ptr<Impl> impl_;
   // sample_rows' stream and buffers, made at its first call (cuda_ops_sampling.cpp;
   // a shared_ptr, so that it is deleted where its type is complete).

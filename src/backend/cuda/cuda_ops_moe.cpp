@@ -29,7 +29,9 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -38,6 +40,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
+#include "backend/cuda/cutlass_fp8_grouped_gemm.h"
 #include "backend/cuda/env_switch.h"
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/linear_plan.h"
@@ -62,6 +65,11 @@ struct MoeWeight final : backend::Weight {
   // and up, down): [codes[E] | scales[E] | bias[E]] (empty where the path does not apply).
   bool grouped = false;
   DeviceBuffer gate_up_table, gate_table, up_table, down_table;
+  // The grouped GEMM's scale scheme where the experts have one (gemm_scales_of; the tables
+  // above then exist), and the fewest routed pairs it takes over the grouped GEMV (blocks with
+  // more pairs than the grouped path takes always use it).
+  std::optional<CutlassGroupedScales> gemm_scales;
+  int64_t gemm_min_pairs = 0;
   int64_t experts() const { return int64_t(down.size()); }
 };
 
@@ -185,6 +193,27 @@ bool groupable(const std::vector<std::unique_ptr<backend::Weight>>& list) {
   return true;
 }
 
+// The grouped GEMM's scale scheme for experts like `l` (every expert of a block has one scheme):
+// W8A8 E4M3 without bias, per-tensor / per-channel weights with per-tensor / per-token
+// activations (kOuter) or 128 × 128 blocks with 1 × 128 groups (kBlock), in shapes it takes.
+std::optional<CutlassGroupedScales> gemm_scales_of(const LinearWeight& l) {
+#ifdef FP8LM_WITH_CUTLASS
+  const LinearPlan& p = l.plan;
+  if (!p.fp8 || p.activation == ActivationQuant::kNone || l.bias || p.act_quant.format != Fp8Format::kE4M3)
+    return std::nullopt;
+  const bool w_outer = p.w_layout == WeightScaleLayout::kTensor || p.w_layout == WeightScaleLayout::kChannel;
+  const bool x_outer = p.x_layout == ActivationScaleLayout::kTensor || p.x_layout == ActivationScaleLayout::kToken;
+  std::optional<CutlassGroupedScales> s;
+  if (w_outer && x_outer) s = CutlassGroupedScales::kOuter;
+  if (p.w_layout == WeightScaleLayout::kBlock128 && p.x_layout == ActivationScaleLayout::kGroup128)
+    s = CutlassGroupedScales::kBlock;
+  if (s && cutlass_fp8_grouped_gemm_shape_unsupported(*s, l.n, l.k).empty()) return s;
+#else
+  (void)l;
+#endif
+  return std::nullopt;
+}
+
 // [codes[E] | scales[E] | bias[E]] of one projection's experts, on the device.
 DeviceBuffer pointer_table(CudaOps::Impl& m, const std::vector<std::unique_ptr<backend::Weight>>& list) {
   const size_t e = list.size();
@@ -264,6 +293,10 @@ bool CudaOps::supports_moe() const { return true; }
 // faster (2,199 vs 1,597 decode tok/s on the H200; grouped 1,344 vs 478 at 64 rows).
 constexpr int64_t kBf16GroupedMaxRows = 128;
 
+// Routed pairs from which the grouped GEMM runs the experts instead of the grouped GEMV
+// (FP8LM_CUDA_MOE_GEMM_MIN_PAIRS overrides it, for the sweep that sets it).
+constexpr int64_t kMoeGemmMinPairs = 1024;
+
 bool CudaOps::moe_recordable(const backend::Weight& experts, int64_t rows, int top_k) const {
   const auto* w = dynamic_cast<const MoeWeight*>(&experts);
   if (w == nullptr || !w->grouped || rows < 1 || top_k < 1 || rows * top_k > kMoeGroupMaxPairs) return false;
@@ -311,7 +344,16 @@ std::unique_ptr<backend::Weight> CudaOps::upload_moe_experts(std::span<const wei
   // FP8LM_CUDA_MOE_GROUPED=0: the per-expert path for every size (A/B in one binary).
   m->grouped = env_switch_on("FP8LM_CUDA_MOE_GROUPED") && groupable(m->down) && groupable(m->gate_up) &&
                groupable(m->gate) && groupable(m->up);
-  if (m->grouped) {
+  // The grouped GEMM where every projection takes the same scheme. FP8LM_CUDA_MOE_GEMM=0: never
+  // (the grouped GEMV and the per-expert path, as before it; A/B in one binary).
+  const auto& down0 = static_cast<const LinearWeight&>(*m->down[0]);
+  const auto& in0 = static_cast<const LinearWeight&>(m->gate_up.empty() ? *m->gate[0] : *m->gate_up[0]);
+  if (env_switch_on("FP8LM_CUDA_MOE_GEMM") && gemm_scales_of(down0) && gemm_scales_of(down0) == gemm_scales_of(in0)) {
+    m->gemm_scales = gemm_scales_of(down0);
+    m->gemm_min_pairs = env_whole_number("FP8LM_CUDA_MOE_GEMM_MIN_PAIRS", 1, std::numeric_limits<int64_t>::max(),
+                                         kMoeGemmMinPairs, "moe");
+  }
+  if (m->grouped || m->gemm_scales) {
     if (!m->gate_up.empty()) m->gate_up_table = pointer_table(*impl_, m->gate_up);
     if (!m->gate.empty()) m->gate_table = pointer_table(*impl_, m->gate);
     if (!m->up.empty()) m->up_table = pointer_table(*impl_, m->up);
@@ -344,23 +386,33 @@ void CudaOps::moe(Tensor x, Tensor router_logits, const backend::Weight& experts
   auto* routed = static_cast<int32_t*>(m.take(size_t(pairs) * 8));  // [ids | weights]
   auto* route_w = reinterpret_cast<float*>(routed + pairs);
   moe_route(B(router_logits), rows, int(num_experts), k, routing.renormalize, routed, route_w, m.stream);
-  auto* host = static_cast<int32_t*>(m.moe_staging(size_t(pairs) * 12));
+  auto* host = static_cast<int32_t*>(m.moe_staging((size_t(pairs) * 3 + size_t(num_experts) + 1) * 4));
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(host, routed, size_t(pairs) * 8, cudaMemcpyDeviceToHost, m.stream));
   FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   const Grouping g = group_pairs(host, reinterpret_cast<const float*>(host + pairs), rows, k, num_experts);
 
   // 2. The grouping goes up: [perm | pos | weights], through the same pinned buffer (the next
   // block's download comes after this copy on the stream).
-  auto* meta = static_cast<int32_t*>(m.take(size_t(pairs) * 12));
+  // With the grouped GEMM, each expert's first sorted pair too: [perm | pos | weights | start].
+  const size_t meta_ints = size_t(pairs) * 3 + (w.gemm_scales ? size_t(num_experts) + 1 : 0);
+  auto* meta = static_cast<int32_t*>(m.take(meta_ints * 4));
   std::memcpy(host, g.perm.data(), size_t(pairs) * 4);
   std::memcpy(host + pairs, g.pos.data(), size_t(pairs) * 4);
   std::memcpy(host + 2 * pairs, g.weight.data(), size_t(pairs) * 4);
-  FP8LM_CUDA_CHECK(cudaMemcpyAsync(meta, host, size_t(pairs) * 12, cudaMemcpyHostToDevice, m.stream));
+  if (w.gemm_scales)
+    for (int64_t e = 0; e <= num_experts; ++e) host[3 * pairs + e] = int32_t(g.start[size_t(e)]);
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(meta, host, meta_ints * 4, cudaMemcpyHostToDevice, m.stream));
 
   // 3. Each expert's rows, gathered expert after expert; gate/up per expert, SiLU·mul over all.
   auto* xs = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
   cuda::gather_rows(B(x), h, meta, pairs, xs, m.stream, rows);
   if (w.x_wide) call_scale(m, B(x), rows, h, w.x_format, w.x_scale.as<float>());
+  if (w.gemm_scales) {
+    auto* ys = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
+    moe_experts_gemm(experts, xs, pairs, meta + 3 * pairs, ys);
+    moe_combine(ys, h, meta + pairs, reinterpret_cast<const float*>(meta + 2 * pairs), rows, k, B(out), m.stream);
+    return;
+  }
   auto* act = static_cast<bf16*>(m.take(size_t(pairs * width) * 2));
   const bool fused = !w.gate_up.empty();
   auto* hbuf = static_cast<bf16*>(m.take(size_t(pairs * 2 * width) * 2));
@@ -408,10 +460,23 @@ void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight&
   g.perm = static_cast<int32_t*>(m.take(size_t(pairs) * 4));
   g.pos = static_cast<int32_t*>(m.take(size_t(pairs) * 4));
   g.weights = static_cast<float*>(m.take(size_t(pairs) * 4));
+  const bool gemm = w.gemm_scales && pairs >= w.gemm_min_pairs;
+  if (gemm) g.expert_start = static_cast<int32_t*>(m.take(size_t(num_experts + 1) * 4));
   {
     OpTimer part(m, "  of which: route + group", rows);
     moe_route_group(B(router_logits), rows, int(num_experts), k, routing.renormalize, int(kMaxGemvRows), g,
                     m.stream);
+  }
+  if (gemm) {
+    // The grouped GEMM over the routed rows of x in grouped order.
+    auto* xs = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
+    cuda::gather_rows(B(x), h, g.perm, pairs, xs, m.stream, rows);
+    if (w.x_wide) call_scale(m, B(x), rows, h, w.x_format, w.x_scale.as<float>());
+    auto* ys = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
+    moe_experts_gemm(experts, xs, pairs, g.expert_start, ys);
+    OpTimer part(m, "  of which: combine", rows);
+    moe_combine(ys, h, g.pos, g.weights, rows, k, B(out), m.stream);
+    return;
   }
 
   // Gate/up over the routed rows of x (through perm), SiLU·mul over all pairs.
@@ -445,6 +510,70 @@ void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight&
   }
   OpTimer part(m, "  of which: combine", rows);
   moe_combine(ys, h, g.pos, g.weights, rows, k, B(out), m.stream);
+}
+
+}  // namespace fp8lm::cuda
+
+namespace fp8lm::cuda {
+
+// The experts as grouped GEMMs (cutlass_fp8_grouped_gemm.h) over the routed pairs in grouped
+// order — xs [pairs, hidden] BF16, expert e's pairs at rows [start[e], start[e + 1]) (device) —
+// into ys [pairs, hidden]: each projection's input quantized once over every pair (as the
+// experts' plan says; a dynamic per-tensor scale is the call's, written before), gate/up, SiLU·mul,
+// down. Capturable: nothing comes back to the host.
+void CudaOps::moe_experts_gemm(const backend::Weight& experts, const void* x_grouped, int64_t pairs,
+                               const int32_t* start, void* y_grouped) {
+#ifdef FP8LM_WITH_CUTLASS
+  const auto* xs = static_cast<const bf16*>(x_grouped);
+  auto* ys = static_cast<bf16*>(y_grouped);
+  const MoeWeight& w = as<MoeWeight>(experts, "MoE experts");
+  Impl& m = *impl_;
+  const Impl::TempScope temps(m.scratch);
+  const int64_t num_experts = w.experts(), width = w.width;
+  const auto project = [&](const std::vector<std::unique_ptr<backend::Weight>>& list, const DeviceBuffer& table,
+                           const bf16* in, bf16* out) {
+    const auto& first = static_cast<const LinearWeight&>(*list[0]);
+    const LinearPlan& p = first.plan;
+    const Impl::QuantizedInput q = m.quantize_input(p, in, pairs, first.k);
+    CutlassFp8GroupedGemmArgs a;
+    a.scales = *w.gemm_scales;
+    a.groups = int(num_experts);
+    a.rows = pairs, a.n = first.n, a.k = first.k;
+    a.group_start = start;
+    a.x = q.codes;
+    a.x_scale = q.scales;
+    a.x_scale_per_row = p.x_layout != ActivationScaleLayout::kTensor;
+    const auto* const* ptrs = table.as<const void*>();
+    a.w = reinterpret_cast<const uint8_t* const*>(ptrs);
+    a.w_scale = reinterpret_cast<const float* const*>(ptrs + num_experts);
+    a.w_scale_per_channel = p.w_layout != WeightScaleLayout::kTensor;
+    a.y = out;
+    const size_t bytes = cutlass_fp8_grouped_gemm_workspace_bytes(a);
+    cutlass_fp8_grouped_gemm(a, m.take(bytes), bytes, m.stream);
+  };
+  auto* act = static_cast<bf16*>(m.take(size_t(pairs * width) * 2));
+  auto* hbuf = static_cast<bf16*>(m.take(size_t(pairs * 2 * width) * 2));
+  if (!w.gate_up.empty()) {
+    {
+      OpTimer part(m, "  of which: gate_up gemm", pairs);
+      project(w.gate_up, w.gate_up_table, xs, hbuf);
+    }
+    silu_mul_fused(Tensor{hbuf, pairs, 2 * width}, Tensor{act, pairs, width});
+  } else {
+    {
+      OpTimer part(m, "  of which: gate, up gemm", pairs);
+      project(w.gate, w.gate_table, xs, hbuf);
+      project(w.up, w.up_table, xs, hbuf + pairs * width);
+    }
+    silu_mul(Tensor{hbuf, pairs, width}, Tensor{hbuf + pairs * width, pairs, width}, Tensor{act, pairs, width});
+  }
+  if (w.act_wide) call_scale(m, act, pairs, width, w.act_format, w.act_scale.as<float>());
+  OpTimer part(m, "  of which: down gemm", pairs);
+  project(w.down, w.down_table, act, ys);
+#else
+  (void)experts, (void)x_grouped, (void)pairs, (void)start, (void)y_grouped;
+  throw Error("cuda ops: the grouped MoE GEMM needs a build with CUTLASS");
+#endif
 }
 
 }  // namespace fp8lm::cuda

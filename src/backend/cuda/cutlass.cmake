@@ -12,7 +12,11 @@ if(EXISTS "${FP8LM_CUTLASS_DIR}/include/cutlass/cutlass.h" AND
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_cooperative_128x128.cu
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_stream_k_128x128.cu
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_pingpong_64x128.cu
-    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_block_cooperative_128x128.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_block_cooperative_128x128.cu
+    # The grouped (ptr-array) GEMM of MoE experts: one file per scale scheme.
+    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_grouped_gemm.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_grouped_gemm_outer.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_grouped_gemm_block.cu)
   # SYSTEM: their own warnings are not ours (fp8lm's sources build with -Werror).
   target_include_directories(fp8lm_cuda SYSTEM PRIVATE
     "${FP8LM_CUTLASS_DIR}/include" "${FP8LM_CUTLASS_DIR}/util/include")

@@ -125,10 +125,12 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
         if (lane >= o) ic += a, is += b;
       }
       if (e < experts) start[e] = pos_carry + ic - c, slot0[e] = slot_carry + is - ns;
+      if (e < experts && out.expert_start != nullptr) out.expert_start[e] = pos_carry + ic - c;
       pos_carry += __shfl_sync(0xFFFFFFFFu, ic, 31);
       slot_carry += __shfl_sync(0xFFFFFFFFu, is, 31);
     }
     if (lane == 0) out.slots[0] = slot_carry;
+    if (lane == 0 && out.expert_start != nullptr) out.expert_start[experts] = pos_carry;
   }
   __syncthreads();
   const int ms = out.max_slots;

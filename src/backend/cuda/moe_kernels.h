@@ -31,6 +31,9 @@ struct MoeGroups {
   int32_t* perm = nullptr;   // [pairs]: the x row of each grouped pair
   int32_t* pos = nullptr;    // [rows, top_k]: row r's pairs' grouped positions, in increasing expert id
   float* weights = nullptr;  // [rows, top_k]: their routing weights (moe_route's), in the same order
+  // Optional [experts + 1]: expert e's pairs are grouped positions [start[e], start[e + 1]) (the
+  // grouped GEMM's groups, cutlass_fp8_grouped_gemm.h).
+  int32_t* expert_start = nullptr;
 };
 
 // The most pairs (rows · top_k) one moe_route_group call takes (one block does the grouping).
