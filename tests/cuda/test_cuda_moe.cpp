@@ -281,7 +281,7 @@ TEST(CudaMoeModel, GroupedEqualsPerExpert) {
   }
 }
 
-// The experts as grouped CUTLASS GEMMs (FP8LM_CUDA_MOE_GEMM_MIN_PAIRS=1: every block, prefill
+// The experts as grouped CUTLASS GEMMs (FP8LM_CUDA_MOE_GEMM_MIN_ROWS=0: every block, prefill
 // and decode) against the grouped GEMV / per-expert forms (FP8LM_CUDA_MOE_GEMM=0) and the CPU,
 // for the W8A8 schemes it takes on these shapes (per tensor, per channel, compressed-tensors'
 // static scales; the fixtures are too narrow for 128 × 128 blocks: test_cuda_grouped_gemm.cpp).
@@ -296,9 +296,9 @@ TEST(CudaMoeModel, GemmEqualsPerExpert) {
                            GemmCase{"ct_fp8_static_mixtral", "mixtral", ""}}) {
     SCOPED_TRACE(std::string(c.fixture) + " " + c.quant);
     const MoeReference& ref = reference(c.scale_fixture);
-    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GEMM_MIN_PAIRS", "1", 1), 0);
+    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GEMM_MIN_ROWS", "0", 1), 0);
     auto gemm = load(backend::Device::kCuda, c.fixture, c.quant);
-    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GEMM_MIN_PAIRS"), 0);
+    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GEMM_MIN_ROWS"), 0);
     ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GEMM", "0", 1), 0);
     auto without = load(backend::Device::kCuda, c.fixture, c.quant);
     ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GEMM"), 0);

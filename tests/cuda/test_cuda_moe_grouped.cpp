@@ -1,9 +1,10 @@
-// The grouped MoE path's kernels (src/backend/cuda/moe_kernels.h moe_route_group, fp8_gemv.h
-// fp8_gemv_grouped) against the per-call forms they group:
+// The grouped MoE path's kernels (src/backend/cuda/moe_kernels.h moe_route_group, moe_route_sort,
+// fp8_gemv.h fp8_gemv_grouped) against the per-call forms they group:
 //
 // * moe_route_group routes every row as moe_route does (the same experts and weights, a row's
 //   pairs sorted by expert id) and its grouping is consistent: positions a permutation, each
-//   expert's pairs contiguous in increasing expert order, slots of at most 16 that cover them.
+//   expert's pairs contiguous in increasing expert order, slots of at most 16 that cover them;
+//   moe_route_sort (any number of pairs) the same, with each expert's range instead of slots.
 // * fp8_gemv_grouped equals, byte for byte, fp8_gemv run slot by slot on the gathered rows with
 //   the grouped plan (fp8_gemv_grouped_plan), for W8A16, W8A8 with given codes (per token,
 //   1 × 128 groups, read through the permutation) and W8A8 quantized while staged — the
@@ -80,6 +81,33 @@ std::unique_ptr<Grouping> route_group(const DeviceVector<uint16_t>& logits, int6
   return g;
 }
 
+// Each row's pairs: moe_route's experts and weights (ids, w) sorted by expert id, at positions of
+// their expert (expert_at) whose perm names the row; every position used once.
+void check_pairs(int64_t rows, int top_k, const std::vector<int32_t>& ids, const std::vector<float>& w,
+                 const std::vector<int32_t>& expert_at, const std::vector<int32_t>& perm,
+                 const std::vector<int32_t>& pos, const std::vector<float>& weights) {
+  const int64_t pairs = rows * top_k;
+  std::vector<int> used(size_t(pairs), 0);
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<std::pair<int32_t, float>> want;
+    for (int j = 0; j < top_k; ++j) want.emplace_back(ids[size_t(r * top_k + j)], w[size_t(r * top_k + j)]);
+    std::sort(want.begin(), want.end());
+    for (int j = 0; j < top_k; ++j) {
+      const size_t i = size_t(r * top_k + j);
+      const int32_t at = pos[i];
+      const bool ok = at >= 0 && at < pairs && expert_at[size_t(at)] == want[size_t(j)].first &&
+                      perm[size_t(at)] == r && weights[i] == want[size_t(j)].second;
+      if (ok) ++used[size_t(at)];
+      if (!ok && bad++ < 3)
+        ADD_FAILURE() << "row " << r << " pair " << j << ": position " << at << ", weight " << weights[i]
+                      << "; moe_route: expert " << want[size_t(j)].first << " weight " << want[size_t(j)].second;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_TRUE(std::all_of(used.begin(), used.end(), [](int u) { return u == 1; }));
+}
+
 TEST(CudaMoeGroup, RoutesAsMoeRouteAndGroupsConsistently) {
   REQUIRE_HOPPER();
   std::mt19937 rng(5);
@@ -119,27 +147,44 @@ TEST(CudaMoeGroup, RoutesAsMoeRouteAndGroupsConsistently) {
       last_expert = g.expert(sl);
     }
     ASSERT_EQ(next, pairs);
-    // Each row's pairs: moe_route's experts and weights sorted by expert id, at positions of
-    // their expert whose perm names the row; every position used once.
-    std::vector<int> used(size_t(pairs), 0);
-    int64_t bad = 0;
-    for (int64_t r = 0; r < s.rows; ++r) {
-      std::vector<std::pair<int32_t, float>> want;
-      for (int j = 0; j < s.top_k; ++j) want.emplace_back(ids[size_t(r * s.top_k + j)], w[size_t(r * s.top_k + j)]);
-      std::sort(want.begin(), want.end());
-      for (int j = 0; j < s.top_k; ++j) {
-        const size_t i = size_t(r * s.top_k + j);
-        const int32_t at = g.pos[i];
-        const bool ok = at >= 0 && at < pairs && expert_at[size_t(at)] == want[size_t(j)].first &&
-                        g.perm[size_t(at)] == r && g.weights[i] == want[size_t(j)].second;
-        if (ok) ++used[size_t(at)];
-        if (!ok && bad++ < 3)
-          ADD_FAILURE() << "row " << r << " pair " << j << ": position " << at << ", weight " << g.weights[i]
-                        << "; moe_route: expert " << want[size_t(j)].first << " weight " << want[size_t(j)].second;
-      }
+    check_pairs(s.rows, s.top_k, ids, w, expert_at, g.perm, g.pos, g.weights);
+  }
+}
+
+// moe_route_sort (blocks of any size, for the grouped GEMM): the same pairs as moe_route, each
+// expert's pairs at [expert_start[e], expert_start[e + 1]).
+TEST(CudaMoeGroup, SortRoutesAsMoeRouteAndGroupsConsistently) {
+  REQUIRE_HOPPER();
+  std::mt19937 rng(9);
+  struct Shape {
+    int64_t rows;
+    int experts, top_k;
+  };
+  for (const Shape s : {Shape{1, 128, 8}, Shape{700, 128, 8}, Shape{3000, 8, 2}, Shape{5, 1024, 4}}) {
+    SCOPED_TRACE("rows " + std::to_string(s.rows) + " experts " + std::to_string(s.experts) + " top_k " +
+                 std::to_string(s.top_k));
+    const int64_t pairs = s.rows * s.top_k;
+    DeviceVector<uint16_t> logits(random_logits(s.rows, s.experts, rng));
+    DeviceVector<int32_t> d_ids{size_t(pairs)}, d_perm{size_t(pairs)}, d_pos{size_t(pairs)},
+        d_start{size_t(s.experts) + 1};
+    DeviceVector<float> d_w{size_t(pairs)}, d_weights{size_t(pairs)};
+    DeviceVector<uint8_t> scratch{cuda::moe_route_sort_scratch_bytes(pairs, s.experts)};
+    const auto* l = reinterpret_cast<const __nv_bfloat16*>(logits.ptr);
+    cuda::moe_route(l, s.rows, s.experts, s.top_k, true, d_ids.ptr, d_w.ptr, nullptr);
+    cuda::MoeGroups g;
+    g.perm = d_perm.ptr, g.pos = d_pos.ptr, g.weights = d_weights.ptr, g.expert_start = d_start.ptr;
+    cuda::moe_route_sort(l, s.rows, s.experts, s.top_k, true, g, scratch.ptr, nullptr);
+    FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<int32_t> start = d_start.download();
+    ASSERT_EQ(start[0], 0);
+    ASSERT_EQ(start.back(), pairs);
+    std::vector<int32_t> expert_at(size_t(pairs), -1);
+    for (int e = 0; e < s.experts; ++e) {
+      ASSERT_LE(start[size_t(e)], start[size_t(e) + 1]);
+      for (int32_t at = start[size_t(e)]; at < start[size_t(e) + 1]; ++at) expert_at[size_t(at)] = e;
     }
-    EXPECT_EQ(bad, 0);
-    EXPECT_TRUE(std::all_of(used.begin(), used.end(), [](int u) { return u == 1; }));
+    check_pairs(s.rows, s.top_k, d_ids.download(), d_w.download(), expert_at, d_perm.download(), d_pos.download(),
+                d_weights.download());
   }
 }
 

@@ -1,22 +1,27 @@
 // CudaOps' sparse MoE block (upload_moe_experts, moe; cuda_ops.h). Every expert is an ordinary
 // CUDA linear layer (any scheme linear_plan.h plans: BF16, W8A16, W8A8 per tensor / per channel
-// × per token / 128 × 128 blocks × 1 × 128 groups); two ways run them over the routed rows.
+// × per token / 128 × 128 blocks × 1 × 128 groups); three ways run them over the routed rows.
 //
-// Grouped (up to kMoeGroupMaxPairs routed pairs: every decode step and short prefills): all on
-// the device, so the block can be recorded in a step graph. One kernel routes
-// every row and groups the pairs by expert into slots of at most 16 (moe_route_group); one
-// grouped GEMV launch per projection runs every slot (fp8_gemv_grouped; bf16_gemv_grouped for
-// BF16 experts), gate/up reading the routed rows of x
-// through the grouping's permutation (no gather); SiLU·mul over all pairs; the combine kernel
-// sums each row's weighted outputs. It reads each touched expert's weights once per 16 of its
-// rows: the bytes a decode step must read.
+// Grouped GEMV (few pairs an expert, up to kMoeGroupMaxPairs: decode steps and short prefills):
+// all on the device, so the block can be recorded in a step graph. One kernel routes every row
+// and groups the pairs by expert into slots of at most 16 (moe_route_group); one grouped GEMV
+// launch per projection runs every slot (fp8_gemv_grouped; bf16_gemv_grouped for BF16
+// experts), gate/up reading the routed rows of x through the grouping's permutation (no
+// gather); SiLU·mul over all pairs; the combine kernel sums each row's weighted outputs. It
+// reads each touched expert's weights once per 16 of its rows: the bytes a decode step must read.
 //
-// Per expert (more pairs): the routing kernel on the device; the chosen ids
-// and weights come back to the host (one synchronization a block), which lists each expert's
-// rows in row order (cpu::moe's grouping) and each row's pairs in increasing expert id; the rows
-// are gathered expert after expert, gate/up and down run per expert (the GEMV for few rows, the
-// GEMMs for many), SiLU·mul once over all pairs, and the combine kernel sums each row's weighted
-// outputs. The host round trip makes it unrecordable (moe_recordable).
+// Grouped GEMM (W8A8 schemes CUTLASS's grouped kernel takes, from kMoeGemmMinRows pairs an
+// expert, any size): also all on the device. The grouping as above (moe_route_sort's kernels
+// beyond one block's pairs), the routed rows gathered in grouped order, then one grouped FP8
+// GEMM per projection over every expert (moe_experts_gemm, cutlass_fp8_grouped_gemm.h).
+//
+// Per expert (the rest: BF16 and W8A16 experts with many pairs an expert): the routing kernel on
+// the device; the chosen ids and weights come back to the host (one synchronization a block),
+// which lists each expert's rows in row order (cpu::moe's grouping) and each row's pairs in
+// increasing expert id; the rows are gathered expert after expert, gate/up and down run per
+// expert (the GEMV for few rows, the GEMMs for many), SiLU·mul once over all pairs, and the
+// combine kernel sums each row's weighted outputs. The host round trip makes it unrecordable
+// (moe_recordable).
 //
 // Numerics as cpu::moe (moe.h): a dynamic per-tensor activation scale is one scale for the
 // whole call — gate/up's over every row of x, down's over every routed row's SwiGLU output —
@@ -66,10 +71,11 @@ struct MoeWeight final : backend::Weight {
   bool grouped = false;
   DeviceBuffer gate_up_table, gate_table, up_table, down_table;
   // The grouped GEMM's scale scheme where the experts have one (gemm_scales_of; the tables
-  // above then exist), and the fewest routed pairs it takes over the grouped GEMV (blocks with
-  // more pairs than the grouped path takes always use it).
+  // above then exist), and the fewest routed pairs an expert has on average for which it runs
+  // instead of the grouped GEMV (the GEMV reads each weight once per 16 rows on CUDA cores).
   std::optional<CutlassGroupedScales> gemm_scales;
-  int64_t gemm_min_pairs = 0;
+  int64_t gemm_min_rows = 0;
+  bool gemm_for(int64_t pairs) const { return gemm_scales && pairs >= gemm_min_rows * experts(); }
   int64_t experts() const { return int64_t(down.size()); }
 };
 
@@ -288,20 +294,26 @@ void grouped_linear(CudaOps::Impl& m, const LinearWeight& first, const DeviceBuf
 
 bool CudaOps::supports_moe() const { return true; }
 
-// BF16 experts run grouped up to this many rows: bf16_gemv_grouped multiplies on CUDA cores, and
-// at 256 rows (16 an expert on Qwen3-30B-A3B) the per-expert path's cuBLASLt GEMMs measured
-// faster (2,199 vs 1,597 decode tok/s on the H200; grouped 1,344 vs 478 at 64 rows).
-constexpr int64_t kBf16GroupedMaxRows = 128;
+// BF16 experts run grouped up to this many routed pairs an expert on average: bf16_gemv_grouped
+// multiplies on CUDA cores, and at 16 an expert (Qwen3-30B-A3B at 256 rows, Mixtral at 64) the
+// per-expert path's cuBLASLt GEMMs measured faster (2,199 vs 1,597 and 7,914 vs 426 decode tok/s
+// on the H200; grouped 1,344 vs 478 at 4 an expert).
+constexpr int64_t kBf16GroupedMaxRowsPerExpert = 8;
 
-// Routed pairs from which the grouped GEMM runs the experts instead of the grouped GEMV
-// (FP8LM_CUDA_MOE_GEMM_MIN_PAIRS overrides it, for the sweep that sets it).
-constexpr int64_t kMoeGemmMinPairs = 1024;
+// Routed pairs an expert has on average from which the grouped GEMM runs the experts instead
+// of the grouped GEMV (FP8LM_CUDA_MOE_GEMM_MIN_ROWS overrides it, for the sweep that sets it):
+// on the H200 the GEMV was faster at 4 an expert (Qwen3-30B-A3B batch 64: 4,279 vs 3,952 tok/s),
+// the GEMM at 16 (batch 256: 12,065 vs 10,296).
+constexpr int64_t kMoeGemmMinRows = 8;
 
 bool CudaOps::moe_recordable(const backend::Weight& experts, int64_t rows, int top_k) const {
   const auto* w = dynamic_cast<const MoeWeight*>(&experts);
-  if (w == nullptr || !w->grouped || rows < 1 || top_k < 1 || rows * top_k > kMoeGroupMaxPairs) return false;
+  if (w == nullptr || rows < 1 || top_k < 1) return false;
+  const int64_t pairs = rows * top_k;
+  if (w->gemm_for(pairs)) return true;  // any size: the grouping too stays on the device
+  if (!w->grouped || pairs > kMoeGroupMaxPairs) return false;
   const auto& down0 = static_cast<const LinearWeight&>(*w->down[0]);
-  return down0.plan.fp8 || rows <= kBf16GroupedMaxRows;
+  return down0.plan.fp8 || pairs <= kBf16GroupedMaxRowsPerExpert * w->experts();
 }
 
 std::unique_ptr<backend::Weight> CudaOps::upload_moe_experts(std::span<const weights::LinearWeight> gate,
@@ -350,8 +362,8 @@ std::unique_ptr<backend::Weight> CudaOps::upload_moe_experts(std::span<const wei
   const auto& in0 = static_cast<const LinearWeight&>(m->gate_up.empty() ? *m->gate[0] : *m->gate_up[0]);
   if (env_switch_on("FP8LM_CUDA_MOE_GEMM") && gemm_scales_of(down0) && gemm_scales_of(down0) == gemm_scales_of(in0)) {
     m->gemm_scales = gemm_scales_of(down0);
-    m->gemm_min_pairs = env_whole_number("FP8LM_CUDA_MOE_GEMM_MIN_PAIRS", 1, std::numeric_limits<int64_t>::max(),
-                                         kMoeGemmMinPairs, "moe");
+    m->gemm_min_rows = env_whole_number("FP8LM_CUDA_MOE_GEMM_MIN_ROWS", 0, std::numeric_limits<int64_t>::max(),
+                                        kMoeGemmMinRows, "moe");
   }
   if (m->grouped || m->gemm_scales) {
     if (!m->gate_up.empty()) m->gate_up_table = pointer_table(*impl_, m->gate_up);
@@ -386,33 +398,23 @@ void CudaOps::moe(Tensor x, Tensor router_logits, const backend::Weight& experts
   auto* routed = static_cast<int32_t*>(m.take(size_t(pairs) * 8));  // [ids | weights]
   auto* route_w = reinterpret_cast<float*>(routed + pairs);
   moe_route(B(router_logits), rows, int(num_experts), k, routing.renormalize, routed, route_w, m.stream);
-  auto* host = static_cast<int32_t*>(m.moe_staging((size_t(pairs) * 3 + size_t(num_experts) + 1) * 4));
+  auto* host = static_cast<int32_t*>(m.moe_staging(size_t(pairs) * 12));
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(host, routed, size_t(pairs) * 8, cudaMemcpyDeviceToHost, m.stream));
   FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   const Grouping g = group_pairs(host, reinterpret_cast<const float*>(host + pairs), rows, k, num_experts);
 
   // 2. The grouping goes up: [perm | pos | weights], through the same pinned buffer (the next
   // block's download comes after this copy on the stream).
-  // With the grouped GEMM, each expert's first sorted pair too: [perm | pos | weights | start].
-  const size_t meta_ints = size_t(pairs) * 3 + (w.gemm_scales ? size_t(num_experts) + 1 : 0);
-  auto* meta = static_cast<int32_t*>(m.take(meta_ints * 4));
+  auto* meta = static_cast<int32_t*>(m.take(size_t(pairs) * 12));
   std::memcpy(host, g.perm.data(), size_t(pairs) * 4);
   std::memcpy(host + pairs, g.pos.data(), size_t(pairs) * 4);
   std::memcpy(host + 2 * pairs, g.weight.data(), size_t(pairs) * 4);
-  if (w.gemm_scales)
-    for (int64_t e = 0; e <= num_experts; ++e) host[3 * pairs + e] = int32_t(g.start[size_t(e)]);
-  FP8LM_CUDA_CHECK(cudaMemcpyAsync(meta, host, meta_ints * 4, cudaMemcpyHostToDevice, m.stream));
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(meta, host, size_t(pairs) * 12, cudaMemcpyHostToDevice, m.stream));
 
   // 3. Each expert's rows, gathered expert after expert; gate/up per expert, SiLU·mul over all.
   auto* xs = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
   cuda::gather_rows(B(x), h, meta, pairs, xs, m.stream, rows);
   if (w.x_wide) call_scale(m, B(x), rows, h, w.x_format, w.x_scale.as<float>());
-  if (w.gemm_scales) {
-    auto* ys = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
-    moe_experts_gemm(experts, xs, pairs, meta + 3 * pairs, ys);
-    moe_combine(ys, h, meta + pairs, reinterpret_cast<const float*>(meta + 2 * pairs), rows, k, B(out), m.stream);
-    return;
-  }
   auto* act = static_cast<bf16*>(m.take(size_t(pairs * width) * 2));
   const bool fused = !w.gate_up.empty();
   auto* hbuf = static_cast<bf16*>(m.take(size_t(pairs * 2 * width) * 2));
@@ -454,15 +456,20 @@ void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight&
   const int64_t pairs = rows * k;
   // An expert takes at most one pair per row: a slot holds at most min(rows, 16) rows.
   const int64_t slot_rows = std::min<int64_t>(rows, kMaxGemvRows);
+  const bool gemm = w.gemm_for(pairs);
   MoeGroups g;
-  g.max_slots = moe_group_max_slots(pairs, int(num_experts), int(kMaxGemvRows));
-  g.slots = static_cast<int32_t*>(m.take(size_t(1 + 3 * g.max_slots) * 4));
   g.perm = static_cast<int32_t*>(m.take(size_t(pairs) * 4));
   g.pos = static_cast<int32_t*>(m.take(size_t(pairs) * 4));
   g.weights = static_cast<float*>(m.take(size_t(pairs) * 4));
-  const bool gemm = w.gemm_scales && pairs >= w.gemm_min_pairs;
   if (gemm) g.expert_start = static_cast<int32_t*>(m.take(size_t(num_experts + 1) * 4));
-  {
+  if (gemm && pairs > kMoeGroupMaxPairs) {
+    // More pairs than one block groups: the GEMM needs no slots.
+    OpTimer part(m, "  of which: route + group", rows);
+    moe_route_sort(B(router_logits), rows, int(num_experts), k, routing.renormalize, g,
+                   m.take(moe_route_sort_scratch_bytes(pairs, int(num_experts))), m.stream);
+  } else {
+    g.max_slots = moe_group_max_slots(pairs, int(num_experts), int(kMaxGemvRows));
+    g.slots = static_cast<int32_t*>(m.take(size_t(1 + 3 * g.max_slots) * 4));
     OpTimer part(m, "  of which: route + group", rows);
     moe_route_group(B(router_logits), rows, int(num_experts), k, routing.renormalize, int(kMaxGemvRows), g,
                     m.stream);

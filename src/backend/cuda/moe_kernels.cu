@@ -150,6 +150,53 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
   }
 }
 
+// moe_route_sort's steps after moe_route. One thread per row: its pairs sorted by expert id (the
+// combine's order), each counted for its expert.
+__global__ void moe_sort_count_kernel(int32_t* ids, float* weights, int64_t rows, int top_k, int32_t* count) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  int32_t* id = ids + row * top_k;
+  float* w = weights + row * top_k;
+  for (int i = 1; i < top_k; ++i)
+    for (int j = i; j > 0 && id[j - 1] > id[j]; --j) {
+      const int32_t t = id[j];
+      id[j] = id[j - 1], id[j - 1] = t;
+      const float f = w[j];
+      w[j] = w[j - 1], w[j - 1] = f;
+    }
+  for (int i = 0; i < top_k; ++i) atomicAdd(count + id[i], 1);
+}
+
+// One warp: each expert's first grouped position (start, and the placing cursor), start[experts]
+// = every pair.
+__global__ void moe_scan_kernel(const int32_t* count, int experts, int32_t* start, int32_t* cursor) {
+  const int lane = int(threadIdx.x);
+  int carry = 0;
+  for (int base = 0; base < experts; base += 32) {
+    const int e = base + lane;
+    const int c = e < experts ? count[e] : 0;
+    int inc = c;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int a = __shfl_up_sync(0xFFFFFFFFu, inc, o);
+      if (lane >= o) inc += a;
+    }
+    if (e < experts) start[e] = cursor[e] = carry + inc - c;
+    carry += __shfl_sync(0xFFFFFFFFu, inc, 31);
+  }
+  if (lane == 0) start[experts] = carry;
+}
+
+// One thread per pair: its grouped position from its expert's cursor (within an expert the
+// atomics' order: every consumer reads rows by position).
+__global__ void moe_place_kernel(const int32_t* ids, int64_t pairs, int top_k, int32_t* cursor, int32_t* perm,
+                                 int32_t* pos) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pairs) return;
+  const int32_t at = atomicAdd(cursor + ids[i], 1);
+  perm[at] = int32_t(i / top_k);
+  pos[i] = at;
+}
+
 // One block per row; with cols % 8 == 0 and 16-byte aligned rows each thread sums 8 columns
 // (16-byte loads of every pair's row, all in flight at once), else one column at a time. The
 // same arithmetic either way: per column, the pairs in order, each product rounded then added.
@@ -236,6 +283,29 @@ void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int
   const int warps = int(std::clamp<int64_t>(rows, 4, kGroupWarps));
   moe_route_group_kernel<<<1, unsigned(warps * 32), smem, stream>>>(logits, int(rows), experts, top_k, renormalize,
                                                                  slot_rows, out);
+  FP8LM_CUDA_CHECK(cudaGetLastError());
+}
+
+size_t moe_route_sort_scratch_bytes(int64_t pairs, int experts) {
+  return (size_t(pairs) + 2 * size_t(experts)) * sizeof(int32_t);
+}
+
+void moe_route_sort(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
+                    const MoeGroups& out, void* scratch, cudaStream_t stream) {
+  check_routing("moe_route_sort", experts, top_k);
+  if (rows < 1 || rows * top_k > 0x7FFFFFFF) fail("moe_route_sort", "1 to 2^31 - 1 pairs");
+  if (logits == nullptr || out.perm == nullptr || out.pos == nullptr || out.weights == nullptr ||
+      out.expert_start == nullptr || scratch == nullptr)
+    fail("moe_route_sort", "null pointer");
+  const int64_t pairs = rows * top_k;
+  auto* ids = static_cast<int32_t*>(scratch);
+  int32_t* count = ids + pairs;
+  int32_t* cursor = count + experts;
+  moe_route(logits, rows, experts, top_k, renormalize, ids, out.weights, stream);
+  FP8LM_CUDA_CHECK(cudaMemsetAsync(count, 0, size_t(experts) * sizeof(int32_t), stream));
+  moe_sort_count_kernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(ids, out.weights, rows, top_k, count);
+  moe_scan_kernel<<<1, 32, 0, stream>>>(count, experts, out.expert_start, cursor);
+  moe_place_kernel<<<unsigned((pairs + 255) / 256), 256, 0, stream>>>(ids, pairs, top_k, cursor, out.perm, out.pos);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 

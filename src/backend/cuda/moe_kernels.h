@@ -48,6 +48,14 @@ int moe_group_max_slots(int64_t pairs, int experts, int slot_rows);
 void moe_route_group(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
                      int slot_rows, const MoeGroups& out, cudaStream_t stream);
 
+// The grouping of any number of pairs (rows · top_k < 2^31) for the grouped GEMM: moe_route's
+// experts and weights, each row's pairs sorted by expert id, into out.perm, out.pos, out.weights
+// and out.expert_start (out.slots unused) — several kernels over the whole GPU, for the blocks
+// moe_route_group's one block does not take. `scratch`: moe_route_sort_scratch_bytes on the device.
+size_t moe_route_sort_scratch_bytes(int64_t pairs, int experts);
+void moe_route_sort(const __nv_bfloat16* logits, int64_t rows, int experts, int top_k, bool renormalize,
+                    const MoeGroups& out, void* scratch, cudaStream_t stream);
+
 // out[r, :] = bf16(Σ_j weights[r·top_k + j] · y[pos[r·top_k + j], :]) for j = 0 … top_k − 1 in
 // that order, each product rounded to float32 then added (cpu::moe's index_add), from 0.
 // y: [*, cols] BF16; out: [rows, cols].
