@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "backend/cuda/check.h"
@@ -53,6 +54,15 @@ struct DeviceVector {
   }
   void fill_bytes(uint8_t byte) { FP8LM_CUDA_CHECK(cudaMemset(ptr, byte, std::max<size_t>(n, 1) * sizeof(T))); }
 };
+
+// n positive weight / activation scales in [0.001, 0.02): the magnitudes E4M3 codes' scales have.
+template <class Rng>
+std::vector<float> random_scales(size_t n, Rng& rng) {
+  std::uniform_real_distribution<float> u(0.001f, 0.02f);
+  std::vector<float> s(n);
+  for (float& v : s) v = u(rng);
+  return s;
+}
 
 // The accumulation error of a Hopper FP8 tensor-core GEMM before its output rounding, as a share
 // of S = Σ|scaled products| (test_cuda_gemm.cpp's header derives it): each wgmma step of 32

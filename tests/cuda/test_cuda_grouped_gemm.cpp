@@ -33,13 +33,6 @@ std::vector<uint8_t> random_codes(size_t n, std::mt19937& rng) {
   return c;
 }
 
-std::vector<float> random_scales(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(0.001f, 0.02f);
-  std::vector<float> s(n);
-  for (float& v : s) v = u(rng);
-  return s;
-}
-
 struct Scheme {
   const char* name;
   cuda::CutlassGroupedScales scales;

@@ -281,6 +281,24 @@ TEST(CudaMoeModel, GroupedEqualsPerExpert) {
   }
 }
 
+// The grouped path's two opt-in fusions — the combine inside the next add + RMSNorm, SiLU·mul
+// inside the down GEMV's staging — give the logits of the unfused kernels, bit for bit.
+TEST(CudaMoeModel, FusionsAreBitIdentical) {
+  REQUIRE_HOPPER();
+  const MoeReference& ref = reference("qwen3_moe");
+  for (const char* quant : {"", "fp8:channel", "fp8:block", "fp8:tensor"}) {
+    SCOPED_TRACE(*quant ? quant : "bf16");
+    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_COMBINE_IN_NORM", "1", 1), 0);
+    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_SILU_IN_DOWN", "1", 1), 0);
+    auto fused = load(backend::Device::kCuda, "qwen3_moe", quant);
+    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_COMBINE_IN_NORM"), 0);
+    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_SILU_IN_DOWN"), 0);
+    auto plain = load(backend::Device::kCuda, "qwen3_moe", quant);
+    const Trace a = trace(*fused, ref.prompt, ref.fed), b = trace(*plain, ref.prompt, ref.fed);
+    EXPECT_EQ(max_abs_diff(a, b), 0.0);
+  }
+}
+
 // The experts as grouped CUTLASS GEMMs (FP8LM_CUDA_MOE_GEMM_MIN_ROWS=0: every block, prefill
 // and decode) against the grouped GEMV / per-expert forms (FP8LM_CUDA_MOE_GEMM=0) and the CPU,
 // for the W8A8 schemes it takes on these shapes (per tensor, per channel, compressed-tensors'

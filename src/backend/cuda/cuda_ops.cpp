@@ -73,6 +73,7 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
   impl_->fused_merge = env_switch_on("FP8LM_CUDA_FUSED_MERGE");
+  impl_->moe_combine_in_norm = env_opt_in("FP8LM_CUDA_MOE_COMBINE_IN_NORM");
   if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS"); c != nullptr && *c != '\0') {
     const std::string v = c;
     for (const CutlassFp8Config config : kCutlassFp8Configs)
@@ -422,6 +423,27 @@ void CudaOps::add_rms_norm(Tensor h, Tensor delta, const backend::Weight& w, flo
   const std::optional<RowQuantOutput> q = prequantize_for(*impl_, next, out);
   cuda::add_rms_norm(B(h), B(delta), g.values.as<float>(), eps, h.rows, h.cols, B(out), impl_->stream,
                      q ? &*q : nullptr);
+}
+
+// The grouped MoE path with its combine inside the residual add + norm (the same bits as moe()
+// then add_rms_norm()); elsewhere the two. The prequantized codes for `next` are taken before
+// the MoE block's temporaries, so that they outlive them, and recorded again after it.
+void CudaOps::moe_add_rms_norm(Tensor x, Tensor router_logits, const backend::Weight& experts,
+                               const backend::MoeRouting& routing, Tensor out, Tensor h, const backend::Weight& w,
+                               float eps, Tensor normed, const backend::Weight* next) {
+  const VectorWeight& g = as<VectorWeight>(w, "norm weight");
+  const bool fused = impl_->moe_combine_in_norm && routing.top_k >= 1 &&
+                     moe_recordable(experts, x.rows, routing.top_k) && g.size == h.cols &&
+                     moe_combine_add_rms_norm_takes(out.data, h.data, normed.data, g.values.as<float>(), h.cols);
+  if (!fused) return Ops::moe_add_rms_norm(x, router_logits, experts, routing, out, h, w, eps, normed, next);
+  require_shape(h, x.rows, x.cols, "moe_add_rms_norm");
+  require_shape(normed, h.rows, h.cols, "moe_add_rms_norm");
+  require_shape(out, h.rows, h.cols, "moe_add_rms_norm");
+  const std::optional<RowQuantOutput> q = prequantize_for(*impl_, next, normed);
+  const Impl::Prequantized pre = impl_->prequantized;
+  MoeNormAfter after{h, normed, g.values.as<float>(), eps, q ? &*q : nullptr};
+  moe_grouped(x, router_logits, experts, routing, out, &after);
+  impl_->prequantized = pre;
 }
 
 void CudaOps::head_rms_norm(Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {

@@ -41,6 +41,8 @@
 
 namespace fp8lm::cuda {
 
+struct RowQuantOutput;  // model_kernels.h
+
 struct CudaOpsOptions {
   int device = 0;
   bool cuda_graphs = true;  // record and replay decode steps
@@ -109,6 +111,10 @@ class CudaOps final : public backend::Ops {
                  const backend::Weight* next = nullptr) override;
   void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
            const backend::MoeRouting& routing, backend::Tensor out) override;
+  void moe_add_rms_norm(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
+                        const backend::MoeRouting& routing, backend::Tensor out, backend::Tensor h,
+                        const backend::Weight& w, float eps, backend::Tensor normed,
+                        const backend::Weight* next) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
@@ -144,10 +150,19 @@ class CudaOps final : public backend::Ops {
 
   struct Impl;  // defined in cuda_ops.cpp
 
+  // What moe_add_rms_norm has the grouped path do instead of writing out: the combine inside
+  // the residual add + norm (model_kernels.h moe_combine_add_rms_norm).
+  struct MoeNormAfter {
+    backend::Tensor h, normed;
+    const float* w = nullptr;
+    float eps = 0.0f;
+    const RowQuantOutput* quant = nullptr;
+  };
+
  private:
   // moe()'s grouped path (cuda_ops_moe.cpp), where moe_recordable.
   void moe_grouped(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
-                   const backend::MoeRouting& routing, backend::Tensor out);
+                   const backend::MoeRouting& routing, backend::Tensor out, const MoeNormAfter* after = nullptr);
   // The experts of either path as grouped GEMMs over routed pairs in grouped order (cuda_ops_moe.cpp).
   // xs and ys: BF16 on the device.
   void moe_experts_gemm(const backend::Weight& experts, const void* xs, int64_t pairs, const int32_t* expert_start,

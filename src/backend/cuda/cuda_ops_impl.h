@@ -188,6 +188,10 @@ struct CudaOps::Impl {
   // (bench throughput 128/128, docs/benchmarks.md), for a reason not yet profiled.
   bool cutlass_block_measured = false;
   bool cutlass_block = false;
+  // moe_add_rms_norm fuses the grouped MoE block's combine into the norm: opt-in
+  // (FP8LM_CUDA_MOE_COMBINE_IN_NORM=1), as it measured no faster on the H200 (one kernel a layer
+  // fewer, the same decode tok/s within 0.2 %).
+  bool moe_combine_in_norm = false;
 
   // The step's metadata: int32 [ids | positions | row_seq | first_row | num_tokens | start | block tables | logit rows].
   DeviceBuffer meta;

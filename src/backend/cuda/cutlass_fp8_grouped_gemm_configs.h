@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "backend/cuda/cutlass_fp8_grouped_gemm.h"
+#include "backend/cuda/cutlass_fp8_grouped_gemm_args.h"
 
 namespace fp8lm::cuda::cutlass_grouped {
 

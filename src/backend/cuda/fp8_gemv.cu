@@ -35,6 +35,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quantize_device.cuh"
 #include "common/error.h"
+#include "numerics/silu.h"
 
 namespace fp8lm::cuda {
 namespace {
@@ -68,6 +69,7 @@ struct Params {
   int x_layout;  // ActivationScaleLayout
   bool x_vec;    // activations can be read 16 bytes at a time
   bool quant;    // BF16 activations quantized to E4M3 while staged (Fp8GemvArgs::quantize_x)
+  bool x_silu;   // quant: x holds gate | up rows of 2k, staged as bf16(silu(gate)·up) (x_silu_gate_up)
   Fp8ScaleRule rule;  // quant, dynamic scales
   bool pdl;      // launched as a programmatic dependent of the previous kernel
   const __nv_bfloat16* bias;
@@ -232,8 +234,17 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
 // written by the kernel before (visible after griddepcontrol.wait), so not through the
 // read-only path.
 __device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, float (&v)[8]) {
-  const auto* x = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * p.k + kg;
   const int n = int(max(int64_t(0), min(int64_t(8), p.k - kg)));  // elements of the row here
+  if (p.x_silu) {  // silu_mul_fused's arithmetic and BF16 rounding (model_kernels' silu8)
+    const auto* g = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * 2 * p.k + kg;
+    float u[8];
+    if (p.x_vec && n == 8) load8<true>(g, 8, v), load8<true>(g + p.k, 8, u);
+    else load8<false>(g, n, v), load8<false>(g + p.k, n, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = j < n ? round_bf16(silu_mul_f32(v[j], u[j])) : 0.0f;
+    return;
+  }
+  const auto* x = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * p.k + kg;
   // x_vec: k % 8 == 0 and x 16-byte aligned, so a vector is wholly in or past the row.
   if (p.x_vec && n == 8) load8<true>(x, 8, v);
   else load8<false>(x, n, v);
@@ -613,7 +624,7 @@ __device__ __forceinline__ bool bind_slot(Params& q) {
     q.x_rows += first;
   } else {
     const bool codes = kA8 && !q.quant;
-    q.x = static_cast<const unsigned char*>(q.x) + int64_t(first) * q.k * (codes ? 1 : 2);
+    q.x = static_cast<const unsigned char*>(q.x) + int64_t(first) * q.k * (codes ? 1 : q.x_silu ? 4 : 2);
     if (q.x_layout == kXToken && !q.quant) q.x_scale += first;
     if (q.x_layout == kXGroup && !q.quant) q.x_scale += int64_t(first) * q.chunks;
   }
@@ -980,6 +991,7 @@ void validate(const Fp8GemvArgs& a, bool grouped = false) {
       fail("quantize_x: the scale rule needs fmax > 0 and floors and cap >= 0");
     return;
   }
+  if (a.x_silu_gate_up) fail("x_silu_gate_up is a form of quantize_x");
   if (a16 && a.x_layout != ActivationScaleLayout::kNone)
     fail("BF16 activations take no scales (x_layout must be kNone)");
   if (a8 && (a.x_layout == ActivationScaleLayout::kNone || int(a.x_layout) > kXGroup))
@@ -1133,6 +1145,7 @@ Params make_params(const Fp8GemvArgs& a, const Fp8GemvPlan& pl, const Layout& l)
   p.x_scale = a.x_scale;
   p.x_layout = int(a.x_layout);
   p.quant = a.quantize_x;
+  p.x_silu = a.quantize_x && a.x_silu_gate_up;
   p.rule = a.x_rule;
   const auto addr = reinterpret_cast<uintptr_t>(p.x);
   p.x_vec = addr % 16 == 0 && a.k % (raw_codes ? 16 : 8) == 0;

@@ -75,6 +75,18 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 
 constexpr int kGroupWarps = 32;
 
+// A row's pairs (ids with their weights) in increasing expert id, the combine's order: an
+// insertion sort, top_k being small.
+__device__ void sort_row_pairs(int32_t* ids, float* w, int top_k) {
+  for (int i = 1; i < top_k; ++i)
+    for (int j = i; j > 0 && ids[j - 1] > ids[j]; --j) {
+      const int32_t t = ids[j];
+      ids[j] = ids[j - 1], ids[j - 1] = t;
+      const float f = w[j];
+      w[j] = w[j - 1], w[j - 1] = f;
+    }
+}
+
 // The grouped form (moe_route_group): one block. Every warp routes rows (their pairs then
 // sorted by expert id, lane 0), the block counts the pairs per expert, warp 0 scans the counts
 // into each expert's first grouped position and first slot, and the pairs are placed: each
@@ -101,14 +113,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     float* w = s_w + r * top_k;  // shared: the sort and renormalization read back what they wrote
     route_row_warp(logits + int64_t(r) * experts, experts, top_k, renormalize, probs + warp * experts, ids, w);
     __syncwarp();
-    if (lane == 0)  // increasing expert id: the combine's order
-      for (int i = 1; i < top_k; ++i)
-        for (int j = i; j > 0 && ids[j - 1] > ids[j]; --j) {
-          const int32_t t = ids[j];
-          ids[j] = ids[j - 1], ids[j - 1] = t;
-          const float f = w[j];
-          w[j] = w[j - 1], w[j - 1] = f;
-        }
+    if (lane == 0) sort_row_pairs(ids, w, top_k);
     __syncwarp();
   }
   __syncthreads();
@@ -156,14 +161,7 @@ __global__ void moe_sort_count_kernel(int32_t* ids, float* weights, int64_t rows
   const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   int32_t* id = ids + row * top_k;
-  float* w = weights + row * top_k;
-  for (int i = 1; i < top_k; ++i)
-    for (int j = i; j > 0 && id[j - 1] > id[j]; --j) {
-      const int32_t t = id[j];
-      id[j] = id[j - 1], id[j - 1] = t;
-      const float f = w[j];
-      w[j] = w[j - 1], w[j - 1] = f;
-    }
+  sort_row_pairs(id, weights + row * top_k, top_k);
   for (int i = 0; i < top_k; ++i) atomicAdd(count + id[i], 1);
 }
 
