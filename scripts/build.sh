@@ -26,32 +26,38 @@ packages=(cmake ninja-build g++ git python3 python3-venv python3-pip libgtest-de
           libpcre2-dev libutf8proc-dev pkg-config libcpp-httplib-dev ccache)
 bash scripts/install_packages.sh "${packages[@]}"
 
-# The CUDA backend's FP8 GEMMs use CUTLASS's headers, shipped in PyPI's nvidia-cutlass (pinned):
-# fetched once into .deps/cutlass when a CUDA compiler is there (cmake/Cuda.cmake looks for nvcc
-# on PATH and in /usr/local/cuda).
-cutlass_version=4.2.0.0
-if [[ $cuda != OFF ]] && { command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
-  step "CUTLASS headers (nvidia-cutlass==$cutlass_version, .deps/cutlass)"
-  if [[ $(cat .deps/cutlass/VERSION 2>/dev/null) != "$cutlass_version" ]]; then
-    rm -rf .deps/cutlass .deps/wheels
-    python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .deps/wheels \
-      "nvidia-cutlass==$cutlass_version"
-    python3 - "$cutlass_version" <<'PY'
+# Headers the CUDA backend builds against, from pinned PyPI wheels (their libraries are not
+# linked): CUTLASS's C++ templates (nvidia-cutlass) for the FP8 GEMMs, and nccl.h
+# (nvidia-nccl-cu13) for tensor parallelism over GPUs, whose library is opened at run time.
+# Fetched once into .deps/ when a CUDA compiler is there (cmake/Cuda.cmake looks for nvcc on
+# PATH and in /usr/local/cuda).
+# fetch_headers DIR WHEEL==VERSION PREFIX=DEST...: the wheel's files under each PREFIX into DIR/DEST.
+fetch_headers() {
+  local dir=$1 pin=$2; shift 2
+  if [[ $(cat "$dir/VERSION" 2>/dev/null) == "$pin" ]]; then echo "$pin headers in $dir"; return; fi
+  rm -rf "$dir" .deps/wheels
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .deps/wheels "$pin"
+  python3 - "$dir" "$pin" "$@" <<'PY'
 import pathlib, sys, zipfile
-wheel = next(pathlib.Path(".deps/wheels").glob("nvidia_cutlass-*.whl"))
-parts = {"cutlass_library/source/include/": "include/", "cutlass_library/source/tools/util/include/": "util/include/"}
+out_dir, pin, maps = pathlib.Path(sys.argv[1]), sys.argv[2], [m.split("=", 1) for m in sys.argv[3:]]
+wheel = next(pathlib.Path(".deps/wheels").glob("*.whl"))
 with zipfile.ZipFile(wheel) as z:
     for name in z.namelist():
-        for src, dst in parts.items():
+        for src, dst in maps:
             if name.startswith(src) and not name.endswith("/"):
-                out = pathlib.Path(".deps/cutlass") / dst / name[len(src):]
+                out = out_dir / dst / name[len(src):]
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_bytes(z.read(name))
-pathlib.Path(".deps/cutlass/VERSION").write_text(sys.argv[1])
+(out_dir / "VERSION").write_text(pin)
 PY
-    rm -rf .deps/wheels
-  fi
-  echo "CUTLASS $cutlass_version headers in .deps/cutlass"
+  rm -rf .deps/wheels
+  echo "$pin headers in $dir"
+}
+if [[ $cuda != OFF ]] && { command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
+  step "CUDA backend headers (.deps/cutlass, .deps/nccl)"
+  fetch_headers .deps/cutlass nvidia-cutlass==4.2.0.0 \
+    cutlass_library/source/include/=include/ cutlass_library/source/tools/util/include/=util/include/
+  fetch_headers .deps/nccl nvidia-nccl-cu13==2.28.9 nvidia/nccl/include/nccl.h=include/nccl.h
 fi
 
 step "Build (build/: ${targets[*]:-every target}, CUDA backend $cuda)"

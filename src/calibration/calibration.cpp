@@ -54,8 +54,14 @@ class RangeObserver final : public model::ForwardObserver {
 
   void key_value(int layer, std::span<const float> k, std::span<const float> v, int64_t rows, int64_t width) override {
     const auto l = size_t(layer);
+    // A tensor-parallel rank holds some of the KV heads: those it holds, numbered from 0.
+    const int64_t heads = width / head_dim_;
+    if (width % head_dim_ != 0 || heads > kv_heads_ || k.size() < size_t(rows * width) || v.size() < size_t(rows * width))
+      throw Error("calibration: K/V of " + std::to_string(rows) + " rows × " + std::to_string(width) +
+                  " values do not hold whole heads of " + std::to_string(head_dim_) + " (at most " +
+                  std::to_string(kv_heads_) + ")");
     for (int64_t r = 0; r < rows; ++r)
-      for (int h = 0; h < kv_heads_; ++h) {
+      for (int64_t h = 0; h < heads; ++h) {
         const size_t at = size_t(r * width + h * head_dim_);
         float& kh = stats_.k_head_amax[l][size_t(h)];
         float& vh = stats_.v_head_amax[l][size_t(h)];

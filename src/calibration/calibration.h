@@ -23,7 +23,8 @@ struct CalibrationStats {
   // Module name ("model.layers.0.self_attn.q_proj") → max |input| over every calibration token.
   std::map<std::string, float> input_amax;
   std::vector<float> k_amax, v_amax;                         // per layer
-  std::vector<std::vector<float>> k_head_amax, v_head_amax;  // per layer, per KV head
+  // Per layer, per KV head (of a tensor-parallel rank: its own heads, from 0; the others 0).
+  std::vector<std::vector<float>> k_head_amax, v_head_amax;
   int64_t samples = 0;
   int64_t tokens = 0;
 };

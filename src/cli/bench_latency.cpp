@@ -72,7 +72,7 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
     std::vector<model::SequenceInput> part;
     for (int64_t b = first; b < last; ++b) part.push_back({prompts[size_t(b)], 0, tables.t[size_t(b)], false});
     std::vector<int32_t> got;
-    rt.model().forward_greedy(part, rt.kv_cache(), got);
+    rt.model().forward_greedy(part, got);
     std::copy(got.begin(), got.end(), next.begin() + first);
     first = last;
     ++r.prefill_calls;
@@ -87,7 +87,7 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
     const auto s0 = Clock::now();
     for (int64_t b = 0; b < batch; ++b)
       inputs[size_t(b)] = {{&next[size_t(b)], 1}, input_len + s - 1, tables.t[size_t(b)], false};
-    rt.model().forward_greedy(inputs, rt.kv_cache(), next);
+    rt.model().forward_greedy(inputs, next);
     r.steps.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
   }
   r.total = std::chrono::duration<double>(Clock::now() - t0).count();

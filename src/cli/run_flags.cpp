@@ -69,6 +69,9 @@ engine::RuntimeOptions RunFlags::options() const {
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     throw Error("--gpu-memory-utilization: " + std::to_string(gpu_memory_utilization) + " is not in (0, 1]");
   o.gpu_memory_utilization = gpu_memory_utilization;
+  if (tensor_parallel_size < 1)
+    throw Error("--tensor-parallel-size: " + std::to_string(tensor_parallel_size) + " is not a positive number of ranks");
+  o.tensor_parallel_size = tensor_parallel_size;
   auto bar = std::make_shared<ProgressBar>("loading weights", "layers");
   o.load_progress = [bar](int64_t done, int64_t total) { bar->update(done, total); };
   return o;
@@ -86,6 +89,9 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
   cmd->add_flag("--no-cuda-graphs", f->no_cuda_graphs, "CUDA: launch every kernel of decode steps (no graphs)");
   cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                   "CUDA: share of the GPU's memory fp8lm may fill, the KV cache taking what is left (default 0.9)");
+  cmd->add_option("--tensor-parallel-size,--tp", f->tensor_parallel_size,
+                  "Split the model over this many ranks (tensor parallelism): GPUs 0..N-1 with --device cuda "
+                  "(NCCL), threads of this process on the CPU (--threads shared between them); default 1");
   cmd->add_option("--cpu-kernels", f->kernels, "CPU vector loops: auto, scalar, avx2, avx512");
   cmd->add_flag("--no-kv-calibration", f->no_kv_calibration,
                 "With an FP8 KV cache and no k/v scales in the checkpoint: use 1.0 instead of calibrating them at "

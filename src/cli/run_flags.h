@@ -24,6 +24,7 @@ struct RunFlags {
   std::string device = "cpu";
   bool no_cuda_graphs = false;
   double gpu_memory_utilization = 0.9;
+  int tensor_parallel_size = 1;
 
   // Throws fp8lm::Error for a value out of range.
   engine::RuntimeOptions options() const;

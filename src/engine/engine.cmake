@@ -13,6 +13,7 @@ target_link_libraries(fp8lm_engine PUBLIC fp8lm_io fp8lm_backend)
 # does not link the model and every backend.
 add_library(fp8lm_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/runtime.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/model_runner.cpp
   ${CMAKE_CURRENT_LIST_DIR}/generate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sequence_output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp

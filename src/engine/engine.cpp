@@ -185,9 +185,9 @@ std::string Engine::launch(Launch& l) {
   }
   try {
     switch (l.mode) {
-      case Launch::Mode::kArgmax: rt_.model().start_greedy(inputs_, rt_.kv_cache()); break;
-      case Launch::Mode::kDevice: rt_.model().start_sample(inputs_, rt_.kv_cache(), rows_); break;
-      case Launch::Mode::kHost: rt_.model().forward(inputs_, rt_.kv_cache(), logits_); break;
+      case Launch::Mode::kArgmax: rt_.model().start_greedy(inputs_); break;
+      case Launch::Mode::kDevice: rt_.model().start_sample(inputs_, rows_); break;
+      case Launch::Mode::kHost: rt_.model().forward(inputs_, logits_); break;
     }
   } catch (const OutOfMemoryError& e) {
     // The device had no memory for this step: its requests fail (step() frees

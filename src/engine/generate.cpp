@@ -76,7 +76,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
     // request gives the same tokens here as through the engine), then recorded for the
     // penalties and the draw counter.
     const backend::RowSampling row = sampler.row_sampling();
-    rt.model().forward_sample({&in, 1}, rt.kv_cache(), {&row, 1}, sampled);
+    rt.model().forward_sample({&in, 1}, {&row, 1}, sampled);
     position += int64_t(step.size());
     const int32_t token = sampled.at(0);
     sampler.accept(token);

@@ -13,6 +13,7 @@
 #include "backend/factory/make_ops.h"
 #include "backend/ops.h"
 #include "engine/block_allocator.h"
+#include "engine/model_runner.h"
 #include "io/model_spec.h"
 #include "loader/host_weights.h"
 #include "model/llama_model.h"
@@ -30,7 +31,10 @@ struct RuntimeOptions {
   double gpu_memory_utilization = 0.9;   // CUDA: share of the GPU's memory fp8lm may fill (KV cache sizing)
   int64_t max_num_batched_tokens = 8192; // CUDA: rows of one step the KV sizing keeps room for
   int64_t max_num_seqs = 256;            // CUDA: logits rows of one step, ditto
-  int threads = 1;
+  int threads = 1;  // CPU: worker threads in all (split between the ranks)
+  // Ranks of tensor parallelism (issue 22): the model split over this many CPU thread groups or
+  // GPUs (rank r on GPU r); 1 = none.
+  int tensor_parallel_size = 1;
   KernelChoice kernels = KernelChoice::kAuto;
   int block_size = 16;
   // KV-cache capacity in tokens; 0 = one full context (max_position_embeddings)
@@ -66,12 +70,15 @@ class Runtime {
   // (commands that need text cannot run it; bench latency can).
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   const tokenizer::Tokenizer& tokenizer() const;
-  model::LlamaModel& model() { return *model_; }
-  backend::KvCache& kv_cache() { return *kv_cache_; }
+  // The model's step calls, on every rank of a tensor-parallel group where there is one.
+  ModelRunner& model() { return *runner_; }
+  int tensor_parallel_size() const { return runner_->size(); }
+  // Rank 0's KV cache (every rank's holds as many tokens, of its own KV heads).
+  backend::KvCache& kv_cache() { return *runner_->rank(0).cache; }
   // The blocks sequences may use: the KV cache's, less its padding blocks
   // (KvCacheShape::padding_blocks), which no sequence is ever given.
   BlockAllocator& blocks() { return *blocks_; }
-  int block_size() const { return kv_cache_->shape().block_size; }
+  int block_size() const { return runner_->rank(0).cache->shape().block_size; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   // The weight bytes a decode step of `batch` sequences reads (a bandwidth roofline's): every
   // weight of a dense model; of an MoE model the dense part and the experts routed to
@@ -82,9 +89,9 @@ class Runtime {
   // and the KV cache (0 on the CPU): what loading itself needed (online quantization streams
   // each layer through host memory, so this is the device form's size plus alignment).
   uint64_t load_peak_device_bytes() const { return load_peak_device_bytes_; }
-  uint64_t kv_cache_bytes() const { return kv_cache_->bytes(); }
+  uint64_t kv_cache_bytes() const { return runner_->rank(0).cache->bytes(); }  // rank 0's
   std::string backend_name() const { return ops_->name(); }
-  backend::Ops& ops() { return *ops_; }
+  backend::Ops& ops() { return *ops_; }  // rank 0's
   // The ids that end generation: config.json's eos_token_id(s), else the tokenizer's EOS.
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   const std::vector<std::string>& notes() const { return notes_; }
@@ -95,9 +102,8 @@ class Runtime {
   Runtime() = default;
   io::ModelSpec spec_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<backend::Ops> ops_;
-  std::unique_ptr<model::LlamaModel> model_;
-  std::unique_ptr<backend::KvCache> kv_cache_;
+  std::unique_ptr<ModelRunner> runner_;
+  backend::Ops* ops_ = nullptr;  // rank 0's
   std::unique_ptr<BlockAllocator> blocks_;
   uint64_t weight_bytes_ = 0;
   uint64_t expert_bytes_ = 0;  // the part of weight_bytes_ in MoE experts

@@ -51,7 +51,7 @@ void run_windows(engine::Runtime& rt, std::span<const int32_t> tokens, int64_t f
   for (int64_t s = 0; s < count; ++s)
     batch.push_back({tokens.subspan(size_t((first_window + s) * ctx), size_t(ctx)), 0, blocks.table(s, blocks_each),
                      true});
-  rt.model().forward(batch, rt.kv_cache(), logits);
+  rt.model().forward(batch, logits);
   const auto expected = size_t(count * ctx * rt.model().vocab_size());
   if (logits.size() != expected)
     throw Error("eval: the model returned " + std::to_string(logits.size()) + " logits, expected " +

@@ -125,24 +125,23 @@ void LlamaModel::start_greedy(std::span<const SequenceInput> batch, backend::KvC
 
 void LlamaModel::start_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
                               std::span<const backend::RowSampling> rows) {
+  check_sampling(batch, rows);
+  ops_.start_sample_rows(run_step(batch, cache), rows);
+}
+
+void LlamaModel::check_sampling(std::span<const SequenceInput> batch, std::span<const backend::RowSampling> rows) {
   size_t logit_rows = 0;
   for (const SequenceInput& s : batch) logit_rows += s.all_logits ? s.tokens.size() : 1;
   if (rows.size() != logit_rows)
     throw Error("model: the step has " + std::to_string(logit_rows) + " logits rows, but " +
                 std::to_string(rows.size()) + " sampling descriptions were given");
-  ops_.start_sample_rows(run_step(batch, cache), rows);
 }
 
 void LlamaModel::wait_tokens(std::vector<int32_t>& tokens) { ops_.wait_tokens(tokens); }
 
-backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backend::KvCache& cache) {
+void LlamaModel::check_batch(std::span<const SequenceInput> batch, const backend::KvCache& cache) const {
   const ModelConfig& c = config_;
   const int block_size = cache.shape().block_size;
-
-  // Flatten the batch: one row per new token.
-  std::vector<int32_t> ids;
-  std::vector<int64_t> positions, logit_rows;
-  std::vector<backend::AttentionSequence> seqs;
   for (const SequenceInput& s : batch) {
     const auto n = int64_t(s.tokens.size());
     if (n == 0) throw Error("model: a sequence in the batch has no new tokens");
@@ -154,12 +153,23 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
     if (int64_t(s.block_table.size()) < needed)
       throw Error("model: a block table of " + std::to_string(s.block_table.size()) + " blocks cannot hold " +
                   std::to_string(s.start_position + n) + " positions");
-    seqs.push_back({int64_t(ids.size()), n, s.start_position, s.block_table});
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t id = s.tokens[size_t(i)];
+    for (const int32_t id : s.tokens)
       if (id < 0 || id >= c.vocab_size)
         throw Error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                     std::to_string(c.vocab_size) + ")");
+  }
+}
+
+backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backend::KvCache& cache) {
+  // Flatten the batch: one row per new token.
+  std::vector<int32_t> ids;
+  std::vector<int64_t> positions, logit_rows;
+  std::vector<backend::AttentionSequence> seqs;
+  check_batch(batch, cache);
+  for (const SequenceInput& s : batch) {
+    const auto n = int64_t(s.tokens.size());
+    seqs.push_back({int64_t(ids.size()), n, s.start_position, s.block_table});
+    for (int64_t i = 0; i < n; ++i) {
       if (s.all_logits || i == n - 1) logit_rows.push_back(int64_t(ids.size()));
       ids.push_back(s.tokens[size_t(i)]);
       positions.push_back(s.start_position + i);

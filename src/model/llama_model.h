@@ -104,6 +104,11 @@ class LlamaModel {
                     std::span<const backend::RowSampling> rows);
   void wait_tokens(std::vector<int32_t>& tokens);
 
+  // What the calls above refuse (fp8lm::Error): a batch this model cannot run on `cache`, and
+  // sampling descriptions that are not one per logits row.
+  void check_batch(std::span<const SequenceInput> batch, const backend::KvCache& cache) const;
+  static void check_sampling(std::span<const SequenceInput> batch, std::span<const backend::RowSampling> rows);
+
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 

@@ -34,6 +34,6 @@ gtest_discover_tests(test_decode_padding DISCOVERY_TIMEOUT 60)
 # Tensor parallelism without a device (issue 22): the split of a model into ranks' host weights,
 # and the model over CPU ranks against the model whole.
 add_executable(test_tensor_parallel ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel_model.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel_model.cpp ${CMAKE_CURRENT_LIST_DIR}/test_model_runner.cpp)
 target_link_libraries(test_tensor_parallel PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_tensor_parallel DISCOVERY_TIMEOUT 60)

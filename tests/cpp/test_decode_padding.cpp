@@ -108,8 +108,8 @@ TEST_P(DecodePadding, RealRowsAndTheirCacheAreUnchanged) {
   constexpr int64_t kSteps = 3;
   for (const auto& [n, rows] : {std::pair{3, 4}, std::pair{5, 8}, std::pair{9, 16}}) {
     SCOPED_TRACE(std::to_string(n) + " sequences");
-    EXPECT_EQ(padded->model().decode_step_rows(n, padded->kv_cache()), rows);
-    EXPECT_EQ(plain->model().decode_step_rows(n, plain->kv_cache()), n);
+    EXPECT_EQ(padded->model().rank(0).model->decode_step_rows(n, padded->kv_cache()), rows);
+    EXPECT_EQ(plain->model().rank(0).model->decode_step_rows(n, plain->kv_cache()), n);
     Batch b = make_batch(n, vocab, kSteps);
     for (const auto& t : b.tables)
       for (const int64_t block : t) ASSERT_LT(block, padded->blocks().num_total()) << "a sequence's block";
@@ -118,8 +118,8 @@ TEST_P(DecodePadding, RealRowsAndTheirCacheAreUnchanged) {
     std::vector<model::SequenceInput> in;
     for (int i = 0; i < n; ++i) in.push_back({b.tokens[size_t(i)], 0, b.tables[size_t(i)], false});
     std::vector<float> want, got;
-    plain->model().forward(in, plain->kv_cache(), want);
-    padded->model().forward(in, padded->kv_cache(), got);
+    plain->model().forward(in, want);
+    padded->model().forward(in, got);
     ASSERT_TRUE(bit_equal(want, got)) << "prefill";
 
     // Decode steps, each sequence at its own position, fed the plain run's
@@ -140,14 +140,14 @@ TEST_P(DecodePadding, RealRowsAndTheirCacheAreUnchanged) {
                       int64_t(b.tokens[size_t(i)].size()) - 1, b.tables[size_t(i)], false});
       if (step == 1) {
         std::vector<int32_t> ids_want, ids_got;
-        plain->model().forward_greedy(in, plain->kv_cache(), ids_want);
-        padded->model().forward_greedy(in, padded->kv_cache(), ids_got);
+        plain->model().forward_greedy(in, ids_want);
+        padded->model().forward_greedy(in, ids_got);
         ASSERT_EQ(ids_want.size(), size_t(n)) << "one id per real sequence";
         ASSERT_EQ(ids_want, ids_got);
         for (int i = 0; i < n; ++i) b.tokens[size_t(i)].push_back(ids_want[size_t(i)]);
       } else {
-        plain->model().forward(in, plain->kv_cache(), want);
-        padded->model().forward(in, padded->kv_cache(), got);
+        plain->model().forward(in, want);
+        padded->model().forward(in, got);
         ASSERT_EQ(want.size(), size_t(n * vocab)) << "one logits row per real sequence";
         ASSERT_TRUE(bit_equal(want, got));
         append_argmax(want);
@@ -159,8 +159,8 @@ TEST_P(DecodePadding, RealRowsAndTheirCacheAreUnchanged) {
     for (int i = 0; i < n; ++i) {
       const std::vector<int32_t>& t = b.tokens[size_t(i)];
       const model::SequenceInput one{{&t.back(), 1}, int64_t(t.size()) - 1, b.tables[size_t(i)], false};
-      plain->model().forward({&one, 1}, plain->kv_cache(), want);
-      padded->model().forward({&one, 1}, padded->kv_cache(), got);
+      plain->model().forward({&one, 1}, want);
+      padded->model().forward({&one, 1}, got);
       ASSERT_TRUE(bit_equal(want, got)) << "sequence " << i << " reading its cache back";
     }
   }
@@ -188,20 +188,20 @@ TEST(DecodePaddingControl, PaddingRowsWriteThePaddingBlock) {
   std::vector<model::SequenceInput> in;
   for (size_t i = 0; i < 3; ++i) in.push_back({prompts[i], 0, tables[i], false});
   std::vector<float> want, got;
-  plain->model().forward(in, plain->kv_cache(), want);
-  padded->model().forward(in, padded->kv_cache(), got);
+  plain->model().forward(in, want);
+  padded->model().forward(in, got);
   ASSERT_TRUE(bit_equal(want, got));
   const int32_t next = 42;
   in.clear();
   for (size_t i = 0; i < 3; ++i) in.push_back({{&next, 1}, int64_t(prompts[i].size()), tables[i], false});
-  ASSERT_EQ(padded->model().decode_step_rows(3, padded->kv_cache()), 4);
-  plain->model().forward(in, plain->kv_cache(), want);
-  padded->model().forward(in, padded->kv_cache(), got);
+  ASSERT_EQ(padded->model().rank(0).model->decode_step_rows(3, padded->kv_cache()), 4);
+  plain->model().forward(in, want);
+  padded->model().forward(in, got);
   EXPECT_EQ(want.size(), got.size());
   EXPECT_FALSE(bit_equal(want, got)) << "sequence 0 attends over position 0, which the padding row overwrote";
   const model::SequenceInput one{{&next, 1}, int64_t(prompts[0].size()) + 1, tables[0], false};
-  plain->model().forward({&one, 1}, plain->kv_cache(), want);
-  padded->model().forward({&one, 1}, padded->kv_cache(), got);
+  plain->model().forward({&one, 1}, want);
+  padded->model().forward({&one, 1}, got);
   EXPECT_FALSE(bit_equal(want, got));
 }
 
@@ -209,9 +209,9 @@ TEST(DecodePaddingControl, PaddingRowsWriteThePaddingBlock) {
 // rows would change it, so such a model is never padded.
 TEST(DecodePaddingControl, NoPaddingUnderADynamicPerTensorScale) {
   auto padded = load_shipped(true, "fp8:tensor");
-  EXPECT_EQ(padded->model().decode_step_rows(3, padded->kv_cache()), 3);
+  EXPECT_EQ(padded->model().rank(0).model->decode_step_rows(3, padded->kv_cache()), 3);
   auto per_token = load_shipped(true, "fp8");
-  EXPECT_EQ(per_token->model().decode_step_rows(3, per_token->kv_cache()), 4);
+  EXPECT_EQ(per_token->model().rank(0).model->decode_step_rows(3, per_token->kv_cache()), 4);
 }
 
 // The padding block comes out of the capacity and is never handed out.

@@ -17,11 +17,14 @@ std::filesystem::path shipped_dir() {
   return std::filesystem::path(FP8LM_SOURCE_DIR) / model_manifest()["shipped"]["dir"].get<std::string>();
 }
 
-std::unique_ptr<engine::Runtime> load_shipped(const char* kv) {
+// tp > 1: the model split over that many CPU ranks (tensor parallelism, issue 22), which must
+// give transformers' tokens and logits as one rank does.
+std::unique_ptr<engine::Runtime> load_shipped(const char* kv, int tp = 1) {
   io::LoadOverrides o;
   o.kv_cache_dtype = io::parse_kv_cache_dtype(kv);
   engine::RuntimeOptions opt;
   opt.threads = 2;
+  opt.tensor_parallel_size = tp;
   return engine::Runtime::load(shipped_dir(), o, opt);
 }
 
@@ -39,8 +42,8 @@ engine::SamplingParams greedy(int32_t n) {
 // reference: a top-2 margin below 0.05, about three times the largest logit
 // change a BF16 cache causes (0.018 on the tiny models' bf16_kv_bf16 cases).
 // It is printed when it happens.
-void check_greedy(const char* kv, bool exact) {
-  auto rt = load_shipped(kv);
+void check_greedy(const char* kv, bool exact, int tp = 1) {
+  auto rt = load_shipped(kv, tp);
   for (const nlohmann::json& p : model_manifest()["shipped"]["prompts"]) {
     SCOPED_TRACE(p["text"].get<std::string>());
     const std::vector<int32_t> prompt = ids_of(p["ids"]);
@@ -64,9 +67,11 @@ void check_greedy(const char* kv, bool exact) {
 
 TEST(GenerateShipped, GreedyEqualsTransformersFloat32Kv) { check_greedy("fp32", true); }
 TEST(GenerateShipped, GreedyWithBf16KvDivergesOnlyAtNearTies) { check_greedy("bf16", false); }
+TEST(GenerateShipped, TwoRanksGreedyEqualsTransformersFloat32Kv) { check_greedy("fp32", true, 2); }
 
-TEST(GenerateShipped, LastPromptLogitsMatchTransformers) {
-  auto rt = load_shipped("fp32");
+void check_last_logits(int tp) {
+  auto rt = load_shipped("fp32", tp);
+  ASSERT_EQ(rt->tensor_parallel_size(), tp);
   for (const nlohmann::json& p : model_manifest()["shipped"]["prompts"]) {
     const std::vector<int32_t> prompt = ids_of(p["ids"]);
     const std::vector<float> ref = read_array<float>("models", p["last_logits"]);
@@ -74,11 +79,14 @@ TEST(GenerateShipped, LastPromptLogitsMatchTransformers) {
     for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = int64_t(i);
     const model::SequenceInput in{prompt, 0, blocks, false};
     std::vector<float> logits;
-    rt->model().forward({&in, 1}, rt->kv_cache(), logits);
+    rt->model().forward({&in, 1}, logits);
     ASSERT_EQ(logits.size(), ref.size());
     EXPECT_LE(max_abs_diff(logits, ref), 0x1p-8 * max_abs(ref));  // bf16 rounding, as in test_model_logits
   }
 }
+
+TEST(GenerateShipped, LastPromptLogitsMatchTransformers) { check_last_logits(1); }
+TEST(GenerateShipped, TwoRanksLastPromptLogitsMatchTransformers) { check_last_logits(2); }
 
 TEST(GenerateErrors, NamedErrors) {
   engine::RuntimeOptions opt;

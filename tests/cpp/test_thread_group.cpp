@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <chrono>
 #include <random>
 #include <string>
 #include <thread>
@@ -79,6 +80,30 @@ TEST(ThreadGroup, MismatchesThrowOnEveryRank) {
   EXPECT_NE(errors[1].find("all_reduce_sum of 4 values on rank 1, 3 on rank 0"), std::string::npos) << errors[1];
   EXPECT_THROW(g.all_reduce_sum(2, data[0]), Error);
   EXPECT_THROW(ThreadGroup(0), Error);
+}
+
+// A rank that never comes (it failed): abort() from elsewhere wakes the ranks that wait for it,
+// and every later collective throws at once, with the reason given.
+TEST(ThreadGroup, AbortWakesTheWaitingRanks) {
+  ThreadGroup g(3);
+  std::vector<std::string> errors(2);
+  std::vector<std::vector<float>> data(2, std::vector<float>(8, 1.0f));
+  std::vector<std::thread> waiting;
+  for (int r = 0; r < 2; ++r)
+    waiting.emplace_back([&, r] {
+      try {
+        g.all_reduce_sum(r, data[size_t(r)]);
+      } catch (const Error& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both are waiting for rank 2 by now
+  g.abort("rank 2 failed: out of memory");
+  for (std::thread& t : waiting) t.join();
+  for (const std::string& e : errors) EXPECT_NE(e.find("rank 2 failed: out of memory"), std::string::npos) << e;
+  std::vector<float> more(8);
+  EXPECT_THROW(g.all_reduce_sum(2, more), Error);
+  EXPECT_THROW(g.all_gather_cols(0, more, 1, 8, more), Error);
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ inline Trace run(model::LlamaModel& m, backend::KvCache& cache, const std::vecto
 }
 
 inline Trace run(engine::Runtime& rt, const std::vector<int32_t>& prompt, const std::vector<int32_t>& fed) {
-  return run(rt.model(), rt.kv_cache(), prompt, fed);
+  return run(*rt.model().rank(0).model, rt.kv_cache(), prompt, fed);
 }
 
 inline int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }

@@ -175,7 +175,7 @@ TEST(CudaModelBatch, BatchedEqualsAloneWithinTolerance) {
   std::vector<model::SequenceInput> batch{{other1, 0, tables[0], false}, {ref.prompt, 0, tables[1], true},
                                           {other2, 0, tables[2], false}};
   std::vector<float> logits;
-  gpu->model().forward(batch, gpu->kv_cache(), logits);
+  gpu->model().forward(batch, logits);
   double worst = 0;
   for (size_t r = 0; r < ref.prompt.size(); ++r)
     for (int64_t i = 0; i < vocab; ++i)
@@ -261,8 +261,8 @@ TEST(CudaModelGraphs, BatchSizesRecordOnlyTheLadder) {
       if (prefill) in.push_back({t, 0, tables[size_t(i)], false});
       else in.push_back({{&t.back(), 1}, int64_t(t.size()) - 1, tables[size_t(i)], false});
     }
-    eager->model().forward(in, eager->kv_cache(), want);
-    gpu->model().forward(in, gpu->kv_cache(), got);
+    eager->model().forward(in, want);
+    gpu->model().forward(in, got);
     ASSERT_EQ(got.size(), size_t(n * vocab)) << "logits of the real rows only";
     double worst = 0;
     for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, std::abs(double(want[k]) - double(got[k])));
@@ -311,7 +311,7 @@ TEST(CudaModelTiming, DeviceStepSecondsGrowWithinTheWallTime) {
     const model::SequenceInput in = step == 0 ? model::SequenceInput{tokens, 0, table, false}
                                               : model::SequenceInput{{&tokens.back(), 1}, int64_t(tokens.size()) - 1,
                                                                      table, false};
-    rt->model().forward_greedy({&in, 1}, rt->kv_cache(), next);
+    rt->model().forward_greedy({&in, 1}, next);
     tokens.push_back(next.at(0));
     const double now = rt->ops().device_step_seconds().value();
     EXPECT_GT(now, last) << "step " << step;
@@ -365,7 +365,7 @@ TEST(CudaModelErrors, UnknownDeviceAndBadIds) {
   std::vector<int64_t> table{0};
   model::SequenceInput in{bad, 0, table, false};
   std::vector<float> logits;
-  EXPECT_THROW(gpu->model().forward({&in, 1}, gpu->kv_cache(), logits), Error);
+  EXPECT_THROW(gpu->model().forward({&in, 1}, logits), Error);
 }
 
 }  // namespace

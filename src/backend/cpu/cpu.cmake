@@ -8,6 +8,7 @@ add_library(fp8lm_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/moe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thread_group.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_rank_group.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_ops.cpp)
 target_link_libraries(fp8lm_cpu PUBLIC fp8lm_numerics fp8lm_common fp8lm_io fp8lm_weights)
 

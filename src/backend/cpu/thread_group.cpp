@@ -9,7 +9,6 @@ namespace fp8lm::cpu {
 
 ThreadGroup::ThreadGroup(int size)
     : size_(size > 0 ? size : throw Error("thread group: size " + std::to_string(size) + " must be positive")),
-      barrier_(size),
       posted_(size_t(size)),
       rows_(size_t(size)),
       cols_(size_t(size)) {}
@@ -20,6 +19,26 @@ void ThreadGroup::check_rank(int rank, const char* op) const {
                 std::to_string(size_));
 }
 
+void ThreadGroup::arrive_and_wait() {
+  std::unique_lock lock(mutex_);
+  if (!aborted_.empty()) throw Error("thread group: " + aborted_);
+  const uint64_t generation = generation_;
+  if (++waiting_ == size_) {
+    waiting_ = 0;
+    ++generation_;
+    arrived_.notify_all();
+    return;
+  }
+  arrived_.wait(lock, [&] { return generation_ != generation || !aborted_.empty(); });
+  if (generation_ == generation) throw Error("thread group: " + aborted_);
+}
+
+void ThreadGroup::abort(const std::string& why) {
+  const std::lock_guard lock(mutex_);
+  aborted_ = why.empty() ? std::string("aborted") : why;
+  arrived_.notify_all();
+}
+
 // Both collectives: post this rank's part, wait for all; read every part (each rank writes only
 // its own output); wait again, so that no rank's next call reposts a part that another still reads.
 // A mismatch between the ranks is seen by every rank after the first wait, so all of them throw.
@@ -27,7 +46,7 @@ void ThreadGroup::all_reduce_sum(int rank, std::span<float> data) {
   check_rank(rank, "all_reduce_sum");
   posted_[size_t(rank)] = data.data();
   rows_[size_t(rank)] = int64_t(data.size());
-  barrier_.arrive_and_wait();
+  arrive_and_wait();
   if (std::any_of(rows_.begin(), rows_.end(), [&](int64_t n) { return n != rows_[0]; }))
     throw Error("thread group: all_reduce_sum of " + std::to_string(data.size()) + " values on rank " +
                 std::to_string(rank) + ", " + std::to_string(rows_[0]) + " on rank 0");
@@ -37,7 +56,7 @@ void ThreadGroup::all_reduce_sum(int rank, std::span<float> data) {
     for (int r = 1; r < size_; ++r) s += posted_[size_t(r)][i];
     sum[i] = s;
   }
-  barrier_.arrive_and_wait();
+  arrive_and_wait();
   std::copy(sum.begin(), sum.end(), data.begin());
 }
 
@@ -50,7 +69,7 @@ void ThreadGroup::all_gather_cols(int rank, std::span<const float> local, int64_
   posted_[size_t(rank)] = local.data();
   rows_[size_t(rank)] = rows;
   cols_[size_t(rank)] = cols;
-  barrier_.arrive_and_wait();
+  arrive_and_wait();
   int64_t total = 0;
   for (int r = 0; r < size_; ++r) total += cols_[size_t(r)];
   if (std::any_of(rows_.begin(), rows_.end(), [&](int64_t n) { return n != rows_[0]; }) ||
@@ -65,7 +84,7 @@ void ThreadGroup::all_gather_cols(int rank, std::span<const float> local, int64_
       std::copy(posted_[size_t(r)] + i * c, posted_[size_t(r)] + (i + 1) * c, out.begin() + (i * total + at));
     at += c;
   }
-  barrier_.arrive_and_wait();
+  arrive_and_wait();
 }
 
 }  // namespace fp8lm::cpu

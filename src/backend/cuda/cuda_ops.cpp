@@ -345,6 +345,7 @@ bool CudaOps::pads_decode_batches() const { return impl_->options.cuda_graphs &&
 backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Tensor()>& body) {
   Impl& m = *impl_;
   if (key == 0 || !m.options.cuda_graphs || m.profiling()) return body();  // timed ops run one by one
+  if (m.link != nullptr && !m.link->capturable()) return body();
   // A recorded step's attention is sized for the whole bucket of contexts.
   m.batch.max_context = int(m.context_bucket * m.block_size);
   const uint64_t full_key = key ^ (uint64_t(m.context_bucket) << 40);
@@ -392,6 +393,50 @@ void CudaOps::embedding(const backend::Weight& table, Tensor out) {
                   impl_->stream, e.vocab);
   else
     embedding_bf16(e.table.as<bf16>(), impl_->d_ids, out.rows, e.dim, B(out), impl_->stream, e.vocab);
+}
+
+void CudaOps::join_group(std::unique_ptr<RankLink> link) {
+  if (link == nullptr || link->rank() < 0 || link->rank() >= link->size())
+    throw Error("cuda ops: join_group needs a link with a rank in [0, size)");
+  impl_->link = std::move(link);
+}
+
+namespace {
+
+RankLink& link_of(CudaOps::Impl& m, const char* op) {
+  if (m.link == nullptr) throw Error(std::string("cuda ops: ") + op + " outside a tensor-parallel group");
+  return *m.link;
+}
+
+}  // namespace
+
+void CudaOps::embedding_shard(const backend::Weight& table, int64_t vocab0, Tensor out) {
+  OpTimer timer(*impl_, "embedding_shard", out.rows);
+  const EmbeddingWeight& e = as<EmbeddingWeight>(table, "embedding table");
+  require_shape(out, impl_->batch.num_rows, e.dim, "embedding_shard");
+  if (e.fp8)
+    embedding_fp8(e.table.as<uint8_t>(), e.row_scales.as<float>(), e.format, impl_->d_ids, out.rows, e.dim, B(out),
+                  impl_->stream, e.vocab, vocab0, true);
+  else
+    embedding_shard_bf16(e.table.as<bf16>(), impl_->d_ids, out.rows, e.dim, B(out), impl_->stream, vocab0, e.vocab);
+}
+
+void CudaOps::all_reduce_sum(Tensor x) {
+  RankLink& link = link_of(*impl_, "all_reduce_sum");
+  OpTimer timer(*impl_, "all_reduce_sum", x.rows);
+  link.all_reduce_sum(B(x), x.rows * x.cols, impl_->stream);
+}
+
+void CudaOps::all_gather_cols(Tensor local, Tensor out) {
+  RankLink& link = link_of(*impl_, "all_gather_cols");
+  if (out.rows != local.rows || out.cols != local.cols * link.size())
+    throw Error("cuda ops: all_gather_cols of [" + std::to_string(local.rows) + ", " + std::to_string(local.cols) +
+                "] from " + std::to_string(link.size()) + " ranks into [" + std::to_string(out.rows) + ", " +
+                std::to_string(out.cols) + "] (every rank's block must be as wide)");
+  OpTimer timer(*impl_, "all_gather_cols", local.rows);
+  const Tensor parts = alloc(local.rows * link.size(), local.cols);
+  link.all_gather(local.data, parts.data, local.rows * local.cols * int64_t(sizeof(bf16)), impl_->stream);
+  interleave_column_blocks(B(parts), link.size(), local.rows, local.cols, B(out), impl_->stream);
 }
 
 namespace {

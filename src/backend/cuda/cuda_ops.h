@@ -42,6 +42,7 @@
 namespace fp8lm::cuda {
 
 struct RowQuantOutput;  // model_kernels.h
+class RankLink;        // rank_link.h
 
 struct CudaOpsOptions {
   int device = 0;
@@ -57,6 +58,11 @@ class CudaOps final : public backend::Ops {
   CudaOps& operator=(const CudaOps&) = delete;
 
   std::string name() const override;
+
+  // Makes this backend rank link->rank() of a tensor-parallel group (issue 22): the model's
+  // collectives go through `link` (NCCL between GPUs, nccl_group.h). Decode steps are recorded
+  // as graphs only where the link's calls may be captured.
+  void join_group(std::unique_ptr<RankLink> link);
 
   std::unique_ptr<backend::Weight> upload_linear(const weights::LinearWeight& w) override;
   std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;
@@ -91,6 +97,11 @@ class CudaOps final : public backend::Ops {
   bool pads_decode_batches() const override;
 
   void embedding(const backend::Weight& table, backend::Tensor out) override;
+  void embedding_shard(const backend::Weight& table, int64_t vocab0, backend::Tensor out) override;
+  void all_reduce_sum(backend::Tensor x) override;
+  // The link's all-gather into scratch (rank blocks one after another), then one kernel that
+  // lays them side by side.
+  void all_gather_cols(backend::Tensor local, backend::Tensor out) override;
   void rms_norm(backend::Tensor x, const backend::Weight& w, float eps, backend::Tensor out,
                 const backend::Weight* next = nullptr) override;
   void add_rms_norm(backend::Tensor h, backend::Tensor delta, const backend::Weight& w, float eps,

@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cutlass_fp8_gemm.h"
 #include "backend/cuda/device_memory.h"
+#include "backend/cuda/rank_link.h"
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/linear_plan.h"
 #include "backend/cuda/paged_attention.h"
@@ -157,6 +158,8 @@ class ScratchArena {
 
 struct CudaOps::Impl {
   CudaOpsOptions options;
+  // This backend as one rank of a tensor-parallel group (join_group); null alone.
+  std::unique_ptr<RankLink> link;
   DeviceAllocator allocator;
   Stream stream;
   std::unique_ptr<CublasLtGemm> gemm;

@@ -419,38 +419,46 @@ __global__ void __launch_bounds__(kElementwiseThreads) elementwise_kernel(Op op,
 
 __device__ __forceinline__ bool id_ok(int32_t id, int64_t limit) { return id >= 0 && (limit <= 0 || id < limit); }
 
+// Rows of ids − id0 below `limit` are copied; any other row is filled with `outside` (the BF16
+// bits of NaN for a bad id of a whole table, +0 for an id of another rank's vocabulary shard).
 template <bool kVec>
 __global__ void __launch_bounds__(kCopyMaxThreads) gather_bf16_kernel(const uint16_t* table, const int32_t* ids,
-                                                                     int64_t limit, int dim, uint16_t* out) {
+                                                                     int64_t limit, int dim, uint16_t* out,
+                                                                     int32_t id0, uint16_t outside) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
   const int64_t r = blockIdx.x;
-  const int32_t id = ids[r];
+  const int32_t id = ids[r] - id0;
   const bool ok = id_ok(id, limit);
   const uint16_t* src = table + int64_t(ok ? id : 0) * dim;
   uint16_t* dst = out + r * dim;
   if constexpr (kVec) {
-    const uint4 nan4 = make_uint4(0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u);
+    const uint32_t pair = uint32_t(outside) * 0x10001u;
+    const uint4 fill = make_uint4(pair, pair, pair, pair);
     for (int v = int(threadIdx.x); v < dim / 8; v += int(blockDim.x))
-      reinterpret_cast<uint4*>(dst)[v] = ok ? __ldg(reinterpret_cast<const uint4*>(src) + v) : nan4;
+      reinterpret_cast<uint4*>(dst)[v] = ok ? __ldg(reinterpret_cast<const uint4*>(src) + v) : fill;
   } else {
-    for (int c = int(threadIdx.x); c < dim; c += int(blockDim.x)) dst[c] = ok ? src[c] : kBf16Nan;
+    for (int c = int(threadIdx.x); c < dim; c += int(blockDim.x)) dst[c] = ok ? src[c] : outside;
   }
 }
 
 template <bool kVec, Fp8Format kFormat>
 __global__ void __launch_bounds__(kCopyMaxThreads) embedding_fp8_kernel(const uint8_t* codes, const float* scales,
                                                                        const int32_t* ids, int64_t limit, int dim,
-                                                                       uint16_t* out) {
+                                                                       uint16_t* out, int32_t id0, uint16_t outside) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
   const int64_t r = blockIdx.x;
-  const int32_t id = ids[r];
+  const int32_t id = ids[r] - id0;
   const bool ok = id_ok(id, limit);
-  const uint8_t* src = codes + int64_t(ok ? id : 0) * dim;
-  // cpu_ops: fp8_to_float(code) · scale, one float product; a bad id: NaN.
-  const float scale = ok ? scales[id] : __uint_as_float(0x7FC00000u);
   uint16_t* dst = out + r * dim;
+  if (!ok) {  // as gather_bf16_kernel
+    for (int c = int(threadIdx.x); c < dim; c += int(blockDim.x)) dst[c] = outside;
+    return;
+  }
+  const uint8_t* src = codes + int64_t(id) * dim;
+  // cpu_ops: fp8_to_float(code) · scale, one float product.
+  const float scale = scales[id];
   if constexpr (kVec) {
     for (int v = int(threadIdx.x); v < dim / 8; v += int(blockDim.x)) {
       const uint2 c = __ldg(reinterpret_cast<const uint2*>(src) + v);
@@ -465,6 +473,24 @@ __global__ void __launch_bounds__(kCopyMaxThreads) embedding_fp8_kernel(const ui
   } else {
     for (int c = int(threadIdx.x); c < dim; c += int(blockDim.x))
       dst[c] = static_cast<uint16_t>(bf16_bits(__fmul_rn(device_fp8_to_float(src[c], kFormat), scale)));
+  }
+}
+
+// One CTA per output row segment: out row r, block p ← parts block p, row r.
+template <bool kVec>
+__global__ void __launch_bounds__(kCopyMaxThreads) interleave_blocks_kernel(const uint16_t* parts, int blocks,
+                                                                           int64_t rows, int cols, uint16_t* out) {
+  pdl_wait();
+  pdl_release();
+  const int64_t r = blockIdx.x / blocks;
+  const int p = int(blockIdx.x % blocks);
+  const uint16_t* src = parts + (int64_t(p) * rows + r) * cols;
+  uint16_t* dst = out + (r * blocks + p) * cols;
+  if constexpr (kVec) {
+    for (int v = int(threadIdx.x); v < cols / 8; v += int(blockDim.x))
+      reinterpret_cast<uint4*>(dst)[v] = __ldg(reinterpret_cast<const uint4*>(src) + v);
+  } else {
+    for (int c = int(threadIdx.x); c < cols; c += int(blockDim.x)) dst[c] = src[c];
   }
 }
 
@@ -798,16 +824,16 @@ void check_gather(const char* op, int64_t rows, int64_t cols, int64_t limit) {
 int copy_threads(int64_t units) { return std::clamp(round_up32(units), 32, kCopyMaxThreads); }
 
 void gather_impl(const char* op, const __nv_bfloat16* table, const int32_t* ids, int64_t rows, int64_t cols,
-                 __nv_bfloat16* out, int64_t limit, cudaStream_t stream) {
+                 __nv_bfloat16* out, int64_t limit, cudaStream_t stream, int32_t id0 = 0, uint16_t outside = kBf16Nan) {
   check_gather(op, rows, cols, limit);
   if (rows == 0 || cols == 0) return;
   check_ptrs(op, {{table, "table"}, {ids, "ids"}, {out, "out"}});
   const bool vec = cols % 8 == 0 && aligned16(table) && aligned16(out);
   const auto grid = static_cast<unsigned>(rows);
   if (vec)
-    launch_dependent(gather_bf16_kernel<true>, grid, copy_threads(cols / 8), 0, stream, bits(table), ids, limit, int(cols), bits(out));
+    launch_dependent(gather_bf16_kernel<true>, grid, copy_threads(cols / 8), 0, stream, bits(table), ids, limit, int(cols), bits(out), id0, outside);
   else
-    launch_dependent(gather_bf16_kernel<false>, grid, copy_threads(cols), 0, stream, bits(table), ids, limit, int(cols), bits(out));
+    launch_dependent(gather_bf16_kernel<false>, grid, copy_threads(cols), 0, stream, bits(table), ids, limit, int(cols), bits(out), id0, outside);
   check_launch();
 }
 
@@ -852,10 +878,22 @@ void embedding_bf16(const __nv_bfloat16* table, const int32_t* ids, int64_t rows
   gather_impl("embedding_bf16", table, ids, rows, dim, out, vocab, stream);
 }
 
+void embedding_shard_bf16(const __nv_bfloat16* table, const int32_t* ids, int64_t rows, int64_t dim,
+                          __nv_bfloat16* out, cudaStream_t stream, int64_t vocab0, int64_t shard_rows) {
+  if (vocab0 < 0 || vocab0 > INT_MAX || shard_rows <= 0)
+    fail("embedding_shard_bf16", "shard [" + std::to_string(vocab0) + ", +" + std::to_string(shard_rows) + ")");
+  gather_impl("embedding_shard_bf16", table, ids, rows, dim, out, shard_rows, stream, int32_t(vocab0), 0);
+}
+
 void embedding_fp8(const uint8_t* codes, const float* row_scales, Fp8Format format, const int32_t* ids,
-                   int64_t rows, int64_t dim, __nv_bfloat16* out, cudaStream_t stream, int64_t vocab) {
+                   int64_t rows, int64_t dim, __nv_bfloat16* out, cudaStream_t stream, int64_t vocab,
+                   int64_t vocab0, bool shard) {
   constexpr const char* op = "embedding_fp8";
   check_gather(op, rows, dim, vocab);
+  if (vocab0 < 0 || vocab0 > INT_MAX || (shard && vocab <= 0))
+    fail(op, "shard [" + std::to_string(vocab0) + ", +" + std::to_string(vocab) + ")");
+  const auto id0 = int32_t(vocab0);
+  const uint16_t outside = shard ? 0 : kBf16Nan;
   if (format != Fp8Format::kE4M3 && format != Fp8Format::kE5M2) fail(op, "unknown FP8 format");
   if (rows == 0 || dim == 0) return;
   check_ptrs(op, {{codes, "codes"}, {row_scales, "row_scales"}, {ids, "ids"}, {out, "out"}});
@@ -865,12 +903,29 @@ void embedding_fp8(const uint8_t* codes, const float* row_scales, Fp8Format form
   uint16_t* o = bits(out);
   const int d = int(dim);
   if (format == Fp8Format::kE4M3) {
-    if (vec) launch_dependent(embedding_fp8_kernel<true, Fp8Format::kE4M3>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
-    else launch_dependent(embedding_fp8_kernel<false, Fp8Format::kE4M3>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
+    if (vec) launch_dependent(embedding_fp8_kernel<true, Fp8Format::kE4M3>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o, id0, outside);
+    else launch_dependent(embedding_fp8_kernel<false, Fp8Format::kE4M3>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o, id0, outside);
   } else {
-    if (vec) launch_dependent(embedding_fp8_kernel<true, Fp8Format::kE5M2>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
-    else launch_dependent(embedding_fp8_kernel<false, Fp8Format::kE5M2>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o);
+    if (vec) launch_dependent(embedding_fp8_kernel<true, Fp8Format::kE5M2>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o, id0, outside);
+    else launch_dependent(embedding_fp8_kernel<false, Fp8Format::kE5M2>, grid, threads, 0, stream, codes, row_scales, ids, vocab, d, o, id0, outside);
   }
+  check_launch();
+}
+
+void interleave_column_blocks(const __nv_bfloat16* parts, int64_t blocks, int64_t rows, int64_t cols,
+                              __nv_bfloat16* out, cudaStream_t stream) {
+  constexpr const char* op = "interleave_column_blocks";
+  check_shape(op, rows, cols);
+  if (blocks <= 0 || blocks > 1024) fail(op, std::to_string(blocks) + " blocks");
+  if (rows * blocks > INT_MAX) fail(op, std::to_string(rows * blocks) + " row segments");
+  if (rows == 0 || cols == 0) return;
+  check_ptrs(op, {{parts, "parts"}, {out, "out"}});
+  const bool vec = cols % 8 == 0 && aligned16(parts) && aligned16(out);
+  const auto grid = static_cast<unsigned>(rows * blocks);
+  if (vec)
+    launch_dependent(interleave_blocks_kernel<true>, grid, copy_threads(cols / 8), 0, stream, bits(parts), int(blocks), rows, int(cols), bits(out));
+  else
+    launch_dependent(interleave_blocks_kernel<false>, grid, copy_threads(cols), 0, stream, bits(parts), int(blocks), rows, int(cols), bits(out));
   check_launch();
 }
 

@@ -39,8 +39,18 @@ void embedding_bf16(const __nv_bfloat16* table, const int32_t* ids, int64_t rows
                     __nv_bfloat16* out, cudaStream_t stream, int64_t vocab = 0);
 // FP8 table: codes [vocab, dim] (E4M3 or E5M2), one float scale per row:
 // out[r, c] = bf16(float(code) · row_scales[ids[r]]), the float product as cpu_ops.
+// With `shard`: codes and row_scales are a vocabulary shard's, rows [vocab0, vocab0 + vocab) of
+// the whole table; an id outside it gives a row of +0 (tensor parallelism: the ranks' rows are
+// summed), as embedding_shard_bf16 does for a BF16 table of shard_rows rows.
 void embedding_fp8(const uint8_t* codes, const float* row_scales, Fp8Format format, const int32_t* ids,
-                   int64_t rows, int64_t dim, __nv_bfloat16* out, cudaStream_t stream, int64_t vocab = 0);
+                   int64_t rows, int64_t dim, __nv_bfloat16* out, cudaStream_t stream, int64_t vocab = 0,
+                   int64_t vocab0 = 0, bool shard = false);
+void embedding_shard_bf16(const __nv_bfloat16* table, const int32_t* ids, int64_t rows, int64_t dim,
+                          __nv_bfloat16* out, cudaStream_t stream, int64_t vocab0, int64_t shard_rows);
+// out [rows, blocks × cols] = the `blocks` [rows, cols] matrices of parts (one after another)
+// side by side: an all-gather's rank blocks as the columns of one tensor.
+void interleave_column_blocks(const __nv_bfloat16* parts, int64_t blocks, int64_t rows, int64_t cols,
+                              __nv_bfloat16* out, cudaStream_t stream);
 // out[i, :] = x[rows_idx[i], :] for i < n_rows (x has `cols` columns); out-of-range
 // indices (< 0, or ≥ x_rows when x_rows > 0) give NaN rows, as embedding.
 void gather_rows(const __nv_bfloat16* x, int64_t cols, const int32_t* rows_idx, int64_t n_rows,

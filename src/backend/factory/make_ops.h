@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backend/ops.h"
+#include "backend/rank_group.h"
 #include "numerics/quantize.h"
 
 namespace fp8lm::backend {
@@ -25,5 +26,11 @@ struct BackendOptions {
 
 // Throws fp8lm::Error for --device cuda in a build without the CUDA backend.
 std::unique_ptr<Ops> make_ops(const BackendOptions& options);
+
+// The ranks of a tensor-parallel group (backend/rank_group.h): on the CPU, threads of this process
+// (cpu::ThreadGroup); on CUDA, one GPU a rank, rank r on device r, with NCCL's collectives.
+// Throws fp8lm::Error for a size below 2, or one the device cannot hold (more ranks than GPUs),
+// or CUDA without NCCL (named with where fp8lm looked for it).
+std::unique_ptr<RankGroup> make_rank_group(const BackendOptions& options, int size);
 
 }  // namespace fp8lm::backend
