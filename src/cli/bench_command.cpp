@@ -143,6 +143,15 @@ double ops_sum_per_step(const PhaseProfile& p) {
   return sum / double(p.steps);
 }
 
+// The seconds per step of tensor parallelism's collectives (all-reduce, all-gather): time in the
+// transport, waiting for the other ranks included.
+double collectives_per_step(const PhaseProfile& p) {
+  double sum = 0.0;
+  for (const backend::OpProfileEntry& e : p.ops)
+    if (!e.nested && (e.op.rfind("all_reduce", 0) == 0 || e.op.rfind("all_gather", 0) == 0)) sum += e.seconds;
+  return sum / double(p.steps);
+}
+
 // An op's name, with the backend's step kind where it differs from the phase's
 // (a prefill of one-token prompts is a decode step to the backend).
 std::string profile_op_name(const PhaseProfile& p, const backend::OpProfileEntry& e) {
@@ -165,6 +174,9 @@ void print_phase_profile(const PhaseProfile& p) {
                 double(e.calls) / double(p.steps), sum > 0 ? 100.0 * per_step / sum : 0.0);
   }
   std::printf("  %-44s %11.2f\n", "sum of the ops", sum * 1e6);
+  if (const double c = collectives_per_step(p); c > 0)
+    std::printf("  %-44s %11.2f %10s %6.1f%%\n", "of which collectives (tensor parallelism)", c * 1e6, "",
+                100.0 * c / sum);
   std::printf("  %-44s %11.2f   (the ops' sum is %.0f%% of it)\n",
               p.kind == std::string("decode") ? "step in the timed iterations (median TPOT)"
                                               : "step in the timed iterations (TTFT / calls)",
@@ -187,6 +199,7 @@ nlohmann::json phase_profile_json(const PhaseProfile& p) {
   return {{"steps_per_iteration", p.steps},
           {"ops", ops},
           {"ops_sum_s_per_step", sum},
+          {"collectives_s_per_step", collectives_per_step(p)},
           {"timed_step_s", p.timed_step_s},
           {"profiled_step_s", p.profiled_step_s}};
 }
@@ -195,7 +208,7 @@ nlohmann::json phase_profile_json(const PhaseProfile& p) {
 // once per step (what "decode weight GB/s" assumes), nothing else.
 struct DecodeRoofline {
   double weight_bytes = 0.0;
-  double step_s = 0.0;  // weight_bytes at kCeilingBytesPerS
+  double step_s = 0.0;  // weight_bytes at the copy ceiling (every rank's GPU reading its share)
   double tok_s = 0.0;   // batch / step_s
   double share = 0.0;   // step_s / median TPOT
 };
@@ -306,15 +319,20 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   // is the linear layers' GEMM work over the prompt tokens.
   const bool fp8_weights = weights.rfind("FP8", 0) == 0;
   // The bytes a decode step reads: every weight, or an MoE model's dense ones and routed experts.
+  // With tensor parallelism each GPU reads and computes its share: the ceilings are the group's.
+  const auto ranks = double(rt->tensor_parallel_size());
+  const double bytes_ceiling = kCeilingBytesPerS * ranks;
   const double weight_bw = has_decode ? rt->decode_weight_bytes(lf.batch_size) / tpot_median : 0.0;
   const double gemm_rate = linear_flops_per_token(rt->config()) * double(lf.batch_size * lf.input_len) / ttft;
-  const double gemm_ceiling = fp8_weights ? kCeilingFp8FlopS : kCeilingBf16FlopS;
+  const double gemm_ceiling = (fp8_weights ? kCeilingFp8FlopS : kCeilingBf16FlopS) * ranks;
+  const std::string of_ranks = ranks > 1 ? " × " + std::to_string(int(ranks)) + " ranks" : "";
   const int64_t kv_tokens = rt->blocks().num_total() * rt->block_size();
   if (has_decode)
-    std::printf("  %-26s %12.1f   (%.0f%% of %.2f TB/s)\n", "decode weight GB/s", weight_bw / 1e9,
-                100.0 * weight_bw / kCeilingBytesPerS, kCeilingBytesPerS / 1e12);
-  std::printf("  %-26s %12.1f   (%.0f%% of %s %.0f)\n", "prefill linear TFLOP/s", gemm_rate / 1e12,
-              100.0 * gemm_rate / gemm_ceiling, fp8_weights ? "FP8" : "BF16", gemm_ceiling / 1e12);
+    std::printf("  %-26s %12.1f   (%.0f%% of %.2f TB/s%s)\n", "decode weight GB/s", weight_bw / 1e9,
+                100.0 * weight_bw / bytes_ceiling, bytes_ceiling / 1e12, of_ranks.c_str());
+  std::printf("  %-26s %12.1f   (%.0f%% of %s %.0f%s)\n", "prefill linear TFLOP/s", gemm_rate / 1e12,
+              100.0 * gemm_rate / gemm_ceiling, fp8_weights ? "FP8" : "BF16", gemm_ceiling / 1e12, of_ranks.c_str());
+  if (ranks > 1) std::printf("  %-26s %12d   (KV cache and GPU figures below: rank 0's)\n", "tensor-parallel ranks", int(ranks));
   std::printf("  %-26s %12.1f\n", "weights MiB", mib(double(rt->weight_bytes())));
   std::printf("  %-26s %12.1f\n", "KV cache MiB", mib(double(rt->kv_cache_bytes())));
   std::printf("  %-26s %12lld\n", "KV cache tokens", static_cast<long long>(kv_tokens));
@@ -338,13 +356,13 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
       print_phase_profile(profile->decode);
       DecodeRoofline& rl = roofline.emplace();
       rl.weight_bytes = rt->decode_weight_bytes(lf.batch_size);
-      rl.step_s = rl.weight_bytes / kCeilingBytesPerS;
+      rl.step_s = rl.weight_bytes / bytes_ceiling;
       rl.tok_s = double(lf.batch_size) / rl.step_s;
       rl.share = rl.step_s / tpot_median;
       std::printf(rt->config().is_moe()
                       ? "\ndecode roofline: the dense weights and the experts routed to read once per step at %.2f TB/s\n"
                       : "\ndecode roofline: every weight read once per step at %.2f TB/s\n",
-                  kCeilingBytesPerS / 1e12);
+                  bytes_ceiling / 1e12);
       std::printf("  %-26s %12.1f\n", "weight MiB per step", mib(rl.weight_bytes));
       std::printf("  %-26s %12.2f   (%.1f tok/s at batch %lld)\n", "roofline step us", rl.step_s * 1e6, rl.tok_s,
                   static_cast<long long>(lf.batch_size));
@@ -388,7 +406,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"other_processes_cpu_share", others_share},
         {"load_s", load_seconds},
         {"decode_weight_bytes_per_s", or_null(weight_bw)},
-        {"decode_weight_bandwidth_share", or_null(weight_bw / kCeilingBytesPerS)},
+        {"decode_weight_bandwidth_share", or_null(weight_bw / bytes_ceiling)},
         {"prefill_linear_flop_per_s", gemm_rate},
         {"prefill_linear_flop_share", gemm_rate / gemm_ceiling},
         {"ceilings", {{"copy_bytes_per_s", kCeilingBytesPerS}, {"bf16_flop_per_s", kCeilingBf16FlopS},
@@ -420,7 +438,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
     nlohmann::json rl = nullptr;
     if (roofline)
       rl = {{"weight_bytes_per_step", roofline->weight_bytes},
-            {"ceiling_bytes_per_s", kCeilingBytesPerS},
+            {"ceiling_bytes_per_s", bytes_ceiling},
             {"step_s", roofline->step_s},
             {"tok_s", roofline->tok_s},
             {"share", roofline->share}};

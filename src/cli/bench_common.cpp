@@ -121,7 +121,8 @@ RunDescription describe_run(const ModelFlags& mf, const RunFlags& rf, const engi
               {"backend", rt.backend_name()},
               {"device", options.device == backend::Device::kCuda ? "cuda" : "cpu"},
               {"cpu_kernels", rf.kernels},
-              {"threads", options.threads}};
+              {"threads", options.threads},
+              {"tensor_parallel_size", options.tensor_parallel_size}};
   return d;
 }
 

@@ -14,6 +14,10 @@
 //   row-parallel input: mean |Δ| ≤ 0.25 E without activation quantization, ≤ 1.5 E with it.
 //   Every rank ends with the same logits, byte for byte. Decode steps are fed, so the CUDA
 //   graphs' path runs too (the test link is not capturable: the ranks run eagerly).
+// * With two GPUs or more (skipped on one): the same split over NCCL, a GPU a rank, equal byte
+//   for byte to the split through HostLink — for the fixtures and transformers' block-FP8
+//   checkpoint, whose 128-wide blocks two ranks cut — and the shipped model through the runtime
+//   (--tensor-parallel-size 2) against one GPU, within the bounds above.
 // * NCCL itself: opened at run time (FP8LM_NCCL_LIBRARY), a communicator of one rank: the
 //   all-reduce and the all-gather on the device leave the data as it is.
 // * A group larger than the machine is refused by name.
@@ -25,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -38,6 +43,8 @@
 #include "cpp/model_fixtures.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/model_trace.h"
+#include "engine/model_runner.h"
+#include "engine/runtime.h"
 #include "io/model_spec.h"
 #include "loader/host_weights.h"
 #include "loader/tensor_parallel.h"
@@ -88,16 +95,32 @@ class HostLink final : public cuda::RankLink {
   int rank_;
 };
 
+// HostLink's ranks as a backend::RankGroup: every rank a CudaOps on GPU 0.
+class HostGroup final : public backend::RankGroup {
+ public:
+  explicit HostGroup(cpu::ThreadGroup& group) : group_(group) {}
+  int size() const override { return group_.size(); }
+  std::unique_ptr<backend::Ops> make_rank(int rank) override {
+    auto ops = std::make_unique<cuda::CudaOps>();
+    ops->join_group(std::make_unique<HostLink>(group_, rank));
+    return ops;
+  }
+  void abort(const std::string& why) override { group_.abort(why); }
+
+ private:
+  cpu::ThreadGroup& group_;
+};
+
 struct Loaded {
   io::ModelSpec spec;
   loader::HostModelWeights weights;
 };
 
-Loaded load(const std::string& dir, const std::string& quant) {
+Loaded load(const std::filesystem::path& dir, const std::string& quant) {
   io::LoadOverrides o;
   if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
   Loaded l;
-  l.spec = io::read_model_spec(model_fixture_dir(dir), o);
+  l.spec = io::read_model_spec(dir, o);
   l.weights = loader::load_host_weights(l.spec);
   return l;
 }
@@ -123,23 +146,32 @@ std::vector<float> whole(const Loaded& l, MakeOps make_ops) {
   return flat(run(m, *cache, kPrompt, kFed));
 }
 
-// Every rank's logits.
-std::vector<std::vector<float>> split_on_gpu(const Loaded& l, int size) {
-  cpu::ThreadGroup group(size);
+// Every rank's logits: `size` ranks on the one GPU through HostLink, or on GPUs 0..size-1
+// through NCCL as the runtime makes them (backend::make_rank_group, engine::ModelRunner).
+enum class Link { kHost, kNccl };
+
+std::vector<std::vector<float>> split_on_gpu(const Loaded& l, int size, Link how = Link::kHost) {
+  cpu::ThreadGroup host(size);
+  engine::ModelRunner runner(size, how == Link::kNccl ? backend::make_rank_group({.device = backend::Device::kCuda}, size)
+                                                      : std::make_unique<HostGroup>(host));
+  std::vector<loader::TensorParallelPlan> plans;
+  for (int r = 0; r < size; ++r) plans.push_back(loader::plan_tensor_parallel(l.spec.config, r, size));
+  runner.on_every_rank([&](engine::ModelRunner::Rank& k, int r) {
+    k.ops = runner.group()->make_rank(r);
+    const loader::HostModelWeights shard = loader::shard_host_weights(l.weights, l.spec.config, plans[size_t(r)]);
+    k.model = std::make_unique<model::LlamaModel>(l.spec.config, shard, *k.ops, &plans[size_t(r)]);
+    k.cache = k.ops->make_kv_cache(k.model->kv_cache_shape(kBlock, 8), formats(l));
+  });
   std::vector<std::vector<float>> out(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      const loader::TensorParallelPlan plan = loader::plan_tensor_parallel(l.spec.config, r, size);
-      auto ops = std::make_unique<cuda::CudaOps>();
-      ops->join_group(std::make_unique<HostLink>(group, r));
-      const loader::HostModelWeights shard = loader::shard_host_weights(l.weights, l.spec.config, plan);
-      model::LlamaModel m(l.spec.config, shard, *ops, &plan);
-      auto cache = ops->make_kv_cache(m.kv_cache_shape(kBlock, 8), formats(l));
-      out[size_t(r)] = flat(run(m, *cache, kPrompt, kFed));
-    });
-  for (std::thread& t : threads) t.join();
+  runner.on_every_rank(
+      [&](engine::ModelRunner::Rank& k, int r) { out[size_t(r)] = flat(run(*k.model, *k.cache, kPrompt, kFed)); });
   return out;
+}
+
+int gpus() {
+  int n = 0;
+  FP8LM_CUDA_CHECK(cudaGetDeviceCount(&n));
+  return n;
 }
 
 double mean_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -154,12 +186,13 @@ TEST_P(CudaTensorParallel, TwoRanksOnTheGpuGiveTheWholeModelsLogits) {
   REQUIRE_HOPPER();
   const auto cpu_ops = [] { return std::make_unique<cpu::CpuOps>(4); };
   const auto gpu_ops = [] { return std::make_unique<cuda::CudaOps>(); };
-  const Loaded bf16 = load(GetParam(), "");
-  const double effect = mean_abs_diff(whole(bf16, cpu_ops), whole(load(GetParam(), "fp8:channel"), cpu_ops));
+  const Loaded bf16 = load(model_fixture_dir(GetParam()), "");
+  const double effect =
+      mean_abs_diff(whole(bf16, cpu_ops), whole(load(model_fixture_dir(GetParam()), "fp8:channel"), cpu_ops));
   ASSERT_GT(effect, 0.0);
   for (const char* quant : {"", "fp8:weight-only", "fp8:channel", "fp8:block"}) {
     SCOPED_TRACE(*quant ? quant : "bf16");
-    const Loaded l = load(GetParam(), quant);
+    const Loaded l = load(model_fixture_dir(GetParam()), quant);
     const std::vector<float> want = whole(l, gpu_ops);
     const std::vector<std::vector<float>> got = split_on_gpu(l, 2);
     ASSERT_EQ(got[0].size(), want.size());
@@ -172,6 +205,32 @@ TEST_P(CudaTensorParallel, TwoRanksOnTheGpuGiveTheWholeModelsLogits) {
   }
 }
 
+// With two GPUs or more (nvidia-h200-x2 and up): NCCL's ranks compute what HostLink's compute,
+// byte for byte — two ranks' all-reduce rounds a + b to BF16 once either way — and so what the
+// test above bounds. Also transformers' block-FP8 checkpoint (weight_block_size 128 × 128,
+// hidden 128): two ranks hold 64 of o_proj's 128 input columns and of q/k/v's rows, inside
+// blocks that are re-scaled for their shards.
+TEST_P(CudaTensorParallel, NcclRanksOnTwoGpusEqualTheSplitOnOneGpu) {
+  REQUIRE_HOPPER();
+  if (gpus() < 2) GTEST_SKIP() << "one GPU: NCCL takes a GPU a rank";
+  std::vector<std::pair<std::filesystem::path, std::string>> cases;
+  for (const char* quant : {"", "fp8:weight-only", "fp8:channel", "fp8:block"})
+    cases.emplace_back(model_fixture_dir(GetParam()), quant);
+  if (std::string(GetParam()) == "llama")
+    cases.emplace_back(std::filesystem::path(FP8LM_FIXTURE_DIR) / "checkpoints/hf_fp8_block_llama", "");
+  for (const auto& [dir, quant] : cases) {
+    SCOPED_TRACE(dir.filename().string() + " " + quant);
+    const Loaded l = load(dir, quant);
+    const std::vector<std::vector<float>> host = split_on_gpu(l, 2, Link::kHost);
+    const std::vector<std::vector<float>> nccl = split_on_gpu(l, 2, Link::kNccl);
+    EXPECT_EQ(nccl[0], nccl[1]);
+    EXPECT_EQ(nccl[0], host[0]);
+    const double mean = mean_abs_diff(nccl[0], whole(l, [] { return std::make_unique<cuda::CudaOps>(); }));
+    std::printf("[ %s %s ] NCCL TP=2 (two GPUs) vs GPU TP=1: mean|Δ| %.3g\n", dir.filename().c_str(),
+                quant.empty() ? "as stored" : quant.c_str(), mean);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallel, ::testing::Values("llama", "qwen3", "moe/qwen3_moe"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
@@ -179,6 +238,39 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallel, ::testing::Values("llama"
                              if (c == '/') c = '_';
                            return n;
                          });
+
+// The shipped model through the runtime (--tensor-parallel-size 2 --device cuda): a prompt's
+// logits on two GPUs against one, within the bounds above (E measured on the CPU).
+TEST(CudaTensorParallelRuntime, ShippedModelOnTwoGpusGivesOneGpusLogits) {
+  REQUIRE_HOPPER();
+  if (gpus() < 2) GTEST_SKIP() << "one GPU: NCCL takes a GPU a rank";
+  const auto logits = [](backend::Device device, const std::string& quant, int tp) {
+    io::LoadOverrides o;
+    if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
+    engine::RuntimeOptions opt;
+    opt.device = device;
+    opt.threads = 4;
+    opt.kv_cache_tokens = 4096;
+    opt.tensor_parallel_size = tp;
+    auto rt = engine::Runtime::load(std::filesystem::path(FP8LM_SOURCE_DIR) / "models/fp8lm-gutenberg-22m", o, opt);
+    EXPECT_EQ(rt->tensor_parallel_size(), tp);
+    const std::vector<int64_t> table = {0, 1};
+    const model::SequenceInput in{kPrompt, 0, table, true};
+    std::vector<float> out;
+    rt->model().forward({&in, 1}, out);
+    return out;
+  };
+  const double effect =
+      mean_abs_diff(logits(backend::Device::kCpu, "", 1), logits(backend::Device::kCpu, "fp8:channel", 1));
+  for (const char* quant : {"", "fp8:weight-only", "fp8:channel"}) {
+    SCOPED_TRACE(*quant ? quant : "bf16");
+    const double mean =
+        mean_abs_diff(logits(backend::Device::kCuda, quant, 2), logits(backend::Device::kCuda, quant, 1));
+    std::printf("[ shipped %s ] two GPUs vs one: mean|Δ| %.3g = %.3f E (E %.4f)\n", *quant ? quant : "bf16", mean,
+                mean / effect, effect);
+    EXPECT_LE(mean, (std::string(quant) == "fp8:channel" ? 1.5 : 0.25) * effect);
+  }
+}
 
 TEST(CudaNccl, OneRankCommunicatorLeavesTheDataAsItIs) {
   REQUIRE_HOPPER();
