@@ -1,6 +1,6 @@
 #include "backend/cuda/nccl_group.h"
 
-#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -47,7 +47,17 @@ class NcclRankGroup final : public backend::RankGroup {
   int size() const override { return size_; }
 
   std::unique_ptr<backend::Ops> make_rank(int rank) override {
-    auto ops = std::make_unique<CudaOps>(CudaOpsOptions{rank, cuda_graphs_});  // sets this thread's device
+    // Every rank's backend first: NCCL's initialization waits for all ranks, so a rank whose
+    // device failed must be known before any rank enters it.
+    std::unique_ptr<CudaOps> ops;
+    try {
+      ops = std::make_unique<CudaOps>(CudaOpsOptions{rank, cuda_graphs_});  // sets this thread's device
+    } catch (...) {
+      arrive(false);
+      throw;
+    }
+    if (!arrive(true))
+      throw Error("tensor-parallel rank " + std::to_string(rank) + ": another rank's GPU failed to start");
     ncclComm_t comm = nullptr;
     nccl_check(NcclLibrary::get().comm_init_rank(&comm, size_, id_, rank), "ncclCommInitRank");
     auto link = std::make_unique<NcclLink>(comm, rank, size_);
@@ -66,8 +76,20 @@ class NcclRankGroup final : public backend::RankGroup {
   }
 
  private:
+  // Waits until every rank has arrived; false if any arrived with ok = false.
+  bool arrive(bool ok) {
+    std::unique_lock lock(mutex_);
+    all_ok_ = all_ok_ && ok;
+    if (++arrived_ == size_) started_.notify_all();
+    started_.wait(lock, [&] { return arrived_ >= size_; });
+    return all_ok_;
+  }
+
   int size_;
   bool cuda_graphs_;
+  std::condition_variable started_;
+  int arrived_ = 0;
+  bool all_ok_ = true;
   ncclUniqueId id_{};
   std::mutex mutex_;
   std::vector<NcclLink*> links_;  // owned by the ranks' CudaOps, which outlive no group call
