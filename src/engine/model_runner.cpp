@@ -16,6 +16,16 @@ ModelRunner::ModelRunner(int size, std::unique_ptr<backend::RankGroup> group) : 
 }
 
 ModelRunner::~ModelRunner() {
+  // Each rank's model, cache and backend released on its own thread, all at once: a GPU rank's
+  // memory and streams belong to its device, and NCCL's communicators are torn down together.
+  try {
+    dispatch([](Rank& k, int) {
+      k.cache.reset();
+      k.model.reset();
+      k.ops.reset();
+    });
+  } catch (...) {  // a destructor does not throw; what is left goes below
+  }
   for (auto& w : workers_) {
     {
       const std::lock_guard lock(w->mutex);
@@ -69,6 +79,10 @@ void ModelRunner::run_rank(const std::function<void(Rank&, int)>& fn, int r) {
 
 void ModelRunner::on_every_rank(const std::function<void(Rank&, int)>& fn) {
   if (!stopped_.empty()) throw Error("tensor-parallel group stopped earlier: " + stopped_);
+  dispatch(fn);
+}
+
+void ModelRunner::dispatch(const std::function<void(Rank&, int)>& fn) {
   for (auto& w : workers_) {
     {
       const std::lock_guard lock(w->mutex);

@@ -72,6 +72,8 @@ class ModelRunner {
     bool finished = false, stop = false;
   };
   void worker_loop(int r);
+  // on_every_rank without the stopped group's refusal (the destructor's).
+  void dispatch(const std::function<void(Rank&, int)>& fn);
   // Runs fn on rank r, recording the first failure (and stopping the group at it).
   void run_rank(const std::function<void(Rank&, int)>& fn, int r);
   void check_step(std::span<const model::SequenceInput> batch);
