@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 
 #include "backend/factory/make_ops.h"
@@ -143,7 +144,10 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--calib-seq-len", f->calib_seq_len, "Tokens per calibration sequence (default 512)");
   cmd->add_option("--ignore", f->ignore, "Linear module kept in BF16: exact name or re:<regex> (repeatable); lm_head and MoE routers always, "
                   "an MoE layer's experts all or none");
-  auto rf = add_run_flags(cmd);
+  // Of the run flags only the threads: calibration runs on one CPU rank (the reference numerics),
+  // so a device, a KV-cache size or ranks would be accepted and ignored.
+  auto rf = std::make_shared<RunFlags>();
+  cmd->add_option("--threads", rf->threads, "CPU threads for calibration (0 = all usable cores)");
   cmd->callback([f, rf] { run(*f, *rf); });
 }
 

@@ -7,9 +7,15 @@ ranks.
 * generate and serve: greedy text equal to one rank's (weight-only FP8: the split changes only the
   float order of two partial sums), through the official `openai` client, several requests at
   once;
+* a block-FP8 checkpoint (fp8lm quantize's FP8_BLOCK, LLM Compressor's bytes) whose 128 × 128
+  blocks two ranks cut — each holds 3 of the 6 heads, 192 of q_proj's rows and o_proj's columns —
+  is split, not refused: the load says how many cells were re-scaled, and the perplexity moves by
+  far less than FP8 itself moves it (≤ 0.25 of |FP8 − BF16|, the bound the GPU tests use);
 * bench latency: the JSON names the ranks and times the collectives;
-* a split the model does not allow, or a size below 1, is refused by name."""
+* a split the model does not allow, or a size below 1, is refused by name; quantize, which
+  calibrates on one CPU rank, takes no ranks (nor a device)."""
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -32,6 +38,26 @@ def test_eval_on_two_ranks_matches_transformers(run):
     got = json.loads(r.stdout)
     assert got["ppl"] == pytest.approx(REFERENCE["results"]["all"]["ppl"], rel=1e-3)
     assert "tensor parallelism: 2 ranks" in r.stderr
+
+
+def ppl(run, model, *args):
+    r = run("eval", "perplexity", str(model), "--data", str(EVAL / "harbour.txt"), "--threads", "2", "--ctx", "128",
+            "--json", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["ppl"], r.stderr
+
+
+def test_block_fp8_checkpoint_whose_blocks_two_ranks_cut(run, tmp_path):
+    out = tmp_path / "fp8-block"
+    r = run("quantize", str(MODEL), "--out", str(out), "--scheme", "FP8_BLOCK", "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    bf16, _ = ppl(run, MODEL)
+    one, _ = ppl(run, out)
+    two, log = ppl(run, out, "--tp", "2")
+    m = re.search(r"shard boundaries cut (\d+) FP8 scale cells, re-scaled for their shards: (\d+) codes requantized", log)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0, log
+    assert one != bf16
+    assert abs(two - one) <= 0.25 * abs(one - bf16), (bf16, one, two)
 
 
 def generate(run, prompt, tp):
@@ -76,6 +102,13 @@ def test_bench_latency_times_the_collectives(run, tmp_path):
         assert {"all_reduce_sum", "all_gather_cols"} <= names
         assert 0 < p["collectives_s_per_step"] < p["ops_sum_s_per_step"]
     assert "of which collectives" in r.stdout
+
+
+def test_quantize_takes_no_ranks(run, tmp_path):
+    for flag in (("--tp", "2"), ("--device", "cuda")):
+        r = run("quantize", str(MODEL), "--out", str(tmp_path / "q"), *flag)
+        assert r.returncode != 0 and "not expected" in r.stderr + r.stdout, r.stderr
+        assert not (tmp_path / "q").exists()
 
 
 @pytest.mark.parametrize("size,named", [("4", "num_attention_heads 6 is not divisible by --tensor-parallel-size 4"),
