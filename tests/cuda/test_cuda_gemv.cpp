@@ -526,6 +526,12 @@ TEST(CudaGemv, BadArgumentsAreNamedErrors) {
                  a.x_rule.fmax = 0.0f;
                })),
                "the scale rule needs fmax > 0");
+  // SiLU·mul while staging is compiled into the grouped kernels only (it slowed every other one).
+  expect_error(run(with([&](auto& a) {
+                 quantizing(a);
+                 a.x_silu_gate_up = true;
+               })),
+               "x_silu_gate_up is fp8_gemv_grouped's only");
   static const cuda::Fp8GemvPlan split{8, 4};
   expect_error(run(with([](auto& a) { a.workspace = nullptr; }), &split), "needs a zero-filled workspace of");
   expect_error(run(with([](auto& a) { a.workspace_bytes = 16; }), &split), "needs a zero-filled workspace of");

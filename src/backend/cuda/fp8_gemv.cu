@@ -69,7 +69,8 @@ struct Params {
   int x_layout;  // ActivationScaleLayout
   bool x_vec;    // activations can be read 16 bytes at a time
   bool quant;    // BF16 activations quantized to E4M3 while staged (Fp8GemvArgs::quantize_x)
-  bool x_silu;   // quant: x holds gate | up rows of 2k, staged as bf16(silu(gate)·up) (x_silu_gate_up)
+  bool x_silu;   // quant: x holds gate | up rows of 2k, staged as bf16(silu(gate)·up) (x_silu_gate_up;
+                 // the grouped kernel's kSilu instances only)
   Fp8ScaleRule rule;  // quant, dynamic scales
   bool pdl;      // launched as a programmatic dependent of the previous kernel
   const __nv_bfloat16* bias;
@@ -232,22 +233,25 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
 
 // 8 BF16 activations x[tok, kg … kg + 7] as floats, zeros past k. A plain load: x was
 // written by the kernel before (visible after griddepcontrol.wait), so not through the
-// read-only path.
+// read-only path. kSilu (x_silu): SiLU·mul of gate and up is a compile-time choice, because its
+// code, inlined at every unrolled load, doubled the kernels and cost the dense batch-1 GEMVs
+// 4–16 % when it was a runtime branch of every kernel (docs/benchmarks.md, issue 22 session 15).
+template <bool kSilu>
 __device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, float (&v)[8]) {
   const int n = int(max(int64_t(0), min(int64_t(8), p.k - kg)));  // elements of the row here
-  if (p.x_silu) {  // silu_mul_fused's arithmetic and BF16 rounding (model_kernels' silu8)
+  if constexpr (kSilu) {  // silu_mul_fused's arithmetic and BF16 rounding (model_kernels' silu8)
     const auto* g = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * 2 * p.k + kg;
     float u[8];
     if (p.x_vec && n == 8) load8<true>(g, 8, v), load8<true>(g + p.k, 8, u);
     else load8<false>(g, n, v), load8<false>(g + p.k, n, u);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = j < n ? round_bf16(silu_mul_f32(v[j], u[j])) : 0.0f;
-    return;
+  } else {
+    const auto* x = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * p.k + kg;
+    // x_vec: k % 8 == 0 and x 16-byte aligned, so a vector is wholly in or past the row.
+    if (p.x_vec && n == 8) load8<true>(x, 8, v);
+    else load8<false>(x, n, v);
   }
-  const auto* x = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * p.k + kg;
-  // x_vec: k % 8 == 0 and x 16-byte aligned, so a vector is wholly in or past the row.
-  if (p.x_vec && n == 8) load8<true>(x, 8, v);
-  else load8<false>(x, n, v);
 }
 
 // Quantize-while-staging (p.quant): the block's K range of BF16 x becomes E4M3 codes,
@@ -256,6 +260,7 @@ __device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, fl
 // amax of whole rows (every block reads them: K·m BF16 values from L2), per 1 × 128 group
 // from the chunk itself (written to the group-scale area as stage_x's caller does), or the
 // static scale. `tok_scale` (shared, one per row of x) receives the row scales.
+template <bool kSilu>
 __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0, int len, float* tok_scale,
                                   unsigned* tok_amax) {
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
@@ -276,7 +281,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
     for (int idx = threadIdx.x; idx < total; idx += kThreads) {
       const int tok = idx / nv;
       float v[8];
-      load_x8(p, tok, int64_t(idx - tok * nv) * 8, v);
+      load_x8<kSilu>(p, tok, int64_t(idx - tok * nv) * 8, v);
       if (tok != cur) {
         if (cur >= 0) atomicMax(tok_amax + cur, __float_as_uint(a));
         cur = tok;
@@ -315,7 +320,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
       const int u = u0 + i * kWarps;
       const int tok = u / cpairs, j = 2 * (u % cpairs) + half;
       if (u < units && j < len) {
-        load_x8(p, tok, int64_t(cc0 + j) * kChunk + hl * 8, v[i]);
+        load_x8<kSilu>(p, tok, int64_t(cc0 + j) * kChunk + hl * 8, v[i]);
       } else {
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[i][e] = 0.0f;
@@ -352,11 +357,11 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
 // Stages the activations of K chunks [cc0, cc0 + len) at `xb` (stage_x or, quantizing,
 // stage_x_quantized; group scales given with E4M3 codes are copied beside them). Ends with
 // the compute threads synchronized.
-template <bool kA8>
+template <bool kA8, bool kSilu = false>
 __device__ void stage_item(const Params& p, unsigned char* xb, int cc0, int len, float* tok_scale,
                            unsigned* tok_amax) {
   if (kA8 && p.quant) {
-    stage_x_quantized(p, xb, cc0, len, tok_scale, tok_amax);
+    stage_x_quantized<kSilu>(p, xb, cc0, len, tok_scale, tok_amax);
   } else {
     stage_x<kA8>(p, xb, int64_t(cc0) * kChunk, len * kChunk);
   }
@@ -496,7 +501,7 @@ __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows
 // kA8: E4M3 activations (FP16 MMA) or BF16 ones (BF16 MMA); kMT: 8-row activation tiles (m ≤ 8·kMT);
 // kPerBlock: a scale varies along K, so every 128-chunk's sum is scaled on its own;
 // kVec: k % 16 == 0 and the weights 16-byte aligned (else byte loads).
-template <bool kA8, int kMT, bool kPerBlock, bool kVec>
+template <bool kA8, int kMT, bool kPerBlock, bool kVec, bool kSilu = false>
 __device__ __forceinline__ void gemv_body(const Params& p) {
   constexpr int kStages = kMT == 1 ? 4 : 3;  // chunks in flight per warp (registers: 16 per chunk)
   extern __shared__ __align__(16) unsigned char smem[];
@@ -547,7 +552,7 @@ __device__ __forceinline__ void gemv_body(const Params& p) {
     if (wc0 + s < wc1) load(s, wc0 + s);
   pdl_wait();
 
-  stage_item<kA8>(p, smem, cc0, len, s_tok_scale, s_tok_amax);
+  stage_item<kA8, kSilu>(p, smem, cc0, len, s_tok_scale, s_tok_amax);
   const TileScales<kA8, kMT> ts(p, xs, rowA, rowB, g, t, s_tok_scale);
 
   float tot[kMT][4] = {};
@@ -632,14 +637,14 @@ __device__ __forceinline__ bool bind_slot(Params& q) {
 }
 
 // The grouped form: the slot table comes from the kernel before, so the wait comes first
-// (no weight prefetch ahead of it: which weights is not known until then).
-template <bool kA8, int kMT, bool kPerBlock, bool kVec>
+// (no weight prefetch ahead of it: which weights is not known until then). kSilu: x_silu.
+template <bool kA8, int kMT, bool kPerBlock, bool kSilu>
 __global__ void __launch_bounds__(kThreads, 2) gemv_grouped_kernel(const Params p) {
   pdl_release();
   pdl_wait();
   Params q = p;
   if (!bind_slot<kA8>(q)) return;
-  gemv_body<kA8, kMT, kPerBlock, kVec>(q);
+  gemv_body<kA8, kMT, kPerBlock, true, kSilu>(q);
 }
 
 // ---- The bulk-copy ring kernel ----------------------------------------------------------------
@@ -980,6 +985,7 @@ void validate(const Fp8GemvArgs& a, bool grouped = false) {
   if (int(a.w_layout) > kWBlock) fail("unknown weight scale layout");
   const bool a16 = a.x != nullptr, a8 = a.x_codes != nullptr;
   if (a16 == a8) fail("give exactly one of x (BF16, W8A16 or quantize_x) and x_codes (E4M3, W8A8)");
+  if (a.x_silu_gate_up && !grouped) fail("x_silu_gate_up is fp8_gemv_grouped's only (the experts' down projection)");
   if (a.quantize_x) {
     if (!a16) fail("quantize_x quantizes BF16 x: give x, not x_codes");
     if (a.x_layout == ActivationScaleLayout::kNone || int(a.x_layout) > kXGroup)
@@ -1033,10 +1039,10 @@ void launch_bulk_mt(const Params& p, int blocks, size_t smem, cudaStream_t strea
   else launch_bulk<kA8, kMT, false>(p, blocks, smem, stream);
 }
 
-template <bool kA8, int kMT, bool kPerBlock>
+template <bool kA8, int kMT, bool kPerBlock, bool kSilu>
 void launch_grouped(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
-  launch_kernel(gemv_grouped_kernel<kA8, kMT, kPerBlock, true>, configured, kSmemLimit, grid, kThreads, smem, p,
+  launch_kernel(gemv_grouped_kernel<kA8, kMT, kPerBlock, kSilu>, configured, kSmemLimit, grid, kThreads, smem, p,
                 stream);
 }
 
@@ -1306,8 +1312,16 @@ void fp8_gemv_grouped(const Fp8GemvArgs& a, const Fp8GemvGroups& g, cudaStream_t
   auto go = [&](auto a8_tag, auto mt_tag) {
     constexpr bool kA8 = decltype(a8_tag)::value;
     constexpr int kMT = decltype(mt_tag)::value;
-    if (per_block) launch_grouped<kA8, kMT, true>(p, grid, l.bytes, stream);
-    else launch_grouped<kA8, kMT, false>(p, grid, l.bytes, stream);
+    // SiLU·mul while staging quantizes (kA8 only): its own instances, so that no other kernel carries it.
+    if constexpr (kA8) {
+      if (p.x_silu) {
+        if (per_block) launch_grouped<kA8, kMT, true, true>(p, grid, l.bytes, stream);
+        else launch_grouped<kA8, kMT, false, true>(p, grid, l.bytes, stream);
+        return;
+      }
+    }
+    if (per_block) launch_grouped<kA8, kMT, true, false>(p, grid, l.bytes, stream);
+    else launch_grouped<kA8, kMT, false, false>(p, grid, l.bytes, stream);
   };
   using T = std::true_type;
   using F = std::false_type;

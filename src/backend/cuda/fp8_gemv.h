@@ -77,9 +77,10 @@ struct Fp8GemvArgs {
   ActivationScaleLayout x_layout = ActivationScaleLayout::kNone;
   bool quantize_x = false;
   Fp8ScaleRule x_rule;  // quant_kernels.h dynamic_scale_rule of the activation scheme
-  // quantize_x only: x is [m, 2k] BF16 — a fused gate/up output, gate's k columns then up's —
-  // and the row quantized is bf16(silu_mul_f32(gate, up)), the values silu_mul_fused writes,
-  // so the result is bit-identical to SiLU·mul first (one kernel and one round trip fewer).
+  // quantize_x with fp8_gemv_grouped only: x is [m, 2k] BF16 — a fused gate/up output, gate's
+  // k columns then up's — and the row quantized is bf16(silu_mul_f32(gate, up)), the values
+  // silu_mul_fused writes, so the result is bit-identical to SiLU·mul first (one kernel and one
+  // round trip fewer). fp8_gemv refuses it: its kernels are compiled without that path.
   bool x_silu_gate_up = false;
 
   const __nv_bfloat16* bias = nullptr;  // [n] or null
