@@ -67,7 +67,7 @@ LinearWeight from_quantized(QuantizedMatrix q, const LinearQuantScheme& scheme, 
   return w;
 }
 
-LinearWeight concat_rows(std::span<const LinearWeight> parts) {
+LinearWeight stack_rows(std::span<const LinearWeight> parts) {
   if (parts.empty()) throw Error("linear: concat_rows of no parts");
   const LinearWeight& first = parts[0];
   LinearWeight f = first;
@@ -79,15 +79,9 @@ LinearWeight concat_rows(std::span<const LinearWeight> parts) {
     f.n += p.n;
     any_bias = any_bias || !p.bias.empty();
   }
-  const size_t elem = element_bytes(first.element);
-  auto bytes = std::make_shared<std::vector<std::byte>>(size_t(f.n * first.k) * elem);
-  size_t at = 0;
   f.scales.clear();
   f.bias.clear();
   for (const LinearWeight& p : parts) {
-    const size_t size = size_t(p.n * p.k) * elem;
-    std::memcpy(bytes->data() + at, p.data, size);
-    at += size;
     if (p.is_fp8()) {
       if (p.scale_layout.granularity == Granularity::kTensor) f.scales.insert(f.scales.end(), size_t(p.n), p.scales[0]);
       else f.scales.insert(f.scales.end(), p.scales.begin(), p.scales.end());  // channel [n] or block rows
@@ -98,7 +92,23 @@ LinearWeight concat_rows(std::span<const LinearWeight> parts) {
     }
   }
   if (first.is_fp8() && first.scale_layout.granularity != Granularity::kBlock) f.scale_layout = ScaleLayout::channel();
-  f.data = bytes->data();
+  f.data = nullptr;
+  f.owner = nullptr;
+  return f;
+}
+
+LinearWeight concat_rows(std::span<const LinearWeight> parts) {
+  LinearWeight f = stack_rows(parts);
+  const size_t elem = element_bytes(f.element);
+  // Uninitialized: every byte is copied from a part (no zeroing pass over a fused weight).
+  std::shared_ptr<std::byte[]> bytes(new std::byte[size_t(f.n * f.k) * elem]);
+  size_t at = 0;
+  for (const LinearWeight& p : parts) {
+    const size_t size = size_t(p.n * p.k) * elem;
+    std::memcpy(bytes.get() + at, p.data, size);
+    at += size;
+  }
+  f.data = bytes.get();
   f.owner = std::move(bytes);
   return f;
 }
@@ -118,6 +128,11 @@ int64_t k_segment(const LinearWeight& w) {
 void validate(const LinearWeight& w) {
   if (w.n <= 0 || w.k <= 0) throw Error("linear: weight shape must be positive, got " + shape(w.n, w.k));
   if (w.data == nullptr) throw Error("linear: weight " + shape(w.n, w.k) + " has no data");
+  validate_layout(w);
+}
+
+void validate_layout(const LinearWeight& w) {
+  if (w.n <= 0 || w.k <= 0) throw Error("linear: weight shape must be positive, got " + shape(w.n, w.k));
   if (!w.bias.empty() && int64_t(w.bias.size()) != w.n) {
     throw Error("linear: bias has " + std::to_string(w.bias.size()) + " values, expected N = " +
                 std::to_string(w.n));

@@ -64,10 +64,17 @@ LinearWeight from_quantized(QuantizedMatrix q, const LinearQuantScheme& scheme, 
 // policy checks that before asking.
 LinearWeight concat_rows(std::span<const LinearWeight> parts);
 
+// concat_rows' weight without its elements (data and owner null): the sizes, scales and bias
+// of the stack, for a backend that copies each part's elements to their rows itself (the CUDA
+// backend uploads them part by part instead of building the stack in host memory).
+LinearWeight stack_rows(std::span<const LinearWeight> parts);
+
 // Throws fp8lm::Error naming what is wrong: sizes, scale count or values,
 // bias length, activation settings, a missing static input scale, scale cells
 // that do not nest.
 void validate(const LinearWeight& w);
+// validate without the elements (data may be null): for stack_rows' weights.
+void validate_layout(const LinearWeight& w);
 
 // The K length a W8A8 product sums before scaling: the finer of the weight's
 // and the activation's scale cells along K (0: all of K). Throws when the two

@@ -213,6 +213,29 @@ TEST(LinearWeight, ConcatRowsOfTensorAndChannelScales) {
   expect_error([&] { weights::concat_rows(mixed); }, "different K or element types");
 }
 
+// stack_rows: concat_rows' sizes, scales and bias without the elements (a backend copies them).
+TEST(LinearWeight, StackRowsIsConcatRowsWithoutTheElements) {
+  std::vector<uint8_t> a(2 * 4, 1), b(3 * 4, 2);
+  const LinearQuantScheme tensor = fp8_scheme(ScaleLayout::tensor(), ActivationQuant::kDynamicToken);
+  weights::LinearWeight parts[] = {weights::fp8(a.data(), 2, 4, tensor, {0.5f}),
+                                   weights::fp8(b.data(), 3, 4, tensor, {0.25f})};
+  parts[0].bias = {1.0f, 2.0f};
+  const weights::LinearWeight whole = weights::concat_rows(parts), stack = weights::stack_rows(parts);
+  EXPECT_EQ(stack.data, nullptr);
+  EXPECT_EQ(stack.owner, nullptr);
+  EXPECT_EQ(stack.n, whole.n);
+  EXPECT_EQ(stack.k, whole.k);
+  EXPECT_EQ(stack.element, whole.element);
+  EXPECT_EQ(stack.scale_layout, whole.scale_layout);
+  EXPECT_EQ(stack.scales, whole.scales);
+  EXPECT_EQ(stack.bias, whole.bias);
+  weights::validate_layout(stack);
+  expect_error([&] { weights::validate(stack); }, "weight [5, 4] has no data");
+  weights::LinearWeight bad = stack;
+  bad.scales.pop_back();
+  expect_error([&] { weights::validate_layout(bad); }, "needs 5 weight scales, got 4");
+}
+
 TEST(LinearWeight, ConcatRowsKeepsBlockScaleRows) {
   std::vector<uint8_t> a(128 * 256, 1), b(256 * 256, 2);
   const LinearQuantScheme block = fp8_scheme(ScaleLayout::block(128, 128), ActivationQuant::kDynamicGroup);

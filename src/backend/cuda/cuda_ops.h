@@ -171,6 +171,10 @@ class CudaOps final : public backend::Ops {
   };
 
  private:
+  // upload_linear of `w`, whose elements are those of `parts` stacked along n (`w` itself, or
+  // weights::stack_rows(parts): each part copied to its rows of the device buffer).
+  std::unique_ptr<backend::Weight> upload_linear_rows(const weights::LinearWeight& w,
+                                                      std::span<const weights::LinearWeight> parts);
   // moe()'s grouped path (cuda_ops_moe.cpp), where moe_recordable.
   void moe_grouped(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
                    const backend::MoeRouting& routing, backend::Tensor out, const MoeNormAfter* after = nullptr);

@@ -102,7 +102,7 @@ std::string LinearPlan::describe() const {
 // The decisions, in the order and with the errors CudaOps::upload_linear had
 // them before the plan existed (issue 17).
 LinearPlan plan_linear(const weights::LinearWeight& w) {
-  weights::validate(w);
+  weights::validate_layout(w);  // the elements are upload_linear's (a fused weight's are its parts')
   LinearPlan p;
   if (!w.is_fp8()) {
     p.gemm_mode = GemmScaleMode::kNone;

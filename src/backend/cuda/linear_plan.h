@@ -90,7 +90,7 @@ struct LinearPlan {
   }
 };
 
-// Throws fp8lm::Error for what weights::validate refuses and for what the CUDA
+// Throws fp8lm::Error for what weights::validate_layout refuses and for what the CUDA
 // backend does not run: FP8 other than E4M3, weight blocks other than 128x128,
 // group weight scales, activation groups other than 128.
 LinearPlan plan_linear(const weights::LinearWeight& w);
