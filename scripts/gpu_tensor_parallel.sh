@@ -8,7 +8,12 @@
 # bench_70b_<weights>_tp<N>_b<batch>.{txt,json}, summary.txt.
 #
 #   bash scripts/gpu_tensor_parallel.sh [--tests-only | --bench-only] [--gpus "1 2 4"]
-#       [--batches "1 64"] [--input-len 1024] [--output-len 128]
+#       [--weights "fp8 bf16"] [--batches "1 64"] [--input-len 1024] [--output-len 128]
+#
+# A device call runs at most 600 s. Each 70B run loads the model (~22 s in FP8) and then runs
+# its batch (batch 64 with --profile: ~2 minutes), so the whole matrix takes two or three calls,
+# split by --gpus and --weights, e.g. `--gpus "1 2" --weights fp8`, then
+# `--bench-only --gpus 4 --weights fp8`, then `--bench-only --gpus "2 4" --weights bf16`.
 #
 # Binaries: $FP8LM_BIN (a directory holding fp8lm and test_cuda_tensor_parallel), else build/src
 # and build/tests. NCCL: $FP8LM_NCCL_LIBRARY, else the nvidia-nccl-cu13 of the python3 found
@@ -17,18 +22,22 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-results}
 mkdir -p "$out"
-run_tests=1 run_bench=1 gpus="1 2 4" batches="1 64" input_len=1024 output_len=128
+run_tests=1 run_bench=1 gpus="1 2 4" weights_list="fp8 bf16" batches="1 64" input_len=1024 output_len=128
 while (($#)); do
   case "$1" in
     --tests-only) run_bench=0 ;;
     --bench-only) run_tests=0 ;;
     --gpus) gpus=$2; shift ;;
+    --weights) weights_list=$2; shift ;;
     --batches) batches=$2; shift ;;
     --input-len) input_len=$2; shift ;;
     --output-len) output_len=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
+done
+for weights in $weights_list; do
+  [[ $weights == fp8 || $weights == bf16 ]] || { echo "--weights: '$weights' is neither fp8 nor bf16" >&2; exit 2; }
 done
 bin_fp8lm=${FP8LM_BIN:+$FP8LM_BIN/fp8lm}
 bin_fp8lm=${bin_fp8lm:-build/src/fp8lm}
@@ -50,7 +59,7 @@ fi
 if ((run_bench)); then
   for tp in $gpus; do
     ((tp <= available)) || { echo "tp $tp: $available GPUs here, skipped" | tee -a "$out/summary.txt"; continue; }
-    for weights in fp8 bf16; do
+    for weights in $weights_list; do
       [[ $weights == bf16 && $tp == 1 ]] && continue  # 141 GB of BF16 weights leave no KV cache on one H200
       quant=(); [[ $weights == fp8 ]] && quant=(--quantization fp8)
       for b in $batches; do
