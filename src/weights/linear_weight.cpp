@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -68,14 +67,14 @@ LinearWeight from_quantized(QuantizedMatrix q, const LinearQuantScheme& scheme, 
 }
 
 LinearWeight stack_rows(std::span<const LinearWeight> parts) {
-  if (parts.empty()) throw Error("linear: concat_rows of no parts");
+  if (parts.empty()) throw Error("linear: stack_rows of no parts");
   const LinearWeight& first = parts[0];
   LinearWeight f = first;
   f.n = 0;
   bool any_bias = false;
   for (const LinearWeight& p : parts) {
     if (p.k != first.k || p.element != first.element)
-      throw Error("linear: concat_rows of parts with different K or element types");
+      throw Error("linear: stack_rows of parts with different K or element types");
     f.n += p.n;
     any_bias = any_bias || !p.bias.empty();
   }
@@ -94,22 +93,6 @@ LinearWeight stack_rows(std::span<const LinearWeight> parts) {
   if (first.is_fp8() && first.scale_layout.granularity != Granularity::kBlock) f.scale_layout = ScaleLayout::channel();
   f.data = nullptr;
   f.owner = nullptr;
-  return f;
-}
-
-LinearWeight concat_rows(std::span<const LinearWeight> parts) {
-  LinearWeight f = stack_rows(parts);
-  const size_t elem = element_bytes(f.element);
-  // Uninitialized: every byte is copied from a part (no zeroing pass over a fused weight).
-  std::shared_ptr<std::byte[]> bytes(new std::byte[size_t(f.n * f.k) * elem]);
-  size_t at = 0;
-  for (const LinearWeight& p : parts) {
-    const size_t size = size_t(p.n * p.k) * elem;
-    std::memcpy(bytes.get() + at, p.data, size);
-    at += size;
-  }
-  f.data = bytes.get();
-  f.owner = std::move(bytes);
   return f;
 }
 

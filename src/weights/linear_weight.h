@@ -57,16 +57,12 @@ LinearWeight fp8(const uint8_t* codes, int64_t n, int64_t k, const LinearQuantSc
 // A matrix quantized by fp8lm (online quantization): the weight owns the codes.
 LinearWeight from_quantized(QuantizedMatrix q, const LinearQuantScheme& scheme, float input_scale = 0.0f);
 
-// Parts stacked along n (q/k/v, gate/up) into one weight that owns a copy:
-// per-tensor scales become per-channel rows, a part without bias gets zeros
-// when another has one. The parts must share k, element type and scheme
-// (with block scales: 128x128 blocks and n % 128 == 0): the caller's fuse
-// policy checks that before asking.
-LinearWeight concat_rows(std::span<const LinearWeight> parts);
-
-// concat_rows' weight without its elements (data and owner null): the sizes, scales and bias
-// of the stack, for a backend that copies each part's elements to their rows itself (the CUDA
-// backend uploads them part by part instead of building the stack in host memory).
+// Parts stacked along n (q/k/v, gate/up) as one weight, without its elements (data and owner
+// null): the stack's sizes, scales and bias, for a backend that copies each part's elements to
+// their rows itself (the CUDA backend uploads them part by part; validate_layout checks the
+// result). Per-tensor scales become per-channel rows, a part without bias gets zeros when
+// another has one. The parts must share k, element type and scheme (with block scales: 128x128
+// blocks and n % 128 == 0): the caller's fuse policy checks that before asking.
 LinearWeight stack_rows(std::span<const LinearWeight> parts);
 
 // Throws fp8lm::Error naming what is wrong: sizes, scale count or values,

@@ -174,9 +174,10 @@ TEST(LinearWeight, ResidentBytesAndEmbeddingScheme) {
   EXPECT_EQ(e.activation, ActivationQuant::kNone);
 }
 
-// q/k/v parts of different scale granularity: the result has one scale per
-// output row (a tensor scale repeated), biases filled with zeros.
-TEST(LinearWeight, ConcatRowsOfTensorAndChannelScales) {
+// q/k/v parts of different scale granularity: the stack has one scale per output row (a tensor
+// scale repeated), biases filled with zeros, and no elements of its own (a backend copies the
+// parts' to their rows).
+TEST(LinearWeight, StackRowsOfTensorAndChannelScales) {
   std::vector<uint8_t> a(2 * 4), b(3 * 4);
   for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(i + 1);
   for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(100 + i);
@@ -185,7 +186,7 @@ TEST(LinearWeight, ConcatRowsOfTensorAndChannelScales) {
   weights::LinearWeight parts[] = {weights::fp8(a.data(), 2, 4, tensor, {0.5f}),
                                    weights::fp8(b.data(), 3, 4, channel, {1.0f, 2.0f, 3.0f})};
   parts[1].bias = {7.0f, 8.0f, 9.0f};
-  const weights::LinearWeight f = weights::concat_rows(parts);
+  const weights::LinearWeight f = weights::stack_rows(parts);
   EXPECT_EQ(f.n, 5);
   EXPECT_EQ(f.k, 4);
   EXPECT_EQ(f.element, ElementType::kE4M3);
@@ -193,58 +194,38 @@ TEST(LinearWeight, ConcatRowsOfTensorAndChannelScales) {
   EXPECT_EQ(f.scales, (std::vector<float>{0.5f, 0.5f, 1.0f, 2.0f, 3.0f}));
   EXPECT_EQ(f.bias, (std::vector<float>{0.0f, 0.0f, 7.0f, 8.0f, 9.0f}));
   EXPECT_EQ(f.activation, ActivationQuant::kDynamicToken);
-  ASSERT_NE(f.owner, nullptr);
-  EXPECT_EQ(0, std::memcmp(f.data, a.data(), a.size()));
-  EXPECT_EQ(0, std::memcmp(static_cast<const uint8_t*>(f.data) + a.size(), b.data(), b.size()));
-  weights::validate(f);
+  EXPECT_EQ(f.data, nullptr);
+  EXPECT_EQ(f.owner, nullptr);
+  weights::validate_layout(f);
+  expect_error([&] { weights::validate(f); }, "weight [5, 4] has no data");
+  weights::LinearWeight bad = f;
+  bad.scales.pop_back();
+  expect_error([&] { weights::validate_layout(bad); }, "needs 5 weight scales, got 4");
 
-  // High precision: bytes at their width, no scales, no bias when none has one.
+  // High precision: no scales, no bias when none has one.
   std::vector<float> x(2 * 3, 1.0f), y(1 * 3, 2.0f);
   const weights::LinearWeight hp[] = {weights::high_precision(ElementType::kF32, x.data(), 2, 3),
                                       weights::high_precision(ElementType::kF32, y.data(), 1, 3)};
-  const weights::LinearWeight g = weights::concat_rows(hp);
+  const weights::LinearWeight g = weights::stack_rows(hp);
   EXPECT_EQ(g.n, 3);
+  EXPECT_EQ(g.element, ElementType::kF32);
   EXPECT_TRUE(g.scales.empty());
   EXPECT_TRUE(g.bias.empty());
-  EXPECT_EQ(static_cast<const float*>(g.data)[8], 2.0f);
-  EXPECT_EQ(static_cast<const float*>(g.data)[5], 1.0f);
+  weights::validate_layout(g);
 
   const weights::LinearWeight mixed[] = {hp[0], parts[0]};
-  expect_error([&] { weights::concat_rows(mixed); }, "different K or element types");
+  expect_error([&] { weights::stack_rows(mixed); }, "different K or element types");
 }
 
-// stack_rows: concat_rows' sizes, scales and bias without the elements (a backend copies them).
-TEST(LinearWeight, StackRowsIsConcatRowsWithoutTheElements) {
-  std::vector<uint8_t> a(2 * 4, 1), b(3 * 4, 2);
-  const LinearQuantScheme tensor = fp8_scheme(ScaleLayout::tensor(), ActivationQuant::kDynamicToken);
-  weights::LinearWeight parts[] = {weights::fp8(a.data(), 2, 4, tensor, {0.5f}),
-                                   weights::fp8(b.data(), 3, 4, tensor, {0.25f})};
-  parts[0].bias = {1.0f, 2.0f};
-  const weights::LinearWeight whole = weights::concat_rows(parts), stack = weights::stack_rows(parts);
-  EXPECT_EQ(stack.data, nullptr);
-  EXPECT_EQ(stack.owner, nullptr);
-  EXPECT_EQ(stack.n, whole.n);
-  EXPECT_EQ(stack.k, whole.k);
-  EXPECT_EQ(stack.element, whole.element);
-  EXPECT_EQ(stack.scale_layout, whole.scale_layout);
-  EXPECT_EQ(stack.scales, whole.scales);
-  EXPECT_EQ(stack.bias, whole.bias);
-  weights::validate_layout(stack);
-  expect_error([&] { weights::validate(stack); }, "weight [5, 4] has no data");
-  weights::LinearWeight bad = stack;
-  bad.scales.pop_back();
-  expect_error([&] { weights::validate_layout(bad); }, "needs 5 weight scales, got 4");
-}
-
-TEST(LinearWeight, ConcatRowsKeepsBlockScaleRows) {
+TEST(LinearWeight, StackRowsKeepsBlockScaleRows) {
   std::vector<uint8_t> a(128 * 256, 1), b(256 * 256, 2);
   const LinearQuantScheme block = fp8_scheme(ScaleLayout::block(128, 128), ActivationQuant::kDynamicGroup);
   const weights::LinearWeight parts[] = {weights::fp8(a.data(), 128, 256, block, {1.0f, 2.0f}),
                                          weights::fp8(b.data(), 256, 256, block, {3.0f, 4.0f, 5.0f, 6.0f})};
-  const weights::LinearWeight f = weights::concat_rows(parts);
+  const weights::LinearWeight f = weights::stack_rows(parts);
   EXPECT_EQ(f.scale_layout, ScaleLayout::block(128, 128));
   EXPECT_EQ(f.scales, (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}));
-  weights::validate(f);
+  weights::validate_layout(f);
 }
 
 // The one weight quantizer: compressed-tensors' rule in the weight's dtype.

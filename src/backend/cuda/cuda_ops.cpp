@@ -36,15 +36,11 @@
 namespace fp8lm::cuda {
 namespace {
 
-// High-precision weights as BF16 bytes on the host (BF16 as is; F16 / F32 rounded to nearest even).
+// F16 / F32 weights as BF16 bytes on the host, rounded to nearest even (BF16 ones upload as they are).
 // The conversion to float32 is exact, so the scalar loop gives the bits a vector one would.
 std::vector<uint16_t> to_bf16_host(const weights::LinearWeight& w) {
   const int64_t count = w.n * w.k;
   std::vector<uint16_t> out(static_cast<size_t>(count));
-  if (w.element == ElementType::kBF16) {
-    std::memcpy(out.data(), w.data, size_t(count) * 2);
-    return out;
-  }
   const int64_t width = int64_t(element_bytes(w.element));
   std::vector<float> row(static_cast<size_t>(w.k));
   for (int64_t r = 0; r < w.n; ++r) {

@@ -96,7 +96,7 @@ struct LinearPlan {
 LinearPlan plan_linear(const weights::LinearWeight& w);
 
 // Whether `parts` (q/k/v, gate/up) can be uploaded as one weight
-// (weights::concat_rows): at least two, one element type and k, and for FP8
+// (weights::stack_rows): at least two, one element type and k, and for FP8
 // the same activation quantization, static scale and kind of weight scales
 // (block scales: 128x128 blocks and every part's n a multiple of 128; tensor
 // and channel mix). Throws what weights::validate throws for a bad part.
