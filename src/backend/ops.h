@@ -323,9 +323,11 @@ class Ops {
   // draws as rows[r] says (backend/sampling.h: penalties, temperature, top-k,
   // top-p, min-p, the inverse CDF in id order at rows[r].uniform; a greedy row
   // is the argmax after its penalties, the lowest id on ties). Only the tokens
-  // cross to the host. Throws fp8lm::Error for a row the row math refuses
-  // (NaN, +inf, nothing left to sample, a penalty token outside the vocabulary).
-  // The default copies the logits to the host and runs the row math there.
+  // cross to the host. A row whose logits cannot be sampled (NaN, +inf, nothing
+  // left) gets kNoToken: its request fails, the other rows are sampled as ever.
+  // Throws fp8lm::Error only for bad arguments (sizes, a penalty token outside
+  // the vocabulary). The default copies the logits to the host and runs the row
+  // math there.
   virtual void sample_rows(Tensor logits, std::span<const RowSampling> rows, std::span<int32_t> tokens) {
     if (rows.size() != size_t(logits.rows) || tokens.size() != size_t(logits.rows))
       throw Error(name() + ": sample_rows of " + std::to_string(logits.rows) + " rows given " +
@@ -334,7 +336,8 @@ class Ops {
     to_host(logits, host);
     RowSampler sampler;
     for (size_t r = 0; r < rows.size(); ++r)
-      tokens[r] = sampler.sample(std::span<float>(host).subspan(r * size_t(logits.cols), size_t(logits.cols)), rows[r]);
+      tokens[r] =
+          sampler.sample_or_none(std::span<float>(host).subspan(r * size_t(logits.cols), size_t(logits.cols)), rows[r]);
   }
 
   // ---- a step's tokens without waiting for them (the engine's async scheduling):

@@ -90,7 +90,7 @@ void RowSampler::apply_penalties(std::span<float> logits, const RowSampling& row
   // penalty always makes a seen token less likely.
   auto repeat = [&](int32_t token) {
     float& x = logits[static_cast<size_t>(token)];
-    x = x > 0.0f ? x / rep : x * rep;
+    if (std::isfinite(x)) x = saturate_logit(x > 0.0f ? x / rep : x * rep);
   };
   if (rep != 1.0f) {
     for (const int32_t t : row.prompt_tokens) repeat(t);
@@ -102,8 +102,9 @@ void RowSampler::apply_penalties(std::span<float> logits, const RowSampling& row
   if (freq != 0.0f || pres != 0.0f) {
     for (size_t i = 0; i < row.output_tokens.size(); ++i) {
       float& x = logits[static_cast<size_t>(row.output_tokens[i])];
+      if (!std::isfinite(x)) continue;
       x -= freq * static_cast<float>(row.output_counts[i]);
-      x -= pres;
+      x = saturate_logit(x - pres);
     }
   }
 }
@@ -210,7 +211,8 @@ void RowSampler::process(std::span<float> logits, const RowSampling& row) {
     return;
   }
   if (row.temperature != 1.0f)
-    for (float& x : logits) x /= row.temperature;
+    for (float& x : logits)
+      if (std::isfinite(x)) x = saturate_logit(x / row.temperature);
   collect_candidates(logits);
   filter_top_k(logits, row.top_k);
   filter_top_p(logits, row.top_p);
@@ -249,6 +251,19 @@ int32_t RowSampler::sample(std::span<float> logits, const RowSampling& row) {
     throw Error("sampling: the uniform " + std::to_string(row.uniform) + " is outside [0, 1)");
   softmax_candidates(logits);
   return draw(row.uniform);
+}
+
+int32_t RowSampler::sample_or_none(std::span<float> logits, const RowSampling& row) {
+  // The row's own data at fault: a NaN or +inf logit, or none above -inf. The
+  // penalties and the temperature keep finite logits finite (saturate_logit),
+  // so nothing else of the row can fail; what still throws (a bad uniform, a
+  // penalty token outside the vocabulary) is the caller's bug.
+  bool any = false;
+  for (const float v : logits) {
+    if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) return kNoToken;
+    any = any || v != kNegInf;
+  }
+  return any ? sample(logits, row) : kNoToken;
 }
 
 }  // namespace fp8lm::backend

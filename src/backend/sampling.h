@@ -21,6 +21,22 @@ namespace fp8lm::backend {
 // vLLM treats temperatures below this as greedy (dividing by them overflows).
 inline constexpr float kGreedyTemperature = 1e-5f;
 
+// The token sample_rows / argmax_rows give a row that cannot be sampled (a NaN or
+// +inf logit, or every logit -inf): the row's request fails, the batch goes on.
+inline constexpr int32_t kNoToken = -1;
+inline constexpr const char* kNoTokenReason =
+    "no token can be sampled: a logit is NaN or +inf, or every logit is -inf after penalties and temperature";
+
+// A finite logit through a penalty or the temperature stays finite: a result
+// beyond the float range is the largest float of its sign (the limit of the
+// arithmetic, so that any parameter in range and any logit give a defined
+// draw; a tiny repetition_penalty makes the seen tokens the likeliest rather
+// than +inf). NaN passes through. The CUDA kernel saturates alike.
+inline float saturate_logit(float v) {
+  constexpr float kMax = 3.40282347e+38f;
+  return v > kMax ? kMax : v < -kMax ? -kMax : v;
+}
+
 struct RowSampling {
   float temperature = 1.0f;         // < kGreedyTemperature: greedy (argmax after the penalties)
   int32_t top_k = 0;                // ≤ 0: off
@@ -70,6 +86,9 @@ class RowSampler {
   // process(), then the token: the argmax for a greedy row, else the inverse
   // CDF in id order at row.uniform. `logits` is scratch.
   int32_t sample(std::span<float> logits, const RowSampling& row);
+  // sample(), but kNoToken for a row whose logits cannot be sampled (the
+  // backends' sample_rows: one bad row fails its request, not the batch).
+  int32_t sample_or_none(std::span<float> logits, const RowSampling& row);
 
  private:
   void apply_penalties(std::span<float> logits, const RowSampling& row) const;

@@ -22,6 +22,7 @@
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "io/json_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fp8lm::cli {
@@ -86,11 +87,7 @@ nlohmann::ordered_json read_ordered_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file");
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  try {
-    return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
-  }
+  return io::parse_ordered_json(text, path);
 }
 
 void run_chat(const TokenizeFlags& f, const tokenizer::Tokenizer& tok) {

@@ -35,6 +35,10 @@ struct Engine::Active {
   bool in_scheduler = true;   // until finished, or its last token (max_tokens) is launched
   bool finished = false;      // its final output is made
   int64_t last_step = 0;      // the last launched step (Launch::number) with a row of it
+  // Why the request failed in work of its own (its row could not be sampled, its
+  // text or stop checks threw): it finishes with "error" when its row is emitted,
+  // and the rest of the batch goes on.
+  std::string error;
 };
 
 // A step given to the device: its batch, which rows sample and how, and (once
@@ -238,16 +242,25 @@ void Engine::collect(Launch& l) {
     if (!l.samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
     Active& a = *active_.at(l.batch[i].seq->id);
     if (a.finished) continue;  // stopped (or cancelled) after this step was launched: the row is dropped
-    if (l.mode == Launch::Mode::kHost) {
-      const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
-      if (a.request.logprobs >= 0) {
-        l.logprobs[i].push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
-        l.tokens[i] = l.logprobs[i].back().token;
+    // A row that cannot be sampled fails its own request (emit finishes it), never
+    // the batch. Its placeholder gets token 0, which any vocabulary has: the next
+    // step may already read it, and that row's token is dropped.
+    try {
+      if (l.mode == Launch::Mode::kHost) {
+        const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
+        if (a.request.logprobs >= 0) {
+          l.logprobs[i].push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
+          l.tokens[i] = l.logprobs[i].back().token;
+        } else {
+          l.tokens[i] = a.sampler.sample(row);
+        }
       } else {
-        l.tokens[i] = a.sampler.sample(row);
+        if (l.tokens[i] < 0 || l.tokens[i] >= vocab) throw Error(backend::kNoTokenReason);
+        a.sampler.accept(l.tokens[i]);
       }
-    } else {
-      a.sampler.accept(l.tokens[i]);
+    } catch (const std::exception& e) {
+      a.error = std::string("sampling failed: ") + e.what();
+      l.tokens[i] = 0;
     }
     if (l.slot[i] != kNoSlot) a.seq.tokens[l.slot[i]] = l.tokens[i];
   }
@@ -260,8 +273,19 @@ void Engine::emit(Launch& l, std::vector<RequestOutput>& outputs, const Finish& 
     Active& a = *active_.at(l.batch[i].seq->id);
     if (a.finished) continue;
     const int32_t token = l.tokens[i];
+    SequenceOutput::Step s;
+    if (a.error.empty()) {
+      try {
+        s = a.output.push(token);  // detokenizing and stop checks: the request's own work
+      } catch (const std::exception& e) {
+        a.error = std::string("detokenizing or stop checking failed: ") + e.what();
+      }
+    }
+    if (!a.error.empty()) {
+      fail(a, finish);
+      continue;
+    }
     ++generated_;
-    SequenceOutput::Step s = a.output.push(token);
     RequestOutput out = output_of(a);
     out.new_tokens.push_back(token);
     if (l.mode == Launch::Mode::kHost) out.logprobs = std::move(l.logprobs[i]);
@@ -302,6 +326,12 @@ std::vector<RequestOutput> Engine::step() {
     const auto it = active_.find(id);
     if (it == active_.end() || it->second->finished) continue;
     finish(*it->second, output_of(*it->second), "cancelled");
+  }
+  std::vector<RequestId> failed;
+  failed.swap(callback_failed_);
+  for (const RequestId id : failed) {
+    const auto it = active_.find(id);
+    if (it != active_.end() && !it->second->finished) fail(*it->second, finish);
   }
 
   // The next batch, scheduled while the step in flight (if any) still runs.
@@ -354,10 +384,30 @@ std::vector<RequestOutput> Engine::step() {
     }
   } forget{*this, std::move(keep)};
   for (const RequestOutput& out : outputs) {
-    const Active& a = *active_.at(out.id);
-    if (a.request.on_output) a.request.on_output(out);
+    Active& a = *active_.at(out.id);
+    if (!a.request.on_output) continue;
+    // A callback that throws fails its own request (at the next step, with the
+    // engine's state consistent), never the others of the step.
+    std::string what;
+    try {
+      a.request.on_output(out);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "an exception of unknown type";
+    }
+    if (!what.empty() && !out.finished && !a.finished && a.error.empty()) {
+      a.error = "the request's output callback failed: " + what;
+      callback_failed_.push_back(out.id);
+    }
   }
   return outputs;
+}
+
+void Engine::fail(Active& a, const Finish& finish) {
+  RequestOutput out = output_of(a);
+  out.error = a.error;
+  finish(a, std::move(out), "error");
 }
 
 std::vector<Completion> Engine::run_to_completion() {

@@ -46,8 +46,11 @@ struct RequestOutput {
   std::vector<int32_t> new_tokens;  // generated this step (a stop token included): zero or one
   std::string text;                 // text that became final this step (stop string excluded)
   bool finished = false;
-  // When finished: "stop", "length", "cancelled", or "error" (the backend ran
-  // out of memory in this request's step: `error` says what failed).
+  // When finished: "stop", "length", "cancelled", or "error": the backend ran
+  // out of memory in this request's step, or work of the request's own failed
+  // (its row could not be sampled, its detokenizing, stop checks or callback
+  // threw); `error` says what failed. The other requests go on either way:
+  // step() throws only for a fault of the device or the engine itself.
   std::string finish_reason;
   std::string error;
   int64_t prompt_tokens = 0;
@@ -152,6 +155,7 @@ class Engine {
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;
   std::unique_ptr<Launch> in_flight_;  // async scheduling: the step the device runs, output pending
   std::vector<RequestId> retired_;     // finished, kept until in_flight_ is collected
+  std::vector<RequestId> callback_failed_;  // their callback threw: they fail at the next step
   std::vector<float> logits_;
   std::vector<backend::RowSampling> rows_;  // start_sample's descriptions, one per row
   std::vector<model::SequenceInput> inputs_;
@@ -166,6 +170,7 @@ class Engine {
   void collect(Launch& step);
   void emit(Launch& step, std::vector<RequestOutput>& outputs, const Finish& finish);
   RequestOutput output_of(const Active& a) const;
+  void fail(Active& a, const Finish& finish);  // finishes `a` with "error" and a.error
 };
 
 }  // namespace fp8lm::engine

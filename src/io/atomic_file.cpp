@@ -1,10 +1,12 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -75,7 +77,29 @@ void AtomicFile::commit() {
 }
 
 void AtomicFile::fail(const char* what) const {
-  throw Error(destination_.string() + ": " + what + " (" + std::strerror(errno) + ")");
+  const int err = errno;
+  // A full file system may surface as EIO (delayed allocation: the write
+  // succeeded into the page cache, the writeback at fsync or close failed) or
+  // EDQUOT: the free space tells which, and the user sees the cause.
+  std::string cause = std::strerror(err);
+  if (err == EIO || err == ENOSPC || err == EDQUOT) {
+    const std::filesystem::path dir = destination_.parent_path().empty() ? "." : destination_.parent_path();
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) == 0) {
+      const uint64_t free_bytes = uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize);
+      cause = describe_write_error(err, free_bytes, dir.string());
+    }
+  }
+  throw Error(destination_.string() + ": " + what + " (" + cause + ")");
+}
+
+std::string describe_write_error(int err, uint64_t free_bytes, const std::string& dir) {
+  constexpr uint64_t kNearlyFull = 16ull << 20;  // less than this left: the write ran out of space
+  const std::string free_text = std::to_string(free_bytes >> 20) + " MiB free on the file system of " + dir;
+  if (err == ENOSPC || (err == EIO && free_bytes < kNearlyFull))
+    return std::string(std::strerror(ENOSPC)) + ": " + free_text +
+           (err == ENOSPC ? std::string() : std::string(" (the system said '") + std::strerror(err) + "')");
+  return std::string(std::strerror(err)) + "; " + free_text;
 }
 
 }  // namespace fp8lm::io

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 
 namespace fp8lm::io {
 
@@ -35,5 +37,10 @@ class AtomicFile {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// What a failed write reports for errno `err` with `free_bytes` left on the file
+// system of `dir`: a full one is named "No space left on device" with what is
+// free, whichever of ENOSPC or EIO (delayed allocation) the system gave.
+std::string describe_write_error(int err, uint64_t free_bytes, const std::string& dir);
 
 }  // namespace fp8lm::io

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/error.h"
 #include "io/json_value.h"
 
 namespace fp8lm::server {
@@ -238,22 +239,16 @@ Json error_body(const ApiError& e) {
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-Json parse_body(std::string_view body) {
-  Json j;
-  // nlohmann's parser itself is iterative; the callback refuses a container
-  // before it is opened, so no deeper tree is ever built.
-  const Json::parser_callback_t depth_limit = [](int depth, Json::parse_event_t event, Json&) {
-    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
-    if (opens && depth >= kMaxJsonDepth)
-      throw ApiError(400, "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
-                              " levels deep");
-    return true;
-  };
+Json parse_json_text(std::string_view text, const std::string& what, const std::string& param) {
   try {
-    j = Json::parse(body.begin(), body.end(), depth_limit);
-  } catch (const Json::exception& e) {  // parse errors, and numbers beyond a double (out_of_range)
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
+    return io::parse_ordered_json(text, what);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), param);
   }
+}
+
+Json parse_body(std::string_view body) {
+  const Json j = parse_json_text(body, "the request body", "");
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object, not " + type_name(j));
   return j;
 }
@@ -319,7 +314,8 @@ ApiRequest parse_chat_request(const Json& body, const engine::SamplingParams& de
           bad("messages", at + " must be {\"type\": \"function\", \"function\": {\"name\": …, \"arguments\": …}}");
         const Json& args = call["function"].contains("arguments") ? call["function"]["arguments"] : Json(nullptr);
         if (args.is_string()) {
-          Json parsed = Json::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+          // JSON inside a string: parsed again, under the same bound as the body.
+          Json parsed = parse_json_text(args.get<std::string>(), at + ".function.arguments", "messages");
           if (!parsed.is_object()) bad("messages", at + ".function.arguments must be a JSON object (as text)");
           copy["tool_calls"][c]["function"]["arguments"] = std::move(parsed);
         } else if (!args.is_object() && !args.is_null()) {
@@ -343,8 +339,17 @@ ApiRequest parse_chat_request(const Json& body, const engine::SamplingParams& de
   if (const auto g = get_bool(body, "add_generation_prompt")) r.add_generation_prompt = *g;
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) bad("chat_template_kwargs", "chat_template_kwargs must be an object");
+    // Extra variables for the template, never the ones the request itself sets.
+    for (const char* reserved : {"messages", "add_generation_prompt", "tools", "documents", "bos_token", "eos_token"})
+      if (kw->contains(reserved))
+        bad("chat_template_kwargs", std::string("chat_template_kwargs may not set '") + reserved +
+                                        "': the request's own fields and the tokenizer give it");
     r.chat_template_kwargs = *kw;
   }
+  // vLLM takes a template per request only behind --trust-request-chat-template;
+  // fp8lm renders with the model's template or --chat-template alone.
+  reject_unsupported(body, "chat_template",
+                     "the server renders with the model's chat template or the one given by --chat-template");
   if (const auto c = get_bool(body, "continue_final_message"); c && *c)
     bad("continue_final_message", "continue_final_message is not supported by fp8lm");
   if (const Json* tools = field(body, "tools")) {
@@ -519,12 +524,19 @@ TokenizeRequest parse_tokenize_request(const Json& body) {
   return t;
 }
 
-DetokenizeRequest parse_detokenize_request(const Json& body) {
+DetokenizeRequest parse_detokenize_request(const Json& body, int64_t max_tokens) {
   DetokenizeRequest d;
   if (const auto m = get_string(body, "model")) d.model = *m;
   const Json* tokens = field(body, "tokens");
   if (!tokens) bad("tokens", "tokens is required");
   if (!tokens->is_array()) bad("tokens", "tokens must be a list of token ids, not " + type_name(*tokens));
+  // A completion's bound: no more ids than the context holds (so the text
+  // answered is bounded by the context × the longest token, too).
+  if (int64_t(tokens->size()) > max_tokens)
+    throw ApiError(400,
+                   "tokens holds " + std::to_string(tokens->size()) + " ids; /detokenize takes up to the model's "
+                   "context of " + std::to_string(max_tokens) + " (--max-model-len)",
+                   "tokens", "context_length_exceeded");
   for (const Json& v : *tokens) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
       bad("tokens", "tokens must be token ids >= 0, found " + brief(v));

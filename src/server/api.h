@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
+#include "io/json_file.h"
 
 namespace fp8lm::server {
 
@@ -46,11 +47,14 @@ Json error_body(const ApiError& e);
 // JSON text that never throws on bad UTF-8 (replaced with U+FFFD).
 std::string dump(const Json& j);
 
-// How deeply a request body may nest arrays and objects (the body object is
-// level 1). Deeper bodies are refused while parsing, before the tree is built:
-// copies, dump() and chat::Value::from_json recurse once per level, so an
-// unbounded depth would let a ~100 KB body overflow the stack.
-inline constexpr int kMaxJsonDepth = 128;
+// How deeply a request body, or JSON inside one of its strings, may nest arrays
+// and objects (the body object is level 1): io::kMaxJsonDepth, refused while
+// parsing, before the tree is built (io/json_file.h says why).
+inline constexpr int kMaxJsonDepth = io::kMaxJsonDepth;
+
+// JSON text through the one bounded parser (io::parse_ordered_json); 400
+// naming `what` (and `param`) when it is not JSON or nests too deep.
+Json parse_json_text(std::string_view text, const std::string& what, const std::string& param);
 
 // The body as a JSON object; 400 naming the problem otherwise.
 Json parse_body(std::string_view body);
@@ -103,7 +107,8 @@ struct DetokenizeRequest {
   std::string model;
   std::vector<int32_t> tokens;
 };
-DetokenizeRequest parse_detokenize_request(const Json& body);
+// At most `max_tokens` ids (the context), else 400 naming tokens.
+DetokenizeRequest parse_detokenize_request(const Json& body, int64_t max_tokens);
 
 inline constexpr int32_t kMaxLogprobs = 20;
 inline constexpr int32_t kMaxChoices = 128;

@@ -26,7 +26,8 @@ add_library(fp8lm_server_api STATIC
   ${CMAKE_CURRENT_LIST_DIR}/api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reasoning.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tool_calls.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/routes.cpp)
 target_link_libraries(fp8lm_server_api PUBLIC fp8lm_engine nlohmann_json::nlohmann_json)
 
 # The chat page (GET /): chat_page.html compiled in as a byte array (chat_page.cpp.in), so any

@@ -26,6 +26,7 @@
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/model_info.h"
+#include "server/routes.h"
 #include "server/tool_calls.h"
 
 namespace fp8lm::server {
@@ -60,8 +61,13 @@ void send_error(httplib::Response& res, const ApiError& e) {
 
 // A request whose step failed in the engine (the device had no memory left
 // for it): retryable, so 503, with what failed.
+// A request that finished with "error": 503 when the device ran out of memory
+// for its step (another try may find some), 500 when work of its own failed
+// (a row that could not be sampled, its text); the others were served as ever.
 ApiError failed_request(const std::string& error) {
-  return ApiError(503, "the request failed: " + (error.empty() ? std::string("an engine step failed") : error), "", "",
+  const bool memory = error.rfind("out of device memory", 0) == 0;
+  return ApiError(memory ? 503 : 500,
+                  "the request failed: " + (error.empty() ? std::string("an engine step failed") : error), "", "",
                   "server_error");
 }
 
@@ -161,6 +167,7 @@ struct Server::Impl {
   std::mutex stop_m;
   std::condition_variable stop_cv;  // stopping became true
   bool bound = false;
+  size_t registered_routes = 0;
 
   Impl(engine::Runtime& runtime, ServerOptions o) : rt(runtime), opt(std::move(o)) {}
 
@@ -721,14 +728,24 @@ struct Server::Impl {
     check_model(t.model);
     if (opt.skip_tokenizer_init) throw ApiError(400, std::string(kNoTokenizer) + ": /tokenize needs one");
     const std::string text = t.chat ? render_chat(t.chat_request) : t.prompt;
-    const std::vector<uint32_t> ids = rt.tokenizer().encode(text, t.add_special_tokens);
+    // The bounds of a completion's prompt: at most the context's tokens, refused
+    // while tokenizing (a longer text costs no more than its own bytes), so the
+    // answer (ids and token_strs) is bounded by the context too.
+    const auto ids = rt.tokenizer().encode_at_most(text, t.add_special_tokens, size_t(opt.max_model_len));
+    if (!ids) {
+      const char* param = t.chat ? "messages" : "prompt";
+      throw ApiError(400,
+                     "/tokenize counts up to the model's context of " + std::to_string(opt.max_model_len) +
+                         " tokens (--max-model-len); this " + param + " has more",
+                     param, "context_length_exceeded");
+    }
     Json out = Json::object();
-    out["count"] = ids.size();
+    out["count"] = ids->size();
     out["max_model_len"] = opt.max_model_len;
-    out["tokens"] = ids;
+    out["tokens"] = *ids;
     if (t.return_token_strs) {
       Json strs = Json::array();
-      for (const uint32_t id : ids) strs.push_back(rt.tokenizer().id_to_token(id).value_or(""));
+      for (const uint32_t id : *ids) strs.push_back(rt.tokenizer().id_to_token(id).value_or(""));
       out["token_strs"] = strs;
     } else {
       out["token_strs"] = nullptr;
@@ -738,7 +755,7 @@ struct Server::Impl {
 
   // vLLM's POST /detokenize: {prompt}.
   Json detokenize(const Json& body) const {
-    const DetokenizeRequest d = parse_detokenize_request(body);
+    const DetokenizeRequest d = parse_detokenize_request(body, opt.max_model_len);
     check_model(d.model);
     if (opt.skip_tokenizer_init) throw ApiError(400, std::string(kNoTokenizer) + ": /detokenize needs one");
     const int64_t vocab = rt.model().vocab_size();
@@ -779,18 +796,47 @@ struct Server::Impl {
     }
   }
 
+  // httplib's pattern for a route of the table; throws for a route the table
+  // lacks (a handler whose exposure nobody decided) and checks, once every
+  // route is registered, that none of the table's is missing (routes()).
+  std::string registered_pattern(std::string_view method, std::string_view path) {
+    const Route* r = find_route(method, path);
+    if (r == nullptr || r->path != path)
+      throw Error("internal: the route " + std::string(method) + " " + std::string(path) +
+                  " is not in server/routes.h's table");
+    ++registered_routes;
+    const size_t brace = path.find('{');
+    return brace == std::string_view::npos ? std::string(path) : std::string(path.substr(0, brace)) + "(.+)";
+  }
+
   void routes() {
+    // Before any handler and any body byte: the route table (server/routes.h)
+    // decides who may call what, and what a body must be.
     http->set_request_filter([this](const httplib::Request& req, httplib::Response& res) {
-      if (opt.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-      const std::string auth = req.get_header_value("Authorization");
-      const std::string prefix = "Bearer ";
-      if (auth.rfind(prefix, 0) == 0 && same_secret(auth.substr(prefix.size()), opt.api_key))
-        return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, ApiError(401,
-                               auth.empty() ? "You didn't provide an API key: send it as 'Authorization: Bearer KEY'."
-                                            : "Incorrect API key provided.",
-                               "", "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
+      const Route* route = find_route(req.method, req.path);
+      if (!opt.api_key.empty() && (route == nullptr || !route->open)) {
+        const std::string auth = req.get_header_value("Authorization");
+        const std::string prefix = "Bearer ";
+        if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), opt.api_key)) {
+          send_error(res, ApiError(401,
+                                   auth.empty() ? "You didn't provide an API key: send it as 'Authorization: Bearer KEY'."
+                                                : "Incorrect API key provided.",
+                                   "", "invalid_api_key"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
+      // A JSON route takes JSON alone: a web page may post text/plain (or a form)
+      // to a local server without a CORS preflight, application/json it may not.
+      if (route != nullptr && route->json_body && !is_json_content_type(req.get_header_value("Content-Type"))) {
+        const std::string given = req.get_header_value("Content-Type");
+        send_error(res, ApiError(415,
+                                 std::string(route->path) + " takes a JSON body: send it with 'Content-Type: "
+                                 "application/json'" + (given.empty() ? std::string(" (none was given)")
+                                                                      : " (not '" + given.substr(0, 100) + "')"),
+                                 "", "unsupported_media_type"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
     });
     http->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -812,21 +858,28 @@ struct Server::Impl {
       send_error(res, ApiError(500, "internal error: " + what, "", "", "server_error"));
     });
 
-    http->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    // Each route as the table names it, and none that it does not.
+    const auto get = [this](std::string_view path, httplib::Server::Handler h) {
+      http->Get(registered_pattern("GET", path), std::move(h));
+    };
+    const auto post = [this](std::string_view path, httplib::Server::HandlerWithContentReader h) {
+      http->Post(registered_pattern("POST", path), std::move(h));
+    };
+    get("/health", [this](const httplib::Request&, httplib::Response& res) {
       if (stopping) send_error(res, ApiError(503, "the server is shutting down", "", "", "server_error"));
       else send_json(res, Json{{"status", "ok"}});
     });
-    http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       send_json(res, Json{{"object", "list"}, {"data", Json::array({model_card()})}});
     });
-    http->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    get("/v1/models/{model}", [this](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         const std::string name = req.matches[1];
         if (name != opt.served_model_name) check_model(name);
         send_json(res, model_card());
       });
     });
-    http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(render_metrics(), "text/plain; version=0.0.4; charset=utf-8");
     });
     // The body is read by the transport, within its limits (http_transport.h).
@@ -837,8 +890,8 @@ struct Server::Impl {
         guarded(res, [&] { handle_generate(with_body, res, endpoint); });
       };
     };
-    http->Post("/v1/completions", generate(Endpoint::kCompletions));
-    http->Post("/v1/chat/completions", generate(Endpoint::kChat));
+    post("/v1/completions", generate(Endpoint::kCompletions));
+    post("/v1/chat/completions", generate(Endpoint::kChat));
     // vLLM's side endpoints (the body read within the same limits).
     const auto json_post = [this](Json (Impl::*handler)(const Json&) const) {
       return [this, handler](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader) {
@@ -847,13 +900,13 @@ struct Server::Impl {
         guarded(res, [&] { send_json(res, (this->*handler)(parse_body(text))); });
       };
     };
-    http->Post("/tokenize", json_post(&Impl::tokenize));
-    http->Post("/detokenize", json_post(&Impl::detokenize));
-    http->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+    post("/tokenize", json_post(&Impl::tokenize));
+    post("/detokenize", json_post(&Impl::detokenize));
+    get("/version", [this](const httplib::Request&, httplib::Response& res) {
       send_json(res, Json{{"version", opt.version}});
     });
     // fp8lm's own: the served model's FP8 configuration, for the chat page (behind --api-key, as /v1 is).
-    http->Get("/v1/fp8lm/model", [this](const httplib::Request&, httplib::Response& res) {
+    get("/v1/fp8lm/model", [this](const httplib::Request&, httplib::Response& res) {
       guarded(res, [&] {
         ServedModelFacts f;
         f.served_model_name = opt.served_model_name;
@@ -868,7 +921,7 @@ struct Server::Impl {
     });
     // The chat page (server/chat_page.h): public, so a browser can load it before it knows the
     // API key; it asks for the key when the API answers 401. The policy keeps it to this server.
-    http->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    get("/", [](const httplib::Request&, httplib::Response& res) {
       const std::string_view page = chat_page_html();
       res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
       res.set_header("Cache-Control", "no-cache");
@@ -944,6 +997,9 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
     return dump(error_body(ApiError(status, message)));
   });
   s.routes();
+  if (s.registered_routes != kRoutes.size())
+    throw Error("internal: " + std::to_string(s.registered_routes) + " routes registered, server/routes.h lists " +
+                std::to_string(kRoutes.size()));
 }
 
 Server::~Server() {

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "io/json_file.h"
 
 namespace fp8lm::server {
 
@@ -35,15 +36,17 @@ std::optional<std::string> arguments_text(const Json* v) {
   if (v == nullptr || v->is_null()) return "{}";
   if (v->is_object()) return v->dump();
   if (v->is_string()) {
-    const Json inner = Json::parse(v->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    if (inner.is_object()) return inner.dump();
+    const std::optional<Json> inner = io::try_parse_ordered_json(v->get<std::string>());
+    if (inner && inner->is_object()) return inner->dump();
   }
   return std::nullopt;
 }
 
 // {"name": "f", <args_key>: {...}} -> a call; nullopt when it is not one.
 std::optional<ToolCall> json_call(std::string_view text, std::initializer_list<const char*> args_keys) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const std::optional<Json> parsed = io::try_parse_ordered_json(text);
+  if (!parsed) return std::nullopt;
+  const Json& j = *parsed;
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
     return std::nullopt;
   const Json* args = nullptr;
@@ -107,8 +110,7 @@ std::optional<ToolCall> xml_call(std::string_view body, const Json& tools) {
     Json v = std::string(value);
     if (type == "integer" || type == "number" || type == "boolean" || type == "object" || type == "array" ||
         type == "null") {
-      Json parsed = Json::parse(value, nullptr, /*allow_exceptions=*/false);
-      if (!parsed.is_discarded()) v = std::move(parsed);
+      if (std::optional<Json> parsed = io::try_parse_ordered_json(value)) v = std::move(*parsed);
     }
     args[key] = std::move(v);
     params.remove_prefix(value_end + kParamEnd.size());

@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -97,6 +98,8 @@ std::vector<engine::Completion> run_cases(engine::Runtime& rt, engine::Engine& e
   return eng.run_to_completion();
 }
 
+engine::SamplingParams greedy(int32_t n);
+
 // Each with async scheduling (the default) and without: the same tokens either way.
 class EngineBatching : public testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
@@ -122,6 +125,46 @@ TEST_P(EngineBatching, ChunkedPrefillBatchEqualsGenerateAlone) {
   int64_t generated = 0;
   for (const auto& c : got) generated += int64_t(c.tokens.size());
   EXPECT_EQ(eng->num_generated_tokens(), generated);
+  EXPECT_FALSE(eng->has_work());
+}
+
+// A request's own failure fails it alone: among the 24 cases, one whose callback
+// throws mid-generation, and one asking for a repetition penalty of 1e-38 (which
+// used to make a logit +inf, throw in the sampler and cancel every request in
+// flight; the arithmetic now saturates, so it generates). Every other request
+// gives exactly what it gives alone, and the engine keeps serving.
+TEST_P(EngineBatching, ARequestsOwnFailureFailsItAlone) {
+  auto rt = load_shipped(quant());
+  auto eng = std::make_unique<engine::Engine>(*rt, config(/*max_num_batched_tokens=*/32, /*max_num_seqs=*/8));
+  const std::vector<Case> cases = make_cases(*rt);
+  std::vector<engine::RequestId> ids;
+  for (const Case& c : cases) ids.push_back(eng->add_request({c.prompt, c.params, {}}));
+  engine::Request thrower{cases[3].prompt, greedy(20), {}};
+  int calls = 0;
+  thrower.on_output = [&](const engine::RequestOutput&) {
+    if (++calls == 2) throw std::runtime_error("the client's buffer is full");
+  };
+  const engine::RequestId thrower_id = eng->add_request(std::move(thrower));
+  engine::SamplingParams tiny = cases[1].params;
+  tiny.repetition_penalty = 1e-38f;
+  tiny.max_tokens = 12;
+  const engine::RequestId tiny_id = eng->add_request({cases[1].prompt, tiny, {}});
+  std::vector<engine::Completion> got = eng->run_to_completion();
+  ASSERT_EQ(got.size(), cases.size() + 2);
+  const engine::Completion tiny_done = got.back();
+  got.pop_back();
+  const engine::Completion thrower_done = got.back();
+  got.pop_back();
+  expect_same(got, references(quant()));
+  EXPECT_EQ(thrower_done.id, thrower_id);
+  EXPECT_EQ(thrower_done.finish_reason, "error");
+  EXPECT_NE(thrower_done.error.find("the client's buffer is full"), std::string::npos) << thrower_done.error;
+  EXPECT_EQ(calls, 3);  // two outputs, then the final one that says why
+  EXPECT_EQ(tiny_done.id, tiny_id);
+  EXPECT_EQ(tiny_done.finish_reason, "length");
+  EXPECT_EQ(tiny_done.tokens.size(), 12u);
+  EXPECT_EQ(eng->kv_blocks_used(), 0);
+  EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
   EXPECT_FALSE(eng->has_work());
 }
 

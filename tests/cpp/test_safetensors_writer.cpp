@@ -3,10 +3,12 @@
 // damaging an existing file.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "safetensors_test_util.h"
@@ -150,6 +152,18 @@ TEST(SafetensorsWriter, FailureNeverDamagesAnExistingFile) {
   EXPECT_THROW(write_safetensors(dir / "model.safetensors", wrong_size), Error);
   EXPECT_EQ(file_bytes(dir / "model.safetensors"), before);
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"model.safetensors"});
+}
+
+// A full file system is named as such, whether the system said ENOSPC or EIO
+// (a writeback that failed at fsync or close); other errors keep their name.
+TEST(AtomicFile, AFullFileSystemIsNamed) {
+  const std::string full = io::describe_write_error(EIO, 1 << 20, "/out");
+  EXPECT_EQ(full.rfind("No space left on device: 1 MiB free on the file system of /out", 0), 0u) << full;
+  EXPECT_NE(full.find("Input/output error"), std::string::npos) << full;
+  const std::string nospc = io::describe_write_error(ENOSPC, 0, "/out");
+  EXPECT_EQ(nospc, "No space left on device: 0 MiB free on the file system of /out");
+  const std::string io_error = io::describe_write_error(EIO, 10ull << 30, "/out");
+  EXPECT_EQ(io_error.rfind("Input/output error; 10240 MiB free", 0), 0u) << io_error;
 }
 
 TEST(SafetensorsWriter, InvalidInputIsNamed) {

@@ -228,6 +228,67 @@ TEST(Sampler, NothingSampleableIsAnError) {
   EXPECT_THROW(s.sample(empty), Error);
 }
 
+// Parameters at the ends of their ranges keep finite logits finite: the result
+// is the float limit, never +inf (a repetition penalty of 1e-38 used to make a
+// seen token's logit +inf and the request throw). Logits that do not overflow
+// are untouched by the saturation.
+TEST(Sampler, PenaltiesAndTemperatureSaturateAtTheFloatRange) {
+  const float big = 3.0e38f;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 1e-38f;
+  const std::vector<int32_t> prompt = {1, 2};
+  Sampler greedy(p, prompt);
+  std::vector<float> logits = {5.0f, 4.0f, 8.0f, -1.0f};
+  EXPECT_EQ(greedy.sample(logits), 1);  // 4e38 and 8e38 are both the largest float: the lower id
+  p.temperature = 1e-5f;
+  p.seed = 1;
+  Sampler tiny_t(p, prompt);
+  logits = {5.0f, 4.0f, 8.0f, -1.0f};
+  tiny_t.process(logits);
+  const float kMax = std::numeric_limits<float>::max();
+  EXPECT_EQ(logits[1], kMax);
+  EXPECT_EQ(logits[2], kMax);
+  EXPECT_TRUE(std::isfinite(logits[0]) && std::isfinite(logits[3]));
+  logits = {5.0f, 4.0f, 8.0f, -1.0f};
+  const int32_t t = tiny_t.sample(logits);
+  EXPECT_TRUE(t == 1 || t == 2) << t;
+  p.repetition_penalty = 1e38f;
+  const std::vector<int32_t> negative = {3};
+  Sampler huge(p, negative);
+  logits = {5.0f, 1.0f, 2.0f, -big};
+  huge.process(logits);
+  EXPECT_EQ(logits[3], -kMax);
+  p = SamplingParams{};
+  p.temperature = 1e-5f;
+  p.frequency_penalty = -2.0f;
+  Sampler freq(p, {});
+  freq.accept(0);
+  logits = {big, 0.0f};
+  freq.process(logits);
+  EXPECT_EQ(logits[0], kMax);
+}
+
+// What the backends' sample_rows do per row: a row that cannot be sampled gets
+// kNoToken (its request fails), where sample() throws; bad arguments still throw.
+TEST(RowSampler, SampleOrNoneRefusesOnlyTheRowsData) {
+  backend::RowSampler rs;
+  backend::RowSampling row;
+  row.temperature = 0.0f;
+  std::vector<float> logits = {0.0f, std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_EQ(rs.sample_or_none(logits, row), backend::kNoToken);
+  logits = {0.0f, kInf};
+  EXPECT_EQ(rs.sample_or_none(logits, row), backend::kNoToken);
+  logits = {-kInf, -kInf};
+  EXPECT_EQ(rs.sample_or_none(logits, row), backend::kNoToken);
+  logits = {0.0f, 1.0f};
+  EXPECT_EQ(rs.sample_or_none(logits, row), 1);
+  const std::vector<int32_t> outside = {7};
+  row.prompt_tokens = outside;
+  row.repetition_penalty = 1.5f;
+  EXPECT_THROW(rs.sample_or_none(logits, row), Error);
+}
+
 TEST(Sampler, PromptTokenOutsideVocabularyIsAnError) {
   const std::vector<int32_t> prompt = {7};
   Sampler s(SamplingParams{}, prompt);

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/reasoning.h"
+#include "server/routes.h"
 
 namespace fp8lm::test {
 namespace {
@@ -346,6 +349,74 @@ TEST(ServerApi, DeeplyNestedBodiesAreRefused) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_NE(std::string(e.what()).find("levels deep"), std::string::npos) << e.what();
   }
+}
+
+// JSON inside a string is parsed again under the same bound (issue 39): an
+// assistant message's tool-call arguments 20,000 deep crashed the server in
+// chat::Value::from_json's recursion. Within the bound they are objects.
+TEST(ServerApi, JsonInsideStringsIsDepthBounded) {
+  auto chat_with_arguments = [](const std::string& arguments) {
+    Json b = Json::object();
+    b["messages"] = Json::array({Json{{"role", "user"}, {"content", "hi"}},
+                                 Json{{"role", "assistant"}, {"content", ""},
+                                      {"tool_calls", Json::array({Json{{"id", "c1"}, {"type", "function"},
+                                                                       {"function", Json{{"name", "f"}, {"arguments", arguments}}}}})}},
+                                 Json{{"role", "user"}, {"content", "go"}}});
+    return b;
+  };
+  for (const int depth : {server::kMaxJsonDepth + 1, 20000}) {
+    std::string deep;
+    for (int i = 0; i < depth; ++i) deep += R"({"a":)";
+    deep += "1" + std::string(size_t(depth), '}');
+    const ApiError e = error_of([&] { server::parse_chat_request(chat_with_arguments(deep)); });
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "messages");
+    EXPECT_NE(std::string(e.what()).find("messages[1].tool_calls[0].function.arguments nests"), std::string::npos)
+        << e.what();
+  }
+  std::string ok;
+  for (int i = 0; i < server::kMaxJsonDepth; ++i) ok += R"({"a":)";
+  ok += "1" + std::string(size_t(server::kMaxJsonDepth), '}');
+  const ApiRequest r = server::parse_chat_request(chat_with_arguments(ok));
+  EXPECT_TRUE(r.messages[1]["tool_calls"][0]["function"]["arguments"].is_object());
+  const ApiError bad = error_of([&] { server::parse_chat_request(chat_with_arguments("{\"a\": ")); });
+  EXPECT_NE(std::string(bad.what()).find("not valid JSON"), std::string::npos) << bad.what();
+}
+
+// ---- the route table (issue 39) ----------------------------------------------------------
+
+// docs/reliability.md prints server/routes.h's table: the same routes, the same
+// exposure, body and bounds, in the same order.
+TEST(ServerRoutes, RouteTableIsTheDocumented) {
+  std::ifstream f(std::filesystem::path(FP8LM_SOURCE_DIR) / "docs" / "reliability.md");
+  ASSERT_TRUE(f) << "docs/reliability.md";
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("| `GET` |", 0) == 0 || line.rfind("| `POST` |", 0) == 0) rows.push_back(line);
+  ASSERT_EQ(rows.size(), server::kRoutes.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const server::Route& r = server::kRoutes[i];
+    std::ostringstream want;
+    want << "| `" << r.method << "` | `" << r.path << "` | " << (r.open ? "open" : "key") << " | "
+         << (r.json_body ? "JSON" : "—") << " | " << r.bounds << " |";
+    EXPECT_EQ(rows[i], want.str());
+  }
+}
+
+TEST(ServerRoutes, PathsAndContentTypes) {
+  ASSERT_NE(server::find_route("GET", "/health"), nullptr);
+  EXPECT_TRUE(server::find_route("HEAD", "/")->open);
+  EXPECT_FALSE(server::find_route("POST", "/tokenize")->open);
+  EXPECT_EQ(server::find_route("GET", "/tokenize"), nullptr);
+  EXPECT_EQ(server::find_route("GET", "/v1/models/"), nullptr);  // no model named
+  EXPECT_EQ(server::find_route("GET", "/v1/models/org/name")->path, "/v1/models/{model}");
+  EXPECT_EQ(server::find_route("GET", "/health/"), nullptr);
+  EXPECT_EQ(server::find_route("GET", "//health"), nullptr);
+  EXPECT_EQ(server::find_route("OPTIONS", "/v1/completions"), nullptr);
+  for (const char* ok : {"application/json", "Application/JSON", "application/json; charset=utf-8", " application/json "})
+    EXPECT_TRUE(server::is_json_content_type(ok)) << ok;
+  for (const char* no : {"", "text/plain", "application/jsonx", "application/x-www-form-urlencoded", "multipart/form-data"})
+    EXPECT_FALSE(server::is_json_content_type(no)) << no;
 }
 
 TEST(ServerApi, NestingUpToTheLimitIsAccepted) {

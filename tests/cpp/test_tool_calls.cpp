@@ -116,6 +116,33 @@ TEST(ToolCalls, MalformedCallsAreContent) {
   }
 }
 
+// A model's output is untrusted JSON too: arguments nested 20,000 deep (a
+// prompt can ask for them) are not a call but content, and nothing recurses
+// through them (dump() of the parsed tree used to overflow the stack).
+TEST(ToolCalls, DeeplyNestedArgumentsAreContent) {
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  const std::string within = std::string(100, '[') + std::string(100, ']');
+  for (const ToolCallParser parser : {ToolCallParser::kHermes, ToolCallParser::kLlama3Json}) {
+    const std::string open = parser == ToolCallParser::kHermes ? "<tool_call>" : "";
+    const std::string close = parser == ToolCallParser::kHermes ? "</tool_call>" : "";
+    const std::string text = open + R"({"name": "get_weather", "arguments": {"hours": )" + deep + "}}" + close;
+    const ToolCallOutput out = extract(parser, text);
+    EXPECT_TRUE(out.calls.empty());
+    EXPECT_EQ(out.content, text);
+    const std::string as_string = open + R"({"name": "get_weather", "arguments": ")" + deep + R"("})" + close;
+    EXPECT_TRUE(extract(parser, as_string).calls.empty());
+    const ToolCallOutput ok =
+        extract(parser, open + R"({"name": "get_weather", "arguments": {"hours": )" + within + "}}" + close);
+    ASSERT_EQ(ok.calls.size(), 1u);
+    EXPECT_EQ(ok.calls[0].arguments, R"({"hours":)" + within + "}");
+  }
+  const std::string qwen = "<tool_call>\n<function=get_weather>\n<parameter=hours>\n" + deep +
+                           "\n</parameter>\n</function>\n</tool_call>";
+  const ToolCallOutput q = extract(ToolCallParser::kQwen3, qwen);  // an array parameter too deep: kept as text
+  ASSERT_EQ(q.calls.size(), 1u);
+  EXPECT_EQ(q.calls[0].arguments, R"({"hours":")" + deep + R"("})");
+}
+
 TEST(ToolCalls, ParserNames) {
   EXPECT_EQ(server::parse_tool_call_parser(""), ToolCallParser::kNone);
   EXPECT_EQ(server::parse_tool_call_parser("hermes"), ToolCallParser::kHermes);

@@ -394,22 +394,49 @@ TEST(CudaSamplingOp, FrequenciesFollowTheDistribution) {
   EXPECT_LT(tv, 0.06);  // E[tv] ≈ sqrt(k / (2π n)) ≈ 0.02 for ~10 kept tokens and 4096 draws
 }
 
-TEST(CudaSamplingOp, RefusesWhatTheHostRefuses) {
+// A row that cannot be sampled gets kNoToken, as the host's sample_or_none, and the other
+// rows of the batch are sampled as ever; only bad arguments throw.
+TEST(CudaSamplingOp, RefusesWhatTheHostRefusesRowByRow) {
   REQUIRE_HOPPER();
   cuda::CudaOps ops;
   Batch b = make_batch(1009, 3);
-  std::vector<size_t> one = {0};
+  std::vector<size_t> two = {0, 1};
+  const std::vector<int32_t> fine = run_op(ops, b, two);
   b.logits[5] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_THROW(run_op(ops, b, one), Error);
+  EXPECT_EQ(run_op(ops, b, two), (std::vector<int32_t>{backend::kNoToken, fine[1]}));
   b.logits[5] = kNegInf;
   const std::vector<int32_t> bad = {1009};
   const std::vector<int32_t> counts = {1};
   b.rows[0].output_tokens = bad, b.rows[0].output_counts = counts;
   b.rows[0].frequency_penalty = 0.5f;  // the list is read (and checked) where a penalty needs it
-  EXPECT_THROW(run_op(ops, b, one), Error);
+  EXPECT_THROW(run_op(ops, b, two), Error);
   b.rows[0].output_tokens = {}, b.rows[0].output_counts = {};
   std::fill(b.logits.begin(), b.logits.begin() + 1009, kNegInf);
-  EXPECT_THROW(run_op(ops, b, one), Error);
+  EXPECT_EQ(run_op(ops, b, two), (std::vector<int32_t>{backend::kNoToken, fine[1]}));
+}
+
+// Penalties and temperatures at the ends of their ranges keep finite logits finite
+// (backend::saturate_logit), on the device as on the host: a repetition penalty of
+// 1e-38 makes the seen tokens the likeliest, not +inf.
+TEST(CudaSamplingOp, SaturatesAsTheHost) {
+  REQUIRE_HOPPER();
+  cuda::CudaOps ops;
+  Batch b = make_batch(1009, 4);
+  std::vector<size_t> all(b.rows.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    all[r] = r;
+    b.rows[r].repetition_penalty = r % 2 == 0 ? 1e-38f : 1e38f;
+    b.rows[r].temperature = r % 3 == 0 ? 0.0f : 1e-5f;
+  }
+  const std::vector<int32_t> tokens = run_op(ops, b, all);
+  for (size_t r = 0; r < all.size(); ++r) {
+    SCOPED_TRACE(b.names[r]);
+    EXPECT_NE(tokens[r], backend::kNoToken);
+    if (!b.rows[r].greedy()) continue;  // a draw may differ by rounding at a CDF boundary; the argmax may not
+    std::vector<float> row(row_of(b, r).begin(), row_of(b, r).end());
+    backend::RowSampler host;
+    EXPECT_EQ(tokens[r], host.sample_or_none(row, b.rows[r]));
+  }
 }
 
 }  // namespace

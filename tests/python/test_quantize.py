@@ -185,3 +185,26 @@ def test_output_with_trailing_slash_is_the_directory(run, tmp_path):
     assert r.returncode == 0, r.stderr
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_full_disk_is_named_and_leaves_nothing(fp8lm_bin, tmp_path):
+    """quantize into a file system that fills up: the error says "No space left on device" (it
+    said "Input/output error" where the writeback failed), and nothing is left behind. The small
+    file system is a tmpfs in a mount namespace of its own (unshare), where the machine allows it."""
+    import subprocess
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=4m tmpfs {disk}"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace with a tmpfs here: {probe.stderr.strip()}")
+    model = tmp_path / "model"
+    shutil.copytree(SHIPPED, model)
+    before = {p.name: p.stat().st_size for p in model.iterdir()}
+    script = (f"mount -t tmpfs -o size=4m tmpfs {disk} && {fp8lm_bin} quantize {model} --out {disk}/out "
+              f"--scheme FP8_DYNAMIC; rc=$?; ls -A {disk}; exit $rc")
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    assert_error(r, "No space left on device", "MiB free on the file system")
+    assert "Input/output error" not in r.stderr.split("(the system said")[0], r.stderr
+    assert r.stdout.strip() == "", f"left behind: {r.stdout}"
+    assert {p.name: p.stat().st_size for p in model.iterdir()} == before

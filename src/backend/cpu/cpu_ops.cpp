@@ -361,7 +361,7 @@ void CpuOps::sample_rows(backend::Tensor logits, std::span<const backend::RowSam
   for (int64_t r = 0; r < logits.rows; ++r) {
     const float* row = f32(logits) + r * logits.cols;
     sample_row_.assign(row, row + logits.cols);
-    tokens[size_t(r)] = row_sampler_.sample(sample_row_, rows[size_t(r)]);
+    tokens[size_t(r)] = row_sampler_.sample_or_none(sample_row_, rows[size_t(r)]);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <math_constants.h>
 
+#include <cfloat>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -78,15 +79,19 @@ struct RowView {
     }
     return out_counts[lo];
   }
+  // A finite logit stays finite (backend::saturate_logit): beyond the float
+  // range it is the largest float of its sign; -inf, +inf and NaN pass as they are.
+  __device__ static float saturate(float v) { return fminf(fmaxf(v, -FLT_MAX), FLT_MAX); }
   __device__ float operator()(int i) const {
     float v = __uint_as_float(uint32_t(x[i]) << 16);
+    if (!isfinite(v)) return v;
     if (rep_bits != nullptr && ((rep_bits[i >> 5] >> (i & 31)) & 1u) != 0u)
-      v = v > 0.0f ? __fdiv_rn(v, rep) : __fmul_rn(v, rep);
+      v = saturate(v > 0.0f ? __fdiv_rn(v, rep) : __fmul_rn(v, rep));
     if (out_bits != nullptr && ((out_bits[i >> 5] >> (i & 31)) & 1u) != 0u) {
       v = __fsub_rn(v, __fmul_rn(freq, float(count_of(i))));
-      v = __fsub_rn(v, pres);
+      v = saturate(__fsub_rn(v, pres));
     }
-    if (scale) v = __fdiv_rn(v, temp);
+    if (scale) v = saturate(__fdiv_rn(v, temp));
     return v;
   }
 };
