@@ -68,11 +68,15 @@ struct MemoryInfo {
 
 // What the user's flags say about the KV cache's share of a device's memory:
 // --gpu-memory-utilization, the cache's block size, and the scratch the
-// profiled largest step kept (named in the out-of-memory messages).
+// profiled largest step kept (named in the out-of-memory messages). And the
+// most tokens the sequences can use (--max-num-seqs sequences of
+// --max-model-len, the padding blocks included; 0: no bound), which a backend
+// on host memory, shared with everything else, takes no more than.
 struct KvBudget {
   double gpu_memory_utilization = 0.9;
   int block_size = 16;
   uint64_t scratch_bytes = 0;
+  int64_t useful_tokens = 0;
 };
 
 // The batch sizes a backend that records decode steps as graphs records them
@@ -115,19 +119,23 @@ class Ops {
   virtual std::string name() const = 0;
 
   // ---- memory of backends that have a bounded device memory (a GPU): the
-  // runtime sizes the KV cache from it. nullopt: host memory (the CPU backend).
+  // runtime profiles the largest step on it before sizing the KV cache.
+  // nullopt: host memory (the CPU backend, whose budget is its own overrides below).
   virtual std::optional<MemoryInfo> memory_info() const { return std::nullopt; }
   // KV-cache tokens this backend's memory holds (a multiple of block_size)
   // when the user gave no size: what gpu_memory_utilization of the device's
   // memory leaves once the weights are loaded and the profiled step's scratch
   // is kept, less a margin for what steps allocate beside the scratch (CUDA
-  // graphs, step metadata, cuBLASLt's plans). nullopt: host memory (the
-  // runtime takes one full context). Throws fp8lm::Error when not one block
-  // fits. The default (backend/ops.cpp) reads memory_info().
+  // graphs, step metadata, cuBLASLt's plans); the CPU backend's, a share of the
+  // host memory available, at most budget.useful_tokens. nullopt: a backend
+  // with no memory to say (the runtime takes budget.useful_tokens). Throws
+  // fp8lm::Error when not one block fits. The default (backend/ops.cpp) reads
+  // memory_info().
   virtual std::optional<int64_t> default_kv_cache_tokens(uint64_t bytes_per_token, const KvBudget& budget) const;
   // Throws fp8lm::Error (out of memory, naming the flag: --kv-cache-memory when
   // `given_in_bytes`, else --kv-cache-tokens) when a cache of `tokens` does not
-  // fit in the device's free memory. A no-op on host memory.
+  // fit in the device's free memory (the CPU backend: the host's available
+  // memory). The default is a no-op without memory_info().
   virtual void check_kv_cache_fits(int64_t tokens, uint64_t bytes_per_token, const KvBudget& budget,
                                    bool given_in_bytes) const;
   // Called once the worst-case steps have run (the runtime's memory profile):

@@ -258,7 +258,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   const io::LoadOverrides overrides = mf.overrides();
 
   // The context check needs only config.json; it runs before the KV cache is sized.
-  const int64_t context = io::read_model_spec(mf.model, overrides).config.max_position_embeddings;
+  const int64_t context = max_model_len_for(rf, io::read_model_spec(mf.model, overrides).config.max_position_embeddings);
   prepare_latency_options(options, context, lf.batch_size, lf.input_len, lf.output_len, lf.max_batched_tokens);
 
   const std::string load_before = load_average();
@@ -463,6 +463,7 @@ void add_bench_command(CLI::App& app) {
       "latency", "One batch of synthetic prompts: prefill (TTFT) and decode (TPOT) times, tok/s, memory");
   auto mf = add_model_flags(cmd);
   auto rf = add_run_flags(cmd);
+  add_max_model_len_flag(cmd, *rf);
   auto lf = std::make_shared<LatencyFlags>();
   cmd->add_option("--batch-size", lf->batch_size, "Sequences run together (default 1)");
   cmd->add_option("--input-len", lf->input_len, "Prompt tokens per sequence (default 128)");

@@ -136,8 +136,8 @@ void prepare_latency_options(engine::RuntimeOptions& options, int64_t context, i
                              int64_t output_len, int64_t max_batched_tokens) {
   if (input_len + output_len > context)
     throw Error("--input-len + --output-len: " + std::to_string(input_len) + " + " + std::to_string(output_len) +
-                " = " + std::to_string(input_len + output_len) + " tokens is beyond the model's context of " +
-                std::to_string(context));
+                " = " + std::to_string(input_len + output_len) + " tokens is beyond the context of " +
+                std::to_string(context) + " (--max-model-len, at most the model's max_position_embeddings)");
   const int64_t needed =
       max_batch * engine::blocks_for_tokens(input_len + output_len, options.block_size) * options.block_size;
   if (options.kv_cache_tokens > 0 && options.kv_cache_tokens < needed)

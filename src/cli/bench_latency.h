@@ -59,8 +59,9 @@ LatencySummary measure_latency(engine::Runtime& rt, const std::vector<std::vecto
                                const std::function<void(int64_t done, int64_t total, double last_s)>& progress = {});
 
 // The checks and the runtime options of a latency measurement of up to
-// `max_batch` sequences of input_len + output_len tokens on a model of
-// `context` positions, before anything loads: the lengths against the context,
+// `max_batch` sequences of input_len + output_len tokens in a context of
+// `context` positions (--max-model-len, else the model's), before anything
+// loads: the lengths against the context,
 // --kv-cache-tokens against what the batch needs (on the CPU the cache is sized
 // for it when not given), the step sizes. Throws fp8lm::Error naming the flag.
 void prepare_latency_options(engine::RuntimeOptions& options, int64_t context, int64_t max_batch, int64_t input_len,

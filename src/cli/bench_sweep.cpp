@@ -205,7 +205,8 @@ void run_sweep(const ModelFlags& mf, const RunFlags& rf, const SweepFlags& sf) {
     flags.push_back(std::move(m));
   }
   engine::RuntimeOptions options = rf.options();
-  const int64_t context = io::read_model_spec(mf.model, flags[0].overrides()).config.max_position_embeddings;
+  const int64_t context =
+      max_model_len_for(rf, io::read_model_spec(mf.model, flags[0].overrides()).config.max_position_embeddings);
   prepare_latency_options(options, context, batches.back(), sf.input_len, sf.output_len, sf.max_batched_tokens);
   make_directory(sf.out_dir, "--out-dir");
   const std::filesystem::path json_path = std::filesystem::path(sf.out_dir) / "sweep.json";
@@ -371,6 +372,7 @@ void add_bench_sweep_command(CLI::App& bench) {
       "sweep", "bench latency over configurations x batch sizes: one JSON and an HTML report with charts");
   auto mf = add_model_flags(cmd);
   auto rf = add_run_flags(cmd);
+  add_max_model_len_flag(cmd, *rf);
   auto sf = std::make_shared<SweepFlags>();
   cmd->add_option("--configs", sf->configs,
                   "Configurations, each loaded once: bf16 (the checkpoint's weights) or a --quantization value (fp8, "

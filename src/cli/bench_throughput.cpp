@@ -78,11 +78,12 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   engine::RuntimeOptions options = rf.options();
   const io::LoadOverrides overrides = mf.overrides();
 
-  const int64_t context = io::read_model_spec(mf.model, overrides).config.max_position_embeddings;
+  const int64_t context = max_model_len_for(rf, io::read_model_spec(mf.model, overrides).config.max_position_embeddings);
   if (tf.input_len + tf.output_len > context)
     throw Error("--input-len + --output-len: " + std::to_string(tf.input_len) + " + " +
                 std::to_string(tf.output_len) + " = " + std::to_string(tf.input_len + tf.output_len) +
-                " tokens is beyond the model's context of " + std::to_string(context));
+                " tokens is beyond the context of " + std::to_string(context) +
+                " (--max-model-len, at most the model's max_position_embeddings)");
   // On a GPU the cache takes what --gpu-memory-utilization leaves (with room for one step).
   options.max_num_batched_tokens = tf.max_num_batched_tokens;
   options.max_num_seqs = tf.max_num_seqs;
@@ -232,6 +233,7 @@ void add_bench_throughput_command(CLI::App& bench) {
       "throughput", "Many synthetic requests through the batched engine at once: requests/s, tokens/s");
   auto mf = add_model_flags(cmd);
   auto rf = add_run_flags(cmd);
+  add_max_model_len_flag(cmd, *rf);
   auto tf = std::make_shared<ThroughputFlags>();
   cmd->add_option("--num-prompts", tf->num_prompts, "Requests, all added at the start (default 32)");
   cmd->add_option("--input-len", tf->input_len, "Prompt tokens per request (default 128)");

@@ -28,7 +28,9 @@ struct ChatFlags {
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const ChatFlags& cf) {
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);
-  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), rf.options());
+  engine::RuntimeOptions options = rf.options();
+  options.max_num_seqs = 1;  // one conversation: the KV cache and the step profile are for it alone
+  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
   (void)rt->tokenizer();  // a model without tokenizer.json (--load-format dummy) stops here, saying so
   const chat::ModelChatTemplate tmpl = chat::ModelChatTemplate::load(mf.model);
   print_load_summary(*rt, rf);
@@ -58,7 +60,9 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
     const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, /*add_special_tokens=*/false);
     const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
     try {
-      const engine::GenerationResult r = engine::generate(*rt, prompt_ids, params, [](std::string_view piece) {
+      engine::SamplingParams turn = params;
+      fit_to_max_model_len(turn, int64_t(prompt_ids.size()), *rt);
+      const engine::GenerationResult r = engine::generate(*rt, prompt_ids, turn, [](std::string_view piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       });
@@ -79,6 +83,7 @@ void add_chat_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("chat", "Chat with a model through its chat template (one message per line)");
   auto mf = add_model_flags(cmd);
   auto rf = add_run_flags(cmd);
+  add_max_model_len_flag(cmd, *rf);
   auto sf = add_sampling_flags(cmd);
   auto cf = std::make_shared<ChatFlags>();
   cmd->add_option("--system", cf->system, "A system message to start the conversation with");

@@ -87,8 +87,13 @@ void run(const ModelFlags& mf, const RunFlags& rf, const PerplexityFlags& pf) {
   engine::RuntimeOptions options = rf.options();
   opt.threads = options.threads;
 
-  // The KV cache holds `batch` windows at once.
-  opt.ctx = pf.ctx > 0 ? pf.ctx : eval::default_ctx(io::read_model_spec(mf.model, overrides).config);
+  // The KV cache holds `batch` windows at once, each at most --max-model-len.
+  const ModelConfig config = io::read_model_spec(mf.model, overrides).config;
+  const int64_t max_model_len = max_model_len_for(rf, config.max_position_embeddings);
+  if (rf.max_model_len > 0 && pf.ctx > max_model_len)
+    throw Error("--ctx: " + std::to_string(pf.ctx) + " is beyond --max-model-len (" + std::to_string(max_model_len) +
+                ")");
+  opt.ctx = pf.ctx > 0 ? pf.ctx : std::min(eval::default_ctx(config), max_model_len);
   if (options.kv_cache_bytes == 0)  // --kv-cache-memory given: that size, as asked
     options.kv_cache_tokens =
         std::max(options.kv_cache_tokens, eval::kv_tokens_for(opt.ctx, opt.batch, options.block_size));
@@ -150,6 +155,7 @@ void add_eval_command(CLI::App& app) {
       "perplexity", "Perplexity on a text file (windows of --ctx tokens), optionally KL divergence from a base model");
   auto mf = add_model_flags(cmd);
   auto rf = add_run_flags(cmd);
+  add_max_model_len_flag(cmd, *rf);
   auto pf = std::make_shared<PerplexityFlags>();
   cmd->add_option("--data", pf->data, "UTF-8 text file, tokenized whole")->required();
   cmd->add_option("--ctx", pf->ctx, "Tokens per window (default: the model's context, at most 2048)");

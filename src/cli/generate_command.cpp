@@ -39,7 +39,8 @@ void print_speed(const engine::GenerationResult& r) {
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const GenerateFlags& gf) {
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);  // bad flags fail before the model loads
-  const engine::RuntimeOptions options = rf.options();
+  engine::RuntimeOptions options = rf.options();
+  options.max_num_seqs = 1;  // one sequence: the KV cache and the step profile are for it alone
   std::string prompt = gf.prompt;
   if (gf.prompt_option->count() == 0) prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
@@ -48,6 +49,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   std::fprintf(stderr, "fp8lm: %s\n", note.c_str());
   const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, !gf.no_special);
   const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
+  fit_to_max_model_len(params, int64_t(prompt_ids.size()), *rt);
   engine::GenerationResult r;
   if (gf.json) {
     r = engine::generate(*rt, prompt_ids, params);
@@ -76,6 +78,7 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate a completion of a prompt, streamed to stdout");
   auto mf = add_model_flags(cmd);
   auto rf = add_run_flags(cmd);
+  add_max_model_len_flag(cmd, *rf);
   auto sf = add_sampling_flags(cmd);
   auto gf = std::make_shared<GenerateFlags>();
   gf->prompt_option = cmd->add_option("--prompt,-p", gf->prompt, "The prompt (read from stdin when not given)");

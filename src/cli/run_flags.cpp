@@ -56,6 +56,8 @@ engine::RuntimeOptions RunFlags::options() const {
   if (kv_cache_tokens < 0) throw Error("--kv-cache-tokens: " + std::to_string(kv_cache_tokens) + " is negative");
   o.kv_cache_tokens = kv_cache_tokens;
   if (!kv_cache_memory.empty()) o.kv_cache_bytes = parse_byte_size(kv_cache_memory, "--kv-cache-memory");
+  if (max_model_len < 0) throw Error("--max-model-len: " + std::to_string(max_model_len) + " is negative");
+  o.max_model_len = max_model_len;
   o.calibrate_kv_scales = !no_kv_calibration;
   if (kernels == "auto") o.kernels = KernelChoice::kAuto;
   else if (kernels == "scalar") o.kernels = KernelChoice::kScalar;
@@ -81,8 +83,9 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
   auto f = std::make_shared<RunFlags>();
   cmd->add_option("--threads", f->threads, "CPU threads (0 = all usable cores)");
   cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
-                  "KV cache capacity in tokens (0 = one full context on the CPU, what --gpu-memory-utilization "
-                  "leaves on a GPU)");
+                  "KV cache capacity in tokens (0 = from the memory there is: on the CPU at most half of the host "
+                  "memory available and no more than the sequences can use, on a GPU what "
+                  "--gpu-memory-utilization leaves)");
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "KV cache capacity in bytes instead of tokens: 8GiB, 8G (10^9), 512MiB, 1073741824");
   cmd->add_option("--device", f->device, "Where the model runs: cpu (default) or cuda (a Hopper GPU)");
@@ -97,6 +100,26 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
                 "With an FP8 KV cache and no k/v scales in the checkpoint: use 1.0 instead of calibrating them at "
                 "load on the built-in text");
   return f;
+}
+
+void add_max_model_len_flag(CLI::App* cmd, RunFlags& flags) {
+  cmd->add_option("--max-model-len", flags.max_model_len,
+                  "Context per sequence, prompt + generated tokens (default and maximum: the model's "
+                  "max_position_embeddings, lowered to what a KV cache sized from memory holds)");
+}
+
+int64_t max_model_len_for(const RunFlags& flags, int64_t context) {
+  return engine::resolve_max_model_len(flags.max_model_len, context);
+}
+
+void fit_to_max_model_len(engine::SamplingParams& p, int64_t prompt_tokens, const engine::Runtime& rt) {
+  const int64_t len = rt.max_model_len();
+  if (len >= rt.config().max_position_embeddings) return;
+  if (prompt_tokens >= len)
+    throw Error("the prompt has " + std::to_string(prompt_tokens) + " tokens; max_model_len is " + std::to_string(len) +
+                " tokens, which leaves no room to generate (--max-model-len; the model's context is " +
+                std::to_string(rt.config().max_position_embeddings) + ")");
+  p.max_tokens = int32_t(std::min<int64_t>(p.max_tokens, len - prompt_tokens));
 }
 
 std::shared_ptr<SamplingFlags> add_sampling_flags(CLI::App* cmd) {

@@ -17,8 +17,9 @@ namespace fp8lm::cli {
 
 struct RunFlags {
   int threads = 0;              // 0 = every core this process may use
-  int64_t kv_cache_tokens = 0;  // 0 = one full context
+  int64_t kv_cache_tokens = 0;  // 0 = sized from the memory there is
   std::string kv_cache_memory;  // bytes, "8GiB" style suffixes allowed; empty = not given
+  int64_t max_model_len = 0;    // --max-model-len where add_max_model_len_flag added it; 0 = the model's context
   std::string kernels = "auto";
   bool no_kv_calibration = false;
   std::string device = "cpu";
@@ -30,6 +31,17 @@ struct RunFlags {
   engine::RuntimeOptions options() const;
 };
 std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd);
+// --max-model-len (vLLM's): the longest sequence, prompt + generated tokens, a run admits. For
+// generate, chat, bench and eval; serve has its own.
+void add_max_model_len_flag(CLI::App* cmd, RunFlags& flags);
+// The run's max_model_len before anything loads, against the model's context (`context`): the
+// flag, or the context. Throws fp8lm::Error naming --max-model-len when it is beyond it.
+int64_t max_model_len_for(const RunFlags& flags, int64_t context);
+// `p.max_tokens` capped to what rt.max_model_len() leaves after a prompt of `prompt_tokens`
+// (generation then finishes with "length", as at the end of the context). Throws fp8lm::Error
+// naming --max-model-len when the prompt leaves no room. Where max_model_len is the model's
+// context, engine::generate makes the same checks.
+void fit_to_max_model_len(engine::SamplingParams& p, int64_t prompt_tokens, const engine::Runtime& rt);
 
 // "123", "8G", "8GiB", "512M", "1.5G": bytes. k/M/G/T are powers of 1000,
 // Ki/Mi/Gi/Ti powers of 1024, a trailing "B" is allowed. Throws fp8lm::Error

@@ -51,26 +51,6 @@ struct ServeFlags {
   double body_timeout = server::ServerOptions{}.body_timeout;
 };
 
-// The CPU default when --kv-cache-tokens is not given: a cache of up to this
-// many bytes, at least one full context, at most max_num_seqs full contexts.
-constexpr double kCpuKvBudgetBytes = 256.0 * 1024 * 1024;
-
-int64_t default_cpu_kv_tokens(const io::ModelSpec& spec, int64_t max_model_len, int64_t max_num_seqs, int block_size) {
-  const ModelConfig& c = spec.config;
-  int64_t element = 2;  // BF16, the default
-  switch (spec.kv_cache().dtype) {
-    case KvCacheDType::kF32: element = 4; break;
-    case KvCacheDType::kFP8E4M3:
-    case KvCacheDType::kFP8E5M2: element = 1; break;
-    default: break;
-  }
-  const int64_t per_token = 2 * int64_t(c.num_hidden_layers) * c.num_key_value_heads * c.head_dim * element;
-  int64_t tokens = per_token > 0 ? int64_t(kCpuKvBudgetBytes / double(per_token)) : max_model_len;
-  tokens = std::min(tokens, max_num_seqs * max_model_len);
-  tokens = std::max(tokens, max_model_len);
-  return engine::blocks_for_tokens(tokens, block_size) * block_size;
-}
-
 // SIGINT / SIGTERM are blocked in every thread and taken by this one, which
 // stops the server (never from a signal handler: stop() takes locks): the
 // first signal drains, any later one cancels what is still in flight.
@@ -162,15 +142,13 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   options.max_num_seqs = o.scheduler.max_num_seqs;
   options.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
   const io::LoadOverrides overrides = mf.overrides();
-  if (options.device == backend::Device::kCpu && !options.kv_cache_sized()) {
-    const io::ModelSpec spec = io::read_model_spec(mf.model, overrides);
-    const int64_t context = spec.config.max_position_embeddings;
-    const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, context) : context;
-    options.kv_cache_tokens = default_cpu_kv_tokens(spec, len, o.scheduler.max_num_seqs, options.block_size);
-  }
+  // The runtime sizes the KV cache (on the CPU from the host memory available, for --max-num-seqs
+  // sequences of --max-model-len) and may lower the model's context to what it holds.
+  options.max_model_len = o.max_model_len;
 
   SignalWatcher signals;
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
+  o.max_model_len = rt->max_model_len();
   print_load_summary(*rt, rf);
   if (signals.signalled()) return;
   server::Server srv(*rt, o);
@@ -228,8 +206,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--body-timeout", sf->body_timeout,
                   "Seconds a client has to send a request's body after its headers (default 60; then 408)");
   cmd->footer(
-      "On the CPU without --kv-cache-tokens, the KV cache takes up to 256 MiB (at least one context, at most "
-      "--max-num-seqs of them). Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
+      "On the CPU without --kv-cache-tokens / --kv-cache-memory, the KV cache takes at most half of the host memory "
+      "available and no more than --max-num-seqs sequences of --max-model-len; a model's context it cannot hold "
+      "is lowered to what it holds. Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
       "GET /health, GET /metrics (Prometheus). Request bodies: at most 64 MiB after decompression (413); idle "
       "kept-alive connections close after 5 s.");
   cmd->callback([mf, rf, sf] { run(*mf, *rf, *sf); });

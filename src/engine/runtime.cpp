@@ -47,7 +47,22 @@ std::string tensor_parallel_note(const loader::TensorParallelPlan& p, int size, 
   return note;
 }
 
+// MiB of `bytes`, for messages (a double: a context's cache may be beyond 2^64 bytes).
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f", bytes / 1048576.0);
+  return text;
+}
+
 }  // namespace
+
+int64_t resolve_max_model_len(int64_t requested, int64_t context) {
+  if (requested < 0) throw Error("--max-model-len: " + std::to_string(requested) + " is negative");
+  if (requested > context)
+    throw Error("--max-model-len: " + std::to_string(requested) + " is beyond the model's context of " +
+                std::to_string(context) + " tokens (max_position_embeddings in config.json)");
+  return requested > 0 ? requested : context;
+}
 
 // Runs the steps that take the most memory once, on a cache of one block
 // (every block table points at it: the values are meaningless, the memory
@@ -106,6 +121,7 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->spec_ = io::read_model_spec(dir, overrides);
   const ModelConfig& c = rt->spec_.config;
+  rt->max_model_len_ = resolve_max_model_len(options.max_model_len, c.max_position_embeddings);
   loader::check_supported(rt->spec_);
   const RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
   // --load-format dummy needs config.json alone: without tokenizer.json there is no tokenizer.
@@ -225,19 +241,29 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
       scratch_of[size_t(r)] = profile_step_memory(*k.model, *k.ops, c, formats, options, padding_blocks);
     });
   const uint64_t scratch = *std::max_element(scratch_of.begin(), scratch_of.end());
-  // The backend sizes the cache from its own memory (backend/ops.cpp); on host
-  // memory it has no say, and the cache holds one full context for sequences.
+  // What the sequences can use: max_num_seqs of max_model_len, in whole blocks, and the padding
+  // blocks (bounded: a context may be 2^36 tokens and the sequences many).
+  const int64_t bs = options.block_size;
+  const int64_t sequence_blocks = blocks_for_tokens(rt->max_model_len_, options.block_size);
+  const int64_t seqs = std::max<int64_t>(1, options.max_num_seqs);
+  constexpr int64_t kMost = int64_t(1) << 60;
+  const int64_t useful = sequence_blocks > (kMost / bs - padding_blocks) / seqs
+                             ? kMost / bs * bs
+                             : (sequence_blocks * seqs + padding_blocks) * bs;
+  // The backend sizes the cache from its own memory (backend/ops.cpp; the CPU's from the host's,
+  // backend/cpu/host_memory.h) and refuses a size given beyond it, before anything is allocated.
   // Every rank sizes its own; the group takes the least.
   std::vector<std::optional<int64_t>> fit(static_cast<size_t>(tp));
   rt->runner_->on_every_rank([&](ModelRunner::Rank& k, int r) {
-    const backend::KvBudget budget{options.gpu_memory_utilization, options.block_size, scratch_of[size_t(r)]};
+    const backend::KvBudget budget{options.gpu_memory_utilization, options.block_size, scratch_of[size_t(r)], useful};
     if (tokens == 0)
       fit[size_t(r)] = k.ops->default_kv_cache_tokens(per_token, budget);
     else
       k.ops->check_kv_cache_fits(tokens, per_token, budget, options.kv_cache_bytes > 0);
   });
-  if (tokens == 0) {
-    tokens = fit[0].value_or(c.max_position_embeddings + padding_blocks * options.block_size);
+  const bool sized_here = tokens == 0;
+  if (sized_here) {
+    tokens = fit[0].value_or(useful);
     for (const std::optional<int64_t>& t : fit)
       if (t) tokens = std::min(tokens, *t);
   }
@@ -247,6 +273,27 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
                 std::to_string(padding_blocks) + " of " + std::to_string(options.block_size) +
                 " tokens kept for the padding rows of recorded decode steps; give it more");
   const int64_t sequence_tokens = (blocks - padding_blocks) * options.block_size;
+  // A cache sized here holds one sequence of max_model_len (vLLM's rule), so that no request the
+  // context admits fails for want of cache: a --max-model-len it cannot hold is refused, naming
+  // the flags, and the model's context is lowered to what it holds (vLLM's --max-model-len auto).
+  if (sized_here && sequence_tokens < rt->max_model_len_) {
+    const std::string memory = rt->ops_->memory_info() ? "what --gpu-memory-utilization leaves of the device's memory"
+                                                        : "at most half of the host memory available";
+    const std::string need = mib(double(rt->max_model_len_) * double(per_token));
+    const std::string held = std::to_string(sequence_tokens) + " tokens (" +
+                             mib(double(sequence_tokens) * double(per_token)) + " MiB, " + memory + ")";
+    if (options.max_model_len > 0)
+      throw Error("--max-model-len: one sequence of " + std::to_string(rt->max_model_len_) +
+                  " tokens needs a KV cache of " + need + " MiB (" + std::to_string(per_token) +
+                  " bytes per token), but the cache sized from the memory there is holds " + held +
+                  "; lower --max-model-len to at most " + std::to_string(sequence_tokens) +
+                  ", or give the cache's size with --kv-cache-memory / --kv-cache-tokens");
+    rt->notes_.push_back("max_model_len " + std::to_string(sequence_tokens) + ": the model's context of " +
+                         std::to_string(rt->max_model_len_) + " tokens needs a KV cache of " + need +
+                         " MiB a sequence, and the cache sized from the memory there is holds " + held +
+                         "; sequences are limited to that (--max-model-len, --kv-cache-memory to choose)");
+    rt->max_model_len_ = sequence_tokens;
+  }
   if (scratch > 0)
     rt->notes_.push_back("device memory: the largest step (" + std::to_string(options.max_num_batched_tokens) +
                          " rows, " + std::to_string(options.max_num_seqs) + " sequences) was profiled: " +

@@ -30,15 +30,22 @@ struct RuntimeOptions {
   bool cpu_pad_decode_batches = false;
   double gpu_memory_utilization = 0.9;   // CUDA: share of the GPU's memory fp8lm may fill (KV cache sizing)
   int64_t max_num_batched_tokens = 8192; // CUDA: rows of one step the KV sizing keeps room for
-  int64_t max_num_seqs = 256;            // CUDA: logits rows of one step, ditto
+  // Sequences run at once: on a GPU the logits rows of one step the KV sizing keeps room for; on
+  // the CPU a cache given no size holds at most this many sequences of max_model_len.
+  int64_t max_num_seqs = 256;
+  // The longest sequence, prompt + generated tokens, the engine admits (vLLM's --max-model-len):
+  // at most the model's context (max_position_embeddings); 0 = that context, lowered to what a
+  // KV cache given no size holds. Given, a cache given no size must hold one such sequence.
+  int64_t max_model_len = 0;
   int threads = 1;  // CPU: worker threads in all (split between the ranks)
   // Ranks of tensor parallelism (issue 22): the model split over this many CPU thread groups or
   // GPUs (rank r on GPU r); 1 = none.
   int tensor_parallel_size = 1;
   KernelChoice kernels = KernelChoice::kAuto;
   int block_size = 16;
-  // KV-cache capacity in tokens; 0 = one full context (max_position_embeddings)
-  // on the CPU, what gpu_memory_utilization leaves on a GPU.
+  // KV-cache capacity in tokens; 0 = sized from the memory there is: on a GPU what
+  // gpu_memory_utilization leaves, on the CPU at most half of the host memory available and
+  // no more than max_num_seqs sequences of max_model_len (backend/cpu/host_memory.h).
   int64_t kv_cache_tokens = 0;
   // KV-cache capacity in bytes instead (vLLM's --kv-cache-memory): as many
   // tokens as the layers' formats fit in it. 0 = not given; at most one of
@@ -55,6 +62,11 @@ struct RuntimeOptions {
   std::function<void(int64_t done, int64_t total)> load_progress;
 };
 
+// The max_model_len a run asked for (0: none) against the model's context: `requested`, or the
+// context when 0. Throws fp8lm::Error naming --max-model-len when it is negative or beyond the
+// context.
+int64_t resolve_max_model_len(int64_t requested, int64_t context);
+
 class Runtime {
  public:
   // Reads, checks and loads `model_dir` (config, tokenizer, weights) on the
@@ -65,6 +77,9 @@ class Runtime {
 
   const io::ModelSpec& spec() const { return spec_; }
   const ModelConfig& config() const { return spec_.config; }
+  // The longest sequence (prompt + generated tokens) to admit: RuntimeOptions::max_model_len, or
+  // the model's context lowered to what a KV cache given no size holds (notes() says so).
+  int64_t max_model_len() const { return max_model_len_; }
   // A model loaded with --load-format dummy from a directory without
   // tokenizer.json has none: tokenizer() then throws fp8lm::Error saying so
   // (commands that need text cannot run it; bench latency can).
@@ -108,6 +123,7 @@ class Runtime {
   uint64_t weight_bytes_ = 0;
   uint64_t expert_bytes_ = 0;  // the part of weight_bytes_ in MoE experts
   uint64_t load_peak_device_bytes_ = 0;
+  int64_t max_model_len_ = 0;
   std::vector<int32_t> eos_ids_;
   std::vector<std::string> notes_;
 };

@@ -25,6 +25,12 @@ add_executable(test_backend_memory ${CMAKE_CURRENT_LIST_DIR}/test_backend_memory
 target_link_libraries(test_backend_memory PRIVATE fp8lm_backend_factory fp8lm_test_support)
 gtest_discover_tests(test_backend_memory DISCOVERY_TIMEOUT 60)
 
+# The KV cache on host memory (issue 39): the CPU's budget from the memory available, the runtime's
+# max_model_len, and huge contexts (max_position_embeddings = 2^20..2^30) in bounded memory.
+add_executable(test_kv_budget ${CMAKE_CURRENT_LIST_DIR}/test_kv_budget.cpp)
+target_link_libraries(test_kv_budget PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_kv_budget DISCOVERY_TIMEOUT 60)
+
 # Decode steps padded to the CUDA graph ladder (backend::decode_graph_rows), forced
 # on the CPU: real rows and their KV entries bit for bit those of unpadded steps.
 add_executable(test_decode_padding ${CMAKE_CURRENT_LIST_DIR}/test_decode_padding.cpp)

@@ -90,9 +90,10 @@ TEST(BackendMemory, CpuHasNoDeviceMemoryBudget) {
   const std::unique_ptr<Ops> ops = make_ops({.device = Device::kCpu, .threads = 2});
   EXPECT_EQ(ops->name(), "cpu (2 threads)");
   EXPECT_FALSE(ops->memory_info().has_value());
-  // Host memory: the runtime takes one full context; no size is refused here.
-  EXPECT_EQ(ops->default_kv_cache_tokens(100000, {}), std::nullopt);
-  EXPECT_NO_THROW(ops->check_kv_cache_fits(int64_t(1) << 40, 1 << 20, {}, false));
+  // Host memory: its own budget (tests/cpp/test_kv_budget.cpp), bounded by what the sequences use.
+  EXPECT_EQ(ops->default_kv_cache_tokens(100000, {0.9, 16, 0, 4096}), std::optional<int64_t>(4096));
+  EXPECT_EQ(error_of([&] { ops->check_kv_cache_fits(int64_t(1) << 40, 1 << 20, {}, false); }).substr(0, 18),
+            "--kv-cache-tokens:");
 }
 
 TEST(BackendMemory, CudaWithoutTheCudaBackendIsRefused) {

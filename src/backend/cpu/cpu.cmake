@@ -9,7 +9,9 @@ add_library(fp8lm_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/moe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thread_group.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_rank_group.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cpu_ops.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_ops_memory.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/host_memory.cpp)
 target_link_libraries(fp8lm_cpu PUBLIC fp8lm_numerics fp8lm_common fp8lm_io fp8lm_weights)
 
 # The vector loops get their instruction sets in their own files only; they

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,14 @@ class CpuOps final : public backend::Ops {
   // Makes this backend rank `rank` of `group` (tensor parallelism over CPU ranks, each rank's
   // model run from its own thread); the group must outlive it.
   void join_group(ThreadGroup& group, int rank);
+
+  // The KV-cache budget on host memory (cpu_ops_memory.cpp, backend/cpu/host_memory.h): by
+  // default at most half of what is available, shared by the group's ranks, no more than the
+  // sequences can use; a size given may take what is available, never more.
+  std::optional<int64_t> default_kv_cache_tokens(uint64_t bytes_per_token,
+                                                 const backend::KvBudget& budget) const override;
+  void check_kv_cache_fits(int64_t tokens, uint64_t bytes_per_token, const backend::KvBudget& budget,
+                           bool given_in_bytes) const override;
 
   std::unique_ptr<backend::Weight> upload_linear(const weights::LinearWeight& w) override;
   std::unique_ptr<backend::Weight> upload_vector(std::vector<float> values) override;

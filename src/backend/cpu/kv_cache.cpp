@@ -1,5 +1,8 @@
 #include "backend/cpu/kv_cache.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -81,8 +84,18 @@ PagedKvCache::PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers
     }
   }
   bytes_ = offset;
-  storage_ = std::make_unique<std::byte[]>(offset);  // value-initialized: zeros
+  // Anonymous pages: zeros the kernel gives as positions are first written (a sanitizer's heap
+  // would shadow the whole reservation at once).
+  const size_t mapped = std::max<size_t>(offset, 1);
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw Error("kv cache: the system refused " + std::to_string(offset >> 20) +
+                " MiB (out of host memory); give the KV cache less with --kv-cache-tokens / --kv-cache-memory / "
+                "--max-model-len");
+  storage_ = std::unique_ptr<std::byte[], Unmap>(static_cast<std::byte*>(p), Unmap{mapped});
 }
+
+void PagedKvCache::Unmap::operator()(std::byte* p) const { munmap(p, bytes); }
 
 const KvLayerFormat& PagedKvCache::layer_format(int layer) const {
   if (layer < 0 || layer >= shape_.num_layers) {

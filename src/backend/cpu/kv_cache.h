@@ -12,7 +12,9 @@
 // Loading dequantizes: F32 as is, BF16 exactly, FP8 float(code) × scale in
 // float32 (one multiplication), i.e. what PyTorch's `codes.float() * scale` gives.
 //
-// Memory layout: one zero-initialized allocation. Each layer owns a region
+// Memory layout: one zero-initialized allocation (anonymous pages, which the
+// kernel gives as positions are first written: a cache costs its reservation
+// only as sequences fill it). Each layer owns a region
 // (64-byte aligned) holding its K array then its V array, each
 //     [num_blocks][num_kv_heads][block_size][head_dim]
 // elements. Attention walks one kv head over consecutive positions, so one
@@ -41,7 +43,7 @@ class PagedKvCache {
  public:
   // One format per layer. Throws fp8lm::Error naming the problem: what
   // backend::validate_kv refuses, a total size that does not fit in memory
-  // addressing.
+  // addressing, an allocation the system refuses.
   PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers);
 
   const KvCacheShape& shape() const { return shape_; }
@@ -83,7 +85,11 @@ class PagedKvCache {
   KvCacheShape shape_;
   std::vector<Layer> layers_;
   uint64_t bytes_ = 0;
-  std::unique_ptr<std::byte[]> storage_;
+  struct Unmap {
+    size_t bytes;  // no initializer: a deleter must be default-constructible inside this class
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte[], Unmap> storage_;
 };
 
 }  // namespace fp8lm::cpu
