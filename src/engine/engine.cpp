@@ -88,7 +88,7 @@ Engine::~Engine() {
 RequestId Engine::add_request(Request request) {
   request.params.validate();
   if (request.logprobs < -1) throw Error("logprobs: " + std::to_string(request.logprobs) + " must be -1 (off) or >= 0");
-  const int64_t context = rt_.config().max_position_embeddings;
+  const int64_t context = rt_.max_model_len();  // the model's context, or less (--max-model-len)
   const int64_t vocab = rt_.model().vocab_size();
   const auto prompt_len = int64_t(request.prompt.size());
   if (request.prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
@@ -98,7 +98,7 @@ RequestId Engine::add_request(Request request) {
   const int64_t max_tokens = request.params.max_tokens;
   if (prompt_len + max_tokens > context)
     throw Error("the prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" + std::to_string(max_tokens) +
-                ") = " + std::to_string(prompt_len + max_tokens) + " tokens is beyond the model's context of " +
+                ") = " + std::to_string(prompt_len + max_tokens) + " tokens is beyond the context of " +
                 std::to_string(context) + " tokens");
   // The last generated token is never written to the cache.
   const int64_t positions = prompt_len + max_tokens - 1;

@@ -46,10 +46,10 @@ class SequenceBlocks {
 GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const SamplingParams& params,
                           const std::function<void(std::string_view)>& on_text) {
   params.validate();
-  const int64_t context = rt.config().max_position_embeddings;
+  const int64_t context = rt.max_model_len();  // the model's context, or less (--max-model-len)
   if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
   if (int64_t(prompt.size()) >= context)
-    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens; the model's context is " +
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context (max_model_len) is " +
                 std::to_string(context) + " tokens, which leaves no room to generate");
   const int64_t max_new = std::min<int64_t>(params.max_tokens, context - int64_t(prompt.size()));
 

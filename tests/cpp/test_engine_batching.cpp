@@ -71,15 +71,16 @@ std::vector<Case> make_cases(const engine::Runtime& rt) {
   return cases;
 }
 
-// References: each case generated alone, computed once per quantization.
-const std::vector<engine::GenerationResult>& references(const std::string& quant) {
+// References: each case generated alone (on `tp` ranks), computed once per quantization.
+const std::vector<engine::GenerationResult>& references(const std::string& quant, int tp = 1) {
   static std::map<std::string, std::vector<engine::GenerationResult>> cache;
-  auto it = cache.find(quant);
+  const std::string key = quant + "/" + std::to_string(tp);
+  auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  auto rt = load_shipped(quant);
+  auto rt = load_shipped(quant, 0, tp);
   std::vector<engine::GenerationResult> refs;
   for (const Case& c : make_cases(*rt)) refs.push_back(engine::generate(*rt, c.prompt, c.params));
-  return cache.emplace(quant, std::move(refs)).first->second;
+  return cache.emplace(key, std::move(refs)).first->second;
 }
 
 void expect_same(const std::vector<engine::Completion>& got, const std::vector<engine::GenerationResult>& want) {
@@ -183,12 +184,19 @@ TEST_P(EngineBatching, PreemptionByRecomputationKeepsTokens) {
 // The model split over two CPU ranks (tensor parallelism): the batched engine, chunked prefill,
 // async scheduling and preemption give each request the tokens it gets alone on one rank
 // (BF16 and FP8 weight-only: the split changes only the float order of two partial sums).
+// Two ranks, batched under a small budget and a cache that forces preemption, give
+// what two ranks give alone — and, in BF16, what one rank gives. With FP8 weights
+// (W8A16) each rank scales its partial sums of the row-parallel layers before they
+// are added, so two ranks equal one up to float rounding (perplexity 437.1594 and
+// 437.1601 on 1,275 tokens), which on some CPUs (AVX2 here) changes a token of
+// some of the 24 cases: there the reference is two ranks alone.
 TEST_P(EngineBatching, TwoRanksEqualOneRankAlone) {
-  const std::string quant = this->quant() == "fp8" ? "fp8:weight-only" : this->quant();
+  const bool fp8 = this->quant() == "fp8";
+  const std::string quant = fp8 ? "fp8:weight-only" : this->quant();
   auto rt = load_shipped(quant, 80, 2);
   auto eng = std::make_unique<engine::Engine>(*rt, config(/*max_num_batched_tokens=*/32, /*max_num_seqs=*/8));
   const auto got = run_cases(*rt, *eng);
-  expect_same(got, references(quant));
+  expect_same(got, references(quant, fp8 ? 2 : 1));
   EXPECT_GT(eng->num_preemptions(), 0);
   EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
 }
