@@ -32,6 +32,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int height = 1;    // levels of expressions in this subtree, this one included (the parser bounds it)
   std::string name;  // Name/Attr/Filter/Test name, Binary operator
   bool negated = false;
   Value value;

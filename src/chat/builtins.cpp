@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <set>
+#include <string.h>  // memmem
+#include <vector>
 
 #include "chat/eval.h"
 #include "common/error.h"
@@ -19,10 +20,10 @@ const Value* arg(const CallArgs& a, std::size_t index, const char* name) {
   return nullptr;
 }
 
-std::string str_arg(const CallArgs& a, std::size_t index, const char* name, const char* what) {
+const std::string& str_arg(const CallArgs& a, std::size_t index, const char* name, const char* what) {
   const Value* v = arg(a, index, name);
   if (!v || !v->is_string()) throw Error(std::string(what) + ": argument '" + name + "' must be a string");
-  return v->s;
+  return v->str();
 }
 
 std::int64_t int_arg(const CallArgs& a, std::size_t index, const char* name, std::int64_t def) {
@@ -48,6 +49,66 @@ std::uint32_t decode_at(const std::string& s, std::size_t& k) {
   return cp;
 }
 
+// The bytes of the code point that starts at s[k]: its lead byte and the
+// continuation bytes after it (as codepoint_offsets splits a string).
+std::size_t codepoint_length(std::string_view s, std::size_t k) {
+  std::size_t n = k + 1;
+  while (n < s.size() && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) ++n;
+  return n - k;
+}
+
+// Calls f(start, length) for each code point of `s` as codepoint_offsets
+// splits it (stray continuation bytes before the first lead byte belong to
+// none), walking in place: an index of offsets costs 8 bytes per byte.
+template <typename F>
+void for_each_codepoint(std::string_view s, F f) {
+  std::size_t k = 0;
+  while (k < s.size() && (static_cast<unsigned char>(s[k]) & 0xc0) == 0x80) ++k;
+  while (k < s.size()) {
+    const std::size_t n = codepoint_length(s, k);
+    f(k, n);
+    k += n;
+  }
+}
+
+// The first `needle` in `hay` at or after `from`, or npos; counts its work.
+// glibc's memmem runs in time linear in the bytes it scans (Two-Way), where
+// std::string::find tries the needle at each position: |hay| × |needle| on
+// hostile inputs (a 15 MB needle in 30 MB ran for minutes). It is given one
+// window at a time (at least 64 KiB, overlapping by the needle's length):
+// AddressSanitizer checks the whole range memmem is given on every call,
+// which made loops over many matches (replace, count, split) quadratic there.
+std::size_t find_sub(const std::string& hay, const std::string& needle, std::size_t from = 0) {
+  if (from > hay.size() || hay.size() - from < needle.size()) return std::string::npos;
+  const std::size_t m = needle.size(), window = std::max<std::size_t>(std::size_t{1} << 16, m);
+  std::size_t pos = from, found = std::string::npos, calls = 0;
+  while (true) {
+    const std::size_t len = std::min(hay.size() - pos, window + m - 1);
+    ++calls;
+    if (const void* hit = memmem(hay.data() + pos, len, needle.data(), m)) {
+      found = static_cast<std::size_t>(static_cast<const char*>(hit) - hay.data());
+      break;
+    }
+    if (pos + len == hay.size()) break;
+    pos += window;
+  }
+  // Two-Way reads each byte it passes at most twice and prepares the needle
+  // on every call.
+  const std::size_t scanned = (found == std::string::npos ? hay.size() : found + m) - from;
+  count_work(2 * scanned + calls * m);
+  return found;
+}
+
+// The last `needle` in `hay`, or npos: the first match of the reversed
+// needle in the reversed string, for find_sub's linear time.
+std::size_t rfind_sub(const std::string& hay, const std::string& needle) {
+  if (needle.size() > hay.size()) return std::string::npos;
+  count_work(hay.size() + needle.size());  // the reversed copies
+  const std::string rhay(hay.rbegin(), hay.rend()), rneedle(needle.rbegin(), needle.rend());
+  const std::size_t at = find_sub(rhay, rneedle);
+  return at == std::string::npos ? at : hay.size() - at - needle.size();
+}
+
 // Python's str.isspace() code points.
 bool py_space(std::uint32_t c) {
   return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
@@ -55,6 +116,7 @@ bool py_space(std::uint32_t c) {
 }
 
 std::string ascii_map(std::string s, int (*f)(int)) {
+  count_work(s.size());
   for (char& c : s)
     if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(f(static_cast<unsigned char>(c)));
   return s;
@@ -64,6 +126,7 @@ int to_lower(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 std::string title_case(const std::string& s) {
+  count_work(s.size());
   std::string out = s;
   bool prev_cased = false;
   for (char& c : out) {
@@ -83,41 +146,46 @@ std::string capitalize(const std::string& s) {
   return out;
 }
 
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, std::int64_t count,
-                        Evaluator& ev) {
+// Python's str.replace, which Jinja's replace filter calls: `count` < 0
+// replaces every match; an empty `from` puts `to` before each code point and
+// at the end. One step per replacement, and the bytes scanned and written.
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to, std::int64_t count) {
   std::string out;
+  std::int64_t done = 0;
   if (from.empty()) {
-    // Python inserts `to` between every code point (and at both ends).
-    const auto offs = codepoint_offsets(s);
-    std::int64_t done = 0;
-    for (std::size_t k = 0; k + 1 < offs.size() || k == 0; ++k) {
-      if (count < 0 || done < count) {
-        check_value_size(out.size() + to.size() + s.size(), "replace");
-        out += to;
-        ++done;
-      }
-      if (k + 1 >= offs.size()) break;
-      out.append(s, offs[k], offs[k + 1] - offs[k]);
-    }
+    auto insert = [&](std::size_t rest) {
+      if (count >= 0 && done >= count) return;
+      check_value_size(out.size() + to.size() + rest, "replace");
+      out += to;
+      ++done;
+      count_work(0, 1);
+    };
+    for_each_codepoint(s, [&](std::size_t k, std::size_t n) {
+      insert(s.size() - k);
+      out.append(s, k, n);
+    });
+    insert(0);
+    count_work(out.size());
     return out;
   }
   std::size_t pos = 0;
-  std::int64_t done = 0;
   while (count < 0 || done < count) {
-    const auto f = s.find(from, pos);
+    const auto f = find_sub(s, from, pos);
     if (f == std::string::npos) break;
     check_value_size(out.size() + (f - pos) + to.size(), "replace");
     out.append(s, pos, f - pos);
     out += to;
     pos = f + from.size();
     ++done;
-    ev.step();
+    count_work(0, 1);
   }
+  check_value_size(out.size() + (s.size() - pos), "replace");
   out.append(s, pos);
+  count_work(out.size());
   return out;
 }
 
-List split(const std::string& s, const Value* sep, std::int64_t maxsplit, bool from_right) {
+List split_parts(const std::string& s, const Value* sep, std::int64_t maxsplit, bool from_right) {
   List parts;
   if (!sep || sep->is_none()) {
     // Runs of whitespace, ends ignored.
@@ -153,10 +221,10 @@ List split(const std::string& s, const Value* sep, std::int64_t maxsplit, bool f
     return parts;
   }
   if (!sep->is_string()) throw Error("split: separator must be a string or None");
-  const std::string& d = sep->s;
+  const std::string& d = sep->str();
   if (d.empty()) throw Error("empty separator");
   std::vector<std::size_t> hits;
-  for (std::size_t p = s.find(d); p != std::string::npos; p = s.find(d, p + d.size())) {
+  for (std::size_t p = find_sub(s, d); p != std::string::npos; p = find_sub(s, d, p + d.size())) {
     check_value_size((hits.size() + 2) * sizeof(Value) + s.size(), "split");
     hits.push_back(p);
   }
@@ -178,107 +246,121 @@ List split(const std::string& s, const Value* sep, std::int64_t maxsplit, bool f
   return parts;
 }
 
+// Python's str.split / rsplit. Counts the bytes it reads and the parts.
+List split(const std::string& s, const Value* sep, std::int64_t maxsplit, bool from_right) {
+  List parts = split_parts(s, sep, maxsplit, from_right);
+  count_work(s.size() + parts.size() * sizeof(Value), parts.size());  // as any list built
+  return parts;
+}
+
+// A bound method of a str. It holds `self` (whose bytes are shared, not
+// copied) and charges each call by the bytes it reads and writes.
 Value string_method(const Value& self, const std::string& name) {
-  const std::string s = self.s;
-  auto method = [](auto f) { return Value::function(f); };
+  auto method = [&self](auto f) {
+    return Value::function([self, f](CallArgs& a) { return f(self.str(), a); });
+  };
   if (name == "startswith" || name == "endswith") {
     const bool start = name == "startswith";
-    return method([s, start](CallArgs& a) {
+    return method([start](const std::string& s, CallArgs& a) {
       const Value* p = arg(a, 0, "prefix");
       if (!p) throw Error("startswith/endswith needs an argument");
-      List options = p->kind == Value::Kind::Tuple ? *p->list : List{*p};
+      const List options = p->kind == Value::Kind::Tuple ? *p->list : List{*p};
+      count_work(0, options.size());
       for (const Value& o : options) {
         if (!o.is_string()) throw Error("startswith/endswith: argument must be str or a tuple of str");
-        if (start ? s.starts_with(o.s) : s.ends_with(o.s)) return Value::boolean(true);
+        count_work(std::min(s.size(), o.str().size()));
+        if (start ? s.starts_with(o.str()) : s.ends_with(o.str())) return Value::boolean(true);
       }
       return Value::boolean(false);
     });
   }
   if (name == "split" || name == "rsplit") {
     const bool right = name == "rsplit";
-    return method([s, right](CallArgs& a) {
+    return method([right](const std::string& s, CallArgs& a) {
       return Value::make_list(split(s, arg(a, 0, "sep"), int_arg(a, 1, "maxsplit", -1), right));
     });
   }
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool l = name != "rstrip", r = name != "lstrip";
-    return method([s, l, r](CallArgs& a) {
+    return method([l, r](const std::string& s, CallArgs& a) {
       const Value* c = arg(a, 0, "chars");
       return Value::string(py_strip(s, c ? *c : Value::none(), l, r));
     });
   }
-  if (name == "upper") return method([s](CallArgs&) { return Value::string(ascii_map(s, to_upper)); });
-  if (name == "lower") return method([s](CallArgs&) { return Value::string(ascii_map(s, to_lower)); });
-  if (name == "title") return method([s](CallArgs&) { return Value::string(title_case(s)); });
-  if (name == "capitalize") return method([s](CallArgs&) { return Value::string(capitalize(s)); });
+  if (name == "upper") return method([](const std::string& s, CallArgs&) { return Value::string(ascii_map(s, to_upper)); });
+  if (name == "lower") return method([](const std::string& s, CallArgs&) { return Value::string(ascii_map(s, to_lower)); });
+  if (name == "title") return method([](const std::string& s, CallArgs&) { return Value::string(title_case(s)); });
+  if (name == "capitalize") return method([](const std::string& s, CallArgs&) { return Value::string(capitalize(s)); });
   if (name == "replace") {
-    return method([s](CallArgs& a) {
+    return method([](const std::string& s, CallArgs& a) {
       const Value* from = arg(a, 0, "old");
       const Value* to = arg(a, 1, "new");
       if (!from || !to || !from->is_string() || !to->is_string()) throw Error("replace: needs two strings");
       const std::int64_t count = int_arg(a, 2, "count", -1);
-      std::string out;
-      std::size_t pos = 0;
-      std::int64_t done = 0;
-      if (from->s.empty()) throw Error("str.replace with an empty pattern is not supported");
-      for (auto f = s.find(from->s); f != std::string::npos && (count < 0 || done < count); f = s.find(from->s, pos), ++done) {
-        check_value_size(out.size() + (f - pos) + to->s.size(), "replace");
-        out.append(s, pos, f - pos);
-        out += to->s;
-        pos = f + from->s.size();
-      }
-      out.append(s, pos);
-      return Value::string(std::move(out));
+      if (from->str().empty()) throw Error("str.replace with an empty pattern is not supported");
+      return Value::string(replace_all(s, from->str(), to->str(), count));
     });
   }
   if (name == "find" || name == "rfind" || name == "count" || name == "index") {
-    return method([s, name](CallArgs& a) {
-      const std::string sub = str_arg(a, 0, "sub", name.c_str());
+    return method([name](const std::string& s, CallArgs& a) {
+      const std::string& sub = str_arg(a, 0, "sub", name.c_str());
       if (name == "count") {
-        if (sub.empty()) return Value::integer(static_cast<std::int64_t>(codepoint_count(s) + 1));
+        if (sub.empty()) {
+          count_work(s.size());
+          return Value::integer(static_cast<std::int64_t>(codepoint_count(s) + 1));
+        }
         std::int64_t n = 0;
-        for (std::size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
+        for (std::size_t p = find_sub(s, sub); p != std::string::npos; p = find_sub(s, sub, p + sub.size())) ++n;
         return Value::integer(n);
       }
-      const auto p = name == "rfind" ? s.rfind(sub) : s.find(sub);
+      const auto p = name == "rfind" ? rfind_sub(s, sub) : find_sub(s, sub);
       if (p == std::string::npos) {
         if (name == "index") throw Error("substring not found");
         return Value::integer(-1);
       }
-      return Value::integer(static_cast<std::int64_t>(codepoint_count(s.substr(0, p))));
+      count_work(p);  // Python counts code points, not bytes
+      return Value::integer(static_cast<std::int64_t>(codepoint_count(std::string_view(s).substr(0, p))));
     });
   }
   if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum") {
-    return method([s, name](CallArgs&) {
-      if (s.empty()) return Value::boolean(false);
-      for (const char c : s) {
-        const bool d = c >= '0' && c <= '9', al = is_alpha(c);
-        const bool ok = name == "isdigit" ? d : name == "isspace" ? py_space(static_cast<unsigned char>(c))
-                        : name == "isalpha" ? al : (d || al);
-        if (!ok) return Value::boolean(false);
-      }
-      return Value::boolean(true);
+    bool (*test)(char) = name == "isdigit"   ? [](char c) { return c >= '0' && c <= '9'; }
+                         : name == "isspace" ? [](char c) { return py_space(static_cast<unsigned char>(c)); }
+                         : name == "isalpha" ? [](char c) { return is_alpha(c); }
+                                             : [](char c) { return (c >= '0' && c <= '9') || is_alpha(c); };
+    return method([test](const std::string& s, CallArgs&) {
+      count_work(s.size());
+      return Value::boolean(!s.empty() && std::all_of(s.begin(), s.end(), test));
     });
   }
   return Value::undefined("'str object' has no attribute '" + name + "'");
+}
+
+// The bytes of a dict's keys (copied into strings by items() and keys()).
+std::uint64_t key_bytes(const Dict& d) {
+  std::uint64_t n = 0;
+  for (const auto& e : d) n += e.first.size();
+  return n;
 }
 
 Value dict_method(const Value& self, const std::string& name) {
   const Value d = self;
   if (name == "items")
     return Value::function([d](CallArgs&) {
+      count_work(key_bytes(*d.dict), d.dict->size());
       List out;
       for (const auto& [k, v] : *d.dict) out.push_back(Value::make_tuple({Value::string(k), v}));
       return Value::make_list(std::move(out));
     });
   if (name == "keys")
     return Value::function([d](CallArgs&) {
+      count_work(key_bytes(*d.dict), d.dict->size());
       List out;
       for (const auto& [k, v] : *d.dict) out.push_back(Value::string(k));
       return Value::make_list(std::move(out));
     });
   if (name == "values")
     return Value::function([d](CallArgs&) {
+      count_work(0, d.dict->size());
       List out;
       for (const auto& [k, v] : *d.dict) out.push_back(v);
       return Value::make_list(std::move(out));
@@ -288,7 +370,7 @@ Value dict_method(const Value& self, const std::string& name) {
       const Value* key = arg(a, 0, "key");
       const Value* def = arg(a, 1, "default");
       if (!key) throw Error("get expected at least 1 argument");
-      const Value* v = key->is_string() ? d.find(key->s) : nullptr;
+      const Value* v = key->is_string() ? d.find(key->str()) : nullptr;
       return v ? *v : (def ? *def : Value::none());
     });
   return Value::undefined();
@@ -296,6 +378,7 @@ Value dict_method(const Value& self, const std::string& name) {
 
 // Attribute path "a.b.c" as selectattr/map resolve it (item lookup per part).
 Value attr_path(const Value& v, const std::string& path) {
+  count_work(path.size());
   Value cur = v;
   std::size_t start = 0;
   while (true) {
@@ -312,7 +395,7 @@ Value attr_path(const Value& v, const std::string& path) {
 }
 
 Value sort_key(const Value& v, bool case_sensitive) {
-  if (!case_sensitive && v.is_string()) return Value::string(ascii_map(v.s, to_lower));
+  if (!case_sensitive && v.is_string()) return Value::string(ascii_map(v.str(), to_lower));
   return v;
 }
 
@@ -339,10 +422,10 @@ List select_items(Evaluator& ev, const Value& seq, CallArgs& a, bool by_attr, bo
       ok = truthy(subject);
     } else {
       if (!test->is_string()) throw Error("select: test name must be a string");
-      if (!is_known_test(test->s)) throw Error("no test named '" + test->s + "'");
+      if (!is_known_test(test->str())) throw Error("no test named '" + test->str() + "'");
       CallArgs targs;
       for (std::size_t k = first + 1; k < a.positional.size(); ++k) targs.positional.push_back(a.positional[k]);
-      ok = apply_test(ev, test->s, subject, targs);
+      ok = apply_test(ev, test->str(), subject, targs);
     }
     if (ok == keep) out.push_back(item);
   }
@@ -361,8 +444,8 @@ Value filter_tojson(Evaluator&, const Value& v, CallArgs& a) {
     if (!sep->is_sequence() || sep->list->size() != 2 || !(*sep->list)[0].is_string() || !(*sep->list)[1].is_string())
       throw Error("tojson: separators must be a pair of strings");
     o.has_separators = true;
-    o.item_sep = (*sep->list)[0].s;
-    o.key_sep = (*sep->list)[1].s;
+    o.item_sep = (*sep->list)[0].str();
+    o.key_sep = (*sep->list)[1].str();
   }
   o.sort_keys = bool_arg(a, 3, "sort_keys", false);
   if (v.is_undefined()) undefined_error(v);
@@ -372,7 +455,9 @@ Value filter_tojson(Evaluator&, const Value& v, CallArgs& a) {
 Value filter_length(Evaluator&, const Value& v, CallArgs&) {
   switch (v.kind) {
     case Value::Kind::Undefined: return Value::integer(0);
-    case Value::Kind::String: return Value::integer(static_cast<std::int64_t>(codepoint_count(v.s)));
+    case Value::Kind::String:
+      count_work(v.str().size());
+      return Value::integer(static_cast<std::int64_t>(codepoint_count(v.str())));
     case Value::Kind::Array:
     case Value::Kind::Tuple: return Value::integer(static_cast<std::int64_t>(v.list->size()));
     case Value::Kind::Object: return Value::integer(static_cast<std::int64_t>(v.dict->size()));
@@ -396,14 +481,29 @@ Value filter_items(Evaluator&, const Value& v, CallArgs&) {
 
 Value filter_first_last(const Value& v, bool first) {
   if (v.is_undefined()) undefined_error(v);
+  const char* const empty = first ? "No first item, sequence was empty." : "No last item, sequence was empty.";
   if (v.is_string()) {
-    const auto offs = codepoint_offsets(v.s);
-    if (offs.size() < 2) return Value::undefined("No first item, sequence was empty.");
-    const std::size_t k = first ? 0 : offs.size() - 2;
-    return Value::string(v.s.substr(offs[k], offs[k + 1] - offs[k]));
+    // Found in place: the first lead byte from the front, the last from the back.
+    const std::string& s = v.str();
+    auto lead = [&](std::size_t k) { return (static_cast<unsigned char>(s[k]) & 0xc0) != 0x80; };
+    std::size_t k = first ? 0 : s.size();
+    if (first) {
+      while (k < s.size() && !lead(k)) ++k;
+    } else {
+      while (k > 0 && !lead(k - 1)) --k;
+      if (k > 0) --k;
+      else k = s.size();
+    }
+    count_work(first ? k : s.size() - k);
+    if (k >= s.size()) return Value::undefined("No first item, sequence was empty.");
+    return Value::string(s.substr(k, codepoint_length(s, k)));
+  }
+  if (v.is_sequence()) {
+    if (v.list->empty()) return Value::undefined(empty);
+    return first ? v.list->front() : v.list->back();
   }
   const List items = iterate(v);
-  if (items.empty()) return Value::undefined(first ? "No first item, sequence was empty." : "No last item, sequence was empty.");
+  if (items.empty()) return Value::undefined(empty);
   return first ? items.front() : items.back();
 }
 
@@ -414,13 +514,13 @@ Value filter_map(Evaluator& ev, const Value& v, CallArgs& a) {
     const Value* def = arg(a, 99, "default");
     for (const Value& item : iterate(v)) {
       ev.step();
-      Value r = attr_path(item, attr->s);
+      Value r = attr_path(item, attr->str());
       out.push_back(r.is_undefined() && def ? *def : r);
     }
     return Value::make_list(std::move(out));
   }
   if (a.positional.empty() || !a.positional[0].is_string()) throw Error("map: expected a filter name or attribute=");
-  const std::string filter = a.positional[0].s;
+  const std::string filter = a.positional[0].str();
   if (!is_known_filter(filter)) throw Error("no filter named '" + filter + "'");
   CallArgs rest;
   rest.positional.assign(a.positional.begin() + 1, a.positional.end());
@@ -430,7 +530,7 @@ Value filter_map(Evaluator& ev, const Value& v, CallArgs& a) {
     ev.step();
     CallArgs copy = rest;
     out.push_back(apply_filter(ev, filter, item, copy));
-    bytes += sizeof(Value) + out.back().s.size();
+    bytes += sizeof(Value) + out.back().str().size();
     ev.reserve(bytes, "map", 0, /*count=*/false);
   }
   return Value::make_list(std::move(out));
@@ -442,9 +542,12 @@ Value filter_join(Evaluator& ev, const Value& v, CallArgs& a) {
   std::string out;
   bool first = true;
   const std::string separator = sep ? to_str(*sep) : "";
+  const std::string attribute = attr ? to_str(*attr) : "";
   for (const Value& item : iterate(v)) {
     ev.step();
-    const std::string piece = to_str(attr ? attr_path(item, to_str(*attr)) : item);
+    const Value value = attr ? attr_path(item, attribute) : item;
+    std::string text;  // str() of what is not a string already
+    const std::string& piece = value.is_string() ? value.str() : (text = to_str(value));
     ev.reserve(out.size() + (first ? 0 : separator.size()) + piece.size(), "join", 0, /*count=*/false);
     if (!first) out += separator;
     first = false;
@@ -464,7 +567,7 @@ Value filter_int(Evaluator&, const Value& v, CallArgs& a) {
       if (!std::isfinite(v.f) || std::fabs(v.f) >= 9.2e18) return fallback;
       return Value::integer(static_cast<std::int64_t>(v.f));
     case Value::Kind::String: {
-      const std::string t = py_strip(v.s, Value::none(), true, true);
+      const std::string t = py_strip(v.str(), Value::none(), true, true);
       if (t.empty()) return fallback;
       char* end = nullptr;
       errno = 0;
@@ -483,7 +586,7 @@ Value filter_float(Evaluator&, const Value& v, CallArgs& a) {
   const Value fallback = def ? *def : Value::number(0.0);
   if (v.is_number()) return Value::number(v.kind == Value::Kind::Float ? v.f : static_cast<double>(v.kind == Value::Kind::Bool ? v.b : v.i));
   if (v.is_string()) {
-    const std::string t = py_strip(v.s, Value::none(), true, true);
+    const std::string t = py_strip(v.str(), Value::none(), true, true);
     char* end = nullptr;
     const double d = std::strtod(t.c_str(), &end);
     if (!t.empty() && end && *end == '\0') return Value::number(d);
@@ -493,7 +596,7 @@ Value filter_float(Evaluator&, const Value& v, CallArgs& a) {
 
 Value filter_indent(Evaluator& ev, const Value& v, CallArgs& a) {
   const Value* w = arg(a, 0, "width");
-  std::string ind = w && w->is_string() ? w->s : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(int_arg(a, 0, "width", 4), 0, 1024)), ' ');
+  std::string ind = w && w->is_string() ? w->str() : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(int_arg(a, 0, "width", 4), 0, 1024)), ' ');
   const bool first = bool_arg(a, 1, "first", false);
   const bool blank = bool_arg(a, 2, "blank", false);
   const std::string s = to_str(v) + "\n";
@@ -546,9 +649,17 @@ Value filter_sort(Evaluator& ev, const Value& v, CallArgs& a) {
 
 Value filter_reverse(Evaluator&, const Value& v, CallArgs&) {
   if (v.is_string()) {
-    const auto offs = codepoint_offsets(v.s);
+    // Code points from the back, each ending where the one after it starts.
+    const std::string& s = v.str();
+    count_work(s.size());
     std::string out;
-    for (std::size_t k = offs.size() - 1; k > 0; --k) out.append(v.s, offs[k - 1], offs[k] - offs[k - 1]);
+    out.reserve(s.size());
+    std::size_t end = s.size();
+    for (std::size_t k = s.size(); k-- > 0;) {
+      if ((static_cast<unsigned char>(s[k]) & 0xc0) == 0x80) continue;
+      out.append(s, k, end - k);
+      end = k;
+    }
     return Value::string(std::move(out));
   }
   List items = iterate(v);
@@ -607,20 +718,33 @@ struct FilterEntry {
   Value (*fn)(Evaluator&, const Value&, CallArgs&);
 };
 
+// str(v) without copying a string: anything else is printed into `buf`.
+const std::string& str_of(const Value& v, std::string& buf) { return v.is_string() ? v.str() : (buf = to_str(v)); }
+
+// A filter of one string argument: str(v) as the string filters see it.
+template <std::string (*F)(const std::string&)>
+Value string_filter(Evaluator&, const Value& v, CallArgs&) {
+  std::string buf;
+  return Value::string(F(str_of(v, buf)));
+}
+std::string upper(const std::string& s) { return ascii_map(s, to_upper); }
+std::string lower(const std::string& s) { return ascii_map(s, to_lower); }
+
 const FilterEntry kFilters[] = {
     {"trim", [](Evaluator&, const Value& v, CallArgs& a) {
        const Value* c = arg(a, 0, "chars");
-       return Value::string(py_strip(to_str(v), c ? *c : Value::none(), true, true));
+       std::string buf;
+       return Value::string(py_strip(str_of(v, buf), c ? *c : Value::none(), true, true));
      }},
     {"tojson", filter_tojson},
     {"length", filter_length},
     {"count", filter_length},
-    {"string", [](Evaluator&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }},
-    {"safe", [](Evaluator&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }},
-    {"upper", [](Evaluator&, const Value& v, CallArgs&) { return Value::string(ascii_map(to_str(v), to_upper)); }},
-    {"lower", [](Evaluator&, const Value& v, CallArgs&) { return Value::string(ascii_map(to_str(v), to_lower)); }},
-    {"capitalize", [](Evaluator&, const Value& v, CallArgs&) { return Value::string(capitalize(to_str(v))); }},
-    {"title", [](Evaluator&, const Value& v, CallArgs&) { return Value::string(title_case(to_str(v))); }},
+    {"string", [](Evaluator&, const Value& v, CallArgs&) { return v.is_string() ? v : Value::string(to_str(v)); }},
+    {"safe", [](Evaluator&, const Value& v, CallArgs&) { return v.is_string() ? v : Value::string(to_str(v)); }},
+    {"upper", string_filter<upper>},
+    {"lower", string_filter<lower>},
+    {"capitalize", string_filter<capitalize>},
+    {"title", string_filter<title_case>},
     {"default", filter_default},
     {"d", filter_default},
     {"items", filter_items},
@@ -636,11 +760,13 @@ const FilterEntry kFilters[] = {
     {"reject", [](Evaluator& ev, const Value& v, CallArgs& a) { return Value::make_list(select_items(ev, v, a, false, false)); }},
     {"map", filter_map},
     {"join", filter_join},
-    {"replace", [](Evaluator& ev, const Value& v, CallArgs& a) {
+    {"replace", [](Evaluator&, const Value& v, CallArgs& a) {
        const Value* from = arg(a, 0, "old");
        const Value* to = arg(a, 1, "new");
        if (!from || !to) throw Error("replace: needs 'old' and 'new'");
-       return Value::string(replace_all(to_str(v), to_str(*from), to_str(*to), int_arg(a, 2, "count", -1), ev));
+       std::string s_buf, from_buf, to_buf;
+       return Value::string(replace_all(str_of(v, s_buf), str_of(*from, from_buf), str_of(*to, to_buf),
+                                        int_arg(a, 2, "count", -1)));
      }},
     {"int", filter_int},
     {"float", filter_float},
@@ -680,17 +806,26 @@ const char* const kTestsWithArg[] = {"equalto", "eq", "ne", "in", "divisibleby",
 }  // namespace
 
 [[noreturn]] void undefined_error(const Value& v) {
-  throw Error(v.s.empty() ? std::string("value is undefined") : v.s);
+  throw Error(v.str().empty() ? std::string("value is undefined") : v.str());
 }
 
 std::string py_strip(const std::string& s, const Value& chars, bool left, bool right) {
-  std::set<std::uint32_t> set;
+  // The code points of `chars` as a bitmap (at most 2^21 bits): constant time
+  // per byte of `chars`, however many there are.
+  std::vector<bool> in_chars;
   const bool whitespace = chars.is_none() || chars.is_undefined();
   if (!whitespace) {
     if (!chars.is_string()) throw Error("strip arg must be None or str");
-    for (std::size_t k = 0; k < chars.s.size();) set.insert(decode_at(chars.s, k));
+    const std::string& c = chars.str();
+    count_work(c.size());
+    for (std::size_t k = 0; k < c.size();) {
+      const std::uint32_t cp = decode_at(c, k);
+      if (cp >= in_chars.size()) in_chars.resize(cp + 1);
+      in_chars[cp] = true;
+    }
   }
-  auto strip_cp = [&](std::uint32_t c) { return whitespace ? py_space(c) : set.count(c) > 0; };
+  auto strip_cp = [&](std::uint32_t c) { return whitespace ? py_space(c) : c < in_chars.size() && in_chars[c]; };
+  count_work(s.size());  // what it strips and what it copies
   // Byte offsets walked in place: a code point index would cost 8 bytes per
   // byte of a (possibly huge) message.
   std::size_t b = 0, e = s.size();
@@ -772,16 +907,20 @@ bool apply_test(Evaluator&, const std::string& name, const Value& v, CallArgs& a
   }
   if (name == "lower" || name == "upper") {
     if (!v.is_string()) return false;
-    return v.s == ascii_map(v.s, name == "lower" ? to_lower : to_upper);
+    return v.str() == ascii_map(v.str(), name == "lower" ? to_lower : to_upper);
   }
   if (name == "in") {
     const Value& seq = need();
     if (seq.is_string()) {
       if (!v.is_string()) throw Error(std::string("'in <string>' requires string as left operand, not ") + type_name(v));
-      return seq.s.find(v.s) != std::string::npos;
+      return find_sub(seq.str(), v.str()) != std::string::npos;
     }
-    if (seq.is_mapping()) return v.is_string() && seq.find(v.s) != nullptr;
-    if (seq.is_sequence()) return std::any_of(seq.list->begin(), seq.list->end(), [&](const Value& x) { return equal(x, v); });
+    if (seq.is_mapping()) return v.is_string() && seq.find(v.str()) != nullptr;
+    if (seq.is_sequence())
+      return std::any_of(seq.list->begin(), seq.list->end(), [&](const Value& x) {
+        count_work(0, 1);
+        return equal(x, v);
+      });
     if (seq.is_undefined()) return false;
     throw Error(std::string("argument of type '") + type_name(seq) + "' is not iterable");
   }
@@ -807,9 +946,9 @@ Value get_attr(const Value& obj, const std::string& name) {
 Value get_item(const Value& obj, const Value& key) {
   if (obj.kind == Value::Kind::Object || obj.kind == Value::Kind::Namespace) {
     if (key.is_string()) {
-      if (const Value* v = obj.find(key.s)) return *v;
+      if (const Value* v = obj.find(key.str())) return *v;
       if (obj.kind == Value::Kind::Object) {
-        Value m = dict_method(obj, key.s);
+        Value m = dict_method(obj, key.str());
         if (!m.is_undefined()) return m;
       }
     }
@@ -819,22 +958,22 @@ Value get_item(const Value& obj, const Value& key) {
     std::int64_t i = key.kind == Value::Kind::Bool ? key.b : key.i;
     if (obj.is_string()) {
       // Walked in place, not through a code point index (8 bytes per byte).
-      const auto n = static_cast<std::int64_t>(codepoint_count(obj.s));
+      const std::string& s = obj.str();
+      count_work(s.size());
+      const auto n = static_cast<std::int64_t>(codepoint_count(s));
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::undefined("string index out of range");
       std::size_t pos = 0;
-      for (std::int64_t seen = -1; pos < obj.s.size(); ++pos)
-        if ((static_cast<unsigned char>(obj.s[pos]) & 0xc0) != 0x80 && ++seen == i) break;
-      std::size_t end = pos + 1;
-      while (end < obj.s.size() && (static_cast<unsigned char>(obj.s[end]) & 0xc0) == 0x80) ++end;
-      return Value::string(obj.s.substr(pos, end - pos));
+      for (std::int64_t seen = -1; pos < s.size(); ++pos)
+        if ((static_cast<unsigned char>(s[pos]) & 0xc0) != 0x80 && ++seen == i) break;
+      return Value::string(s.substr(pos, codepoint_length(s, pos)));
     }
     const auto n = static_cast<std::int64_t>(obj.list->size());
     if (i < 0) i += n;
     if (i < 0 || i >= n) return Value::undefined(std::string(type_name(obj)) + " object has no element " + std::to_string(key.i));
     return (*obj.list)[static_cast<std::size_t>(i)];
   }
-  if (key.is_string()) return get_attr(obj, key.s);
+  if (key.is_string()) return get_attr(obj, key.str());
   return Value::undefined("'" + std::string(type_name(obj)) + " object' has no attribute " + repr(key));
 }
 
@@ -842,19 +981,22 @@ List iterate(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined: return {};
     case Value::Kind::Array:
-    case Value::Kind::Tuple: return *v.list;
+    case Value::Kind::Tuple:
+      count_work(0, v.list->size());  // the elements are copied
+      return *v.list;
     case Value::Kind::Object: {
+      count_work(key_bytes(*v.dict), v.dict->size());
       List out;
       for (const auto& [k, e] : *v.dict) out.push_back(Value::string(k));
       return out;
     }
     case Value::Kind::String: {
-      const std::uint64_t n = codepoint_count(v.s);
-      reserve_value(n * sizeof(Value) + v.s.size(), "iterating over the characters of a string", n);
+      const std::string& s = v.str();
+      const std::uint64_t n = codepoint_count(s);
+      reserve_value(n * sizeof(Value) + s.size(), "iterating over the characters of a string", n);
       List out;
       out.reserve(n);
-      const auto offs = codepoint_offsets(v.s);
-      for (std::size_t k = 0; k + 1 < offs.size(); ++k) out.push_back(Value::string(v.s.substr(offs[k], offs[k + 1] - offs[k])));
+      for_each_codepoint(s, [&](std::size_t k, std::size_t len) { out.push_back(Value::string(s.substr(k, len))); });
       return out;
     }
     default: throw Error(std::string("'") + type_name(v) + "' object is not iterable");

@@ -33,11 +33,20 @@ Value prepare_messages(const nlohmann::ordered_json& messages) {
     for (const char* key : {"reasoning_content", "thinking", "reasoning"})
       if (!reasoning) reasoning = msg.find(key);
     if (reasoning) {
+      // {"thinking": r, **msg, "reasoning_content": r}, built in one pass: a
+      // message's keys are unique (a JSON object), and setting them one by one
+      // (a search each) took time quadratic in a request's key count.
       const Value r = *reasoning;
-      Value aliased = Value::make_dict({{"thinking", r}});
-      for (const auto& [k, v] : *msg.dict) aliased.set(k, v);
-      aliased.set("reasoning_content", r);
-      msg = aliased;
+      Dict aliased{{"thinking", r}};
+      std::size_t reasoning_at = 0;  // 0: not among the keys yet
+      for (const auto& [k, v] : *msg.dict) {
+        if (k == "thinking") { aliased[0].second = v; continue; }
+        if (k == "reasoning_content") reasoning_at = aliased.size();
+        aliased.emplace_back(k, v);
+      }
+      if (reasoning_at) aliased[reasoning_at].second = r;
+      else aliased.emplace_back("reasoning_content", r);
+      msg = Value::make_dict(std::move(aliased));
     }
     out.push_back(msg);
   }
@@ -53,7 +62,7 @@ std::string format_time(const std::string& fmt, const RenderEnv& env) {
     localtime_r(&t, &tm);
   }
   if (fmt.empty()) return "";
-  check_value_size(saturating_mul(fmt.size(), 8) + 64, "strftime_now");
+  reserve_value(saturating_mul(fmt.size(), 8) + 64, "strftime_now");  // the buffer, zero-filled
   std::string buf(fmt.size() * 8 + 64, '\0');
   const std::size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
   buf.resize(n);
@@ -67,16 +76,21 @@ std::vector<std::pair<std::string, Value>> globals(const RenderEnv& env) {
                  }));
   g.emplace_back("strftime_now", Value::function([&env](CallArgs& a) {
                    if (a.positional.empty() || !a.positional[0].is_string()) throw Error("strftime_now needs a format string");
-                   return Value::string(format_time(a.positional[0].s, env));
+                   return Value::string(format_time(a.positional[0].str(), env));
                  }));
   auto make_mapping = [](CallArgs& a, bool ns) {
     Value d = ns ? Value::make_namespace() : Value::make_dict();
+    // Each key is copied into the new mapping, after a search for it (set).
     for (const Value& p : a.positional) {
       if (!p.is_mapping()) throw Error(ns ? "namespace() takes mappings and keyword arguments" : "dict() takes mappings and keyword arguments");
-      for (const auto& [k, v] : *p.dict) d.set(k, v);
+      for (const auto& [k, v] : *p.dict) {
+        count_work(k.size());
+        d.set(k, v);
+      }
     }
     for (const auto& [k, v] : a.keyword) {
       if (ns && k.starts_with("_")) throw Error("cannot store underscore-prefixed attribute '" + k + "' on a namespace");
+      count_work(k.size());
       d.set(k, v);
     }
     return d;

@@ -1,5 +1,6 @@
 #include "chat/parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <initializer_list>
@@ -11,8 +12,9 @@
 namespace fp8lm::chat {
 namespace {
 
-// Nesting deeper than this (brackets, unary operators, blocks) is refused so
-// that hostile templates cannot overflow the parser's or evaluator's stack.
+// The parser's own recursion (brackets, unary operators, blocks) deeper than
+// this is refused so that hostile templates cannot overflow its stack; the
+// trees it builds are bounded by kMaxExpressionDepth.
 constexpr int kMaxDepth = 200;
 
 class Parser {
@@ -268,6 +270,20 @@ class Parser {
   // ---- expressions ----
   ExprPtr make(Expr::Kind k, int line) { auto e = std::make_unique<Expr>(); e->kind = k; e->line = line; return e; }
 
+  // Every node with operands passes here once they are attached: its height
+  // is checked before anything is built on it, so no tree (nor its
+  // destructor, which recurses too) ever exceeds the bound.
+  ExprPtr finish(ExprPtr e) const {
+    int below = 0;
+    for (const auto& a : e->args)
+      if (a) below = std::max(below, a->height);
+    for (const auto& [key, v] : e->kwargs) below = std::max(below, v->height);
+    e->height = below + 1;
+    if (e->height > kMaxExpressionDepth)
+      fail_at(e->line, "expression nests deeper than " + std::to_string(kMaxExpressionDepth) + " levels");
+    return e;
+  }
+
   ExprPtr parse_tuple_or_expr(bool with_condexpr) {
     const int line = peek().line;
     ExprPtr first = with_condexpr ? parse_expression() : parse_or();
@@ -278,7 +294,7 @@ class Parser {
       if (peek().type == Token::Type::BlockEnd || peek().type == Token::Type::VarEnd || is_name("if") || is_op(")")) break;
       t->args.push_back(with_condexpr ? parse_expression() : parse_or());
     }
-    return t;
+    return finish(std::move(t));
   }
 
   ExprPtr parse_expression() {
@@ -291,7 +307,7 @@ class Parser {
       c->args.push_back(std::move(cond));
       c->args.push_back(std::move(e));
       c->args.push_back(accept_name("else") ? parse_expression() : nullptr);
-      e = std::move(c);
+      e = finish(std::move(c));
     }
     return e;
   }
@@ -301,7 +317,7 @@ class Parser {
     b->name = std::move(op);
     b->args.push_back(std::move(l));
     b->args.push_back(std::move(r));
-    return b;
+    return finish(std::move(b));
   }
 
   ExprPtr parse_or() {
@@ -320,7 +336,7 @@ class Parser {
       const int line = next().line;
       auto n = make(Expr::Kind::Not, line);
       n->args.push_back(parse_not());
-      return n;
+      return finish(std::move(n));
     }
     return parse_compare();
   }
@@ -370,6 +386,7 @@ class Parser {
       const Token& t = next();
       e = make(t.text == "-" ? Expr::Kind::Neg : Expr::Kind::Pos, t.line);
       e->args.push_back(parse_unary(false));
+      e = finish(std::move(e));
     } else {
       e = parse_postfix(parse_primary());
     }
@@ -417,7 +434,7 @@ class Parser {
             if (!l->args.empty()) { expect_op(","); if (accept_op("]")) break; }
             l->args.push_back(parse_expression());
           }
-          return l;
+          return finish(std::move(l));
         }
         if (t.text == "{") {
           next();
@@ -428,7 +445,7 @@ class Parser {
             expect_op(":");
             d->args.push_back(parse_expression());
           }
-          return d;
+          return finish(std::move(d));
         }
         break;
       default: break;
@@ -472,14 +489,14 @@ class Parser {
           a->name = expect_name();
           a->args.push_back(std::move(e));
         }
-        e = std::move(a);
+        e = finish(std::move(a));
       } else if (accept_op("[")) {
         e = parse_subscript(std::move(e), line);
       } else if (accept_op("(")) {
         auto c = make(Expr::Kind::Call, line);
         c->args.push_back(std::move(e));
         parse_call_args(*c);
-        e = std::move(c);
+        e = finish(std::move(c));
       } else {
         return e;
       }
@@ -505,12 +522,12 @@ class Parser {
       auto it = make(Expr::Kind::Item, line);
       it->args.push_back(std::move(obj));
       it->args.push_back(std::move(parts[0]));
-      return it;
+      return finish(std::move(it));
     }
     auto s = make(Expr::Kind::Slice, line);
     s->args.push_back(std::move(obj));
     for (auto& p : parts) s->args.push_back(std::move(p));
-    return s;
+    return finish(std::move(s));
   }
 
   ExprPtr parse_filters(ExprPtr e, bool first_done) {
@@ -526,7 +543,7 @@ class Parser {
       if (!is_known_filter(f->name)) fail_at(line, "unknown filter '" + f->name + "'");
       f->args.push_back(std::move(e));
       if (accept_op("(")) parse_call_args(*f);
-      e = std::move(f);
+      e = finish(std::move(f));
     }
   }
 
@@ -546,7 +563,7 @@ class Parser {
                !is_name("in") && !is_name("not")) {
       t->args.push_back(parse_postfix(parse_unary_arg()));
     }
-    return t;
+    return finish(std::move(t));
   }
 
   ExprPtr parse_unary_arg() {
@@ -554,7 +571,7 @@ class Parser {
       const int line = next().line;
       auto n = make(Expr::Kind::Neg, line);
       n->args.push_back(parse_primary());
-      return n;
+      return finish(std::move(n));
     }
     return parse_primary();
   }

@@ -69,7 +69,8 @@ std::string error_of(const std::string& source, chat::RenderLimits limits = {}) 
 
 void expect_error(const std::string& source, const std::string& needle, chat::RenderLimits limits = {}) {
   const std::string err = error_of(source, limits);
-  EXPECT_NE(err.find(needle), std::string::npos) << "template: " << source << "\nerror: " << err;
+  EXPECT_NE(err.find(needle), std::string::npos)
+      << "template: " << source.substr(0, 300) << (source.size() > 300 ? "..." : "") << "\nerror: " << err.substr(0, 300);
 }
 
 TEST(MalformedTemplates, NameTheConstructAndLine) {
@@ -108,9 +109,10 @@ TEST(HostileTemplates, AreStoppedByLimits) {
   small.max_steps = 100000;
   expect_error("{% for i in range(100000000) %}{% endfor %}", "range too large", small);
   expect_error("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", "render limit exceeded", small);
-  small.max_output_bytes = 1 << 20;
-  expect_error("{% for i in range(1000) %}{{ 'x' * 10000 }}{% endfor %}", "exceeds", small);
   expect_error("{{ 'x' * 100000000000 }}", "repetition too large", small);
+  chat::RenderLimits small_output;  // the steps as default: printing is work too
+  small_output.max_output_bytes = 1 << 20;
+  expect_error("{% for i in range(1000) %}{{ 'x' * 10000 }}{% endfor %}", "exceeds", small_output);
   chat::RenderLimits small_values;
   small_values.max_value_bytes = 1 << 20;
   expect_error("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "too long",
@@ -160,6 +162,166 @@ TEST(HostileTemplates, LimitsHoldBeforeTheMemoryIsSpent) {
   }
 }
 
+// Issue 39: a left-associative chain is parsed in a loop but nests one AST
+// level per operator; 20,000 terms overflowed the evaluator's stack (and the
+// tree's destructor's) with SIGSEGV. Every form with operands is bounded.
+TEST(HostileTemplates, LongChainsOfEveryFormAreRefusedByName) {
+  auto chain = [](const std::string& first, const std::string& link, int n) {
+    std::string s = first;
+    for (int k = 0; k < n; ++k) s += link;
+    return s;
+  };
+  const int n = 20000;
+  const std::vector<std::string> expressions = {
+      chain("1", " + 1", n),          chain("'a'", "|lower", n),      chain("'a'", " ~ 'a'", n),
+      chain("1", " and 1", n),        chain("0", " or 0", n),         chain("messages", ".x", n),
+      chain("[1]", "[0]", n),         chain("'a'", "[0:]", n),        chain("range", "(1)", n),
+      chain("1", " is defined", n),   chain("1", " == 1", n),         chain("'a'", " in 'a'", n),
+      chain("1", " if 1", n),         chain("1", " * 1", n),          chain("2", " ** 1", n),
+      chain("1", " is not none", n),  chain("1", " < 1", n),          chain("1", " not in [1]", n),
+  };
+  for (const std::string& e : expressions) {
+    expect_error("{{ " + e + " }}", "line 1: expression nests deeper than 200 levels");
+    expect_error("{% set x = " + e + " %}", "expression nests deeper than 200 levels");
+  }
+  // The bound itself: 200 levels render, 201 do not.
+  EXPECT_EQ(error_of("{{ " + chain("1", " + 1", 199) + " }}"), "");
+  expect_error("{{ " + chain("1", " + 1", 200) + " }}", "expression nests deeper than 200 levels");
+  chat::ChatTemplate t("{{ " + chain("1", " + 1", 199) + " }}|{{ " + chain("'a'", "|upper|lower", 99) + " }}");
+  chat::ChatInputs in;
+  in.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  EXPECT_EQ(t.render(in), "200|a");
+}
+
+// Blocks, expressions and macro calls nest on one stack: macros multiply the
+// parser's bounds, so the render bounds their sum (and holds under ASan).
+TEST(HostileTemplates, NestingAcrossMacroCallsIsBoundedByName) {
+  std::string slices;
+  for (int k = 0; k < 190; ++k) slices += "[0:]";
+  // Each call holds 190 slice levels open below the next call.
+  expect_error("{% macro f(n) %}{{ (f(n - 1) if n > 0 else 'x')" + slices + " }}{% endmacro %}{{ f(60) }}",
+               "template nests deeper than 1000 levels");
+  std::string ifs, endifs;
+  for (int k = 0; k < 150; ++k) { ifs += "{% if 1 %}"; endifs += "{% endif %}"; }
+  expect_error("{% macro f(n) %}" + ifs + "{{ f(n - 1) if n > 0 }}" + endifs + "{% endmacro %}{{ f(60) }}",
+               "template nests deeper than 1000 levels");
+  // Ordinary recursion stays well within it.
+  EXPECT_EQ(error_of("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}"), "");
+}
+
+// Values a template builds may nest without bound (`set x = [x]` in a loop,
+// a namespace holding itself); the walks over them (tojson, str(), ==, <)
+// recursed once per level, and so did destroying them.
+TEST(HostileTemplates, DeeplyNestedValuesAreRefusedByNameAndFreedWithoutRecursion) {
+  auto deep_lists = [](int depth) {
+    return "{% set ns = namespace(x=[], y=[]) %}{% for i in range(" + std::to_string(depth) +
+           ") %}{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}{% endfor %}";
+  };
+  expect_error(deep_lists(100000) + "{{ ns.x | tojson }}", "tojson: value nests deeper than 512 levels");
+  const std::string deep = deep_lists(20000);
+  expect_error(deep + "{{ ns.x }}", "str(): value nests deeper than 512 levels");
+  expect_error(deep + "{{ ns.x ~ '' }}", "str(): value nests deeper than 512 levels");
+  expect_error(deep + "{{ ns.x == ns.y }}", "comparison: value nests deeper than 512 levels");
+  expect_error(deep + "{{ ns.x < ns.y }}", "comparison: value nests deeper than 512 levels");
+  expect_error(deep + "{{ ns.x in [ns.y] }}", "comparison: value nests deeper than 512 levels");
+  expect_error("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}", "value nests deeper than 512 levels");
+  expect_error("{% set ns = namespace() %}{% set d = {'n': [ns]} %}{% set ns.d = d %}{{ d }}",
+               "str(): value nests deeper than 512 levels");
+  // Built and dropped, never walked: 200,000 levels (~20 MB of stack when
+  // destroyed by recursion), freed by a loop.
+  EXPECT_EQ(error_of("{% set ns = namespace(x=[], d={}) %}{% for i in range(500) %}{% for j in range(400) %}"
+                     "{% set ns.x = [ns.x] %}{% set ns.d = {'d': ns.d} %}{% endfor %}{% endfor %}"),
+            "");
+  // A namespace holding itself (reference counts never free that cycle) is
+  // emptied when the render ends: LeakSanitizer watches this under ASan.
+  EXPECT_EQ(error_of("{% set ns = namespace(s='x' * 1000000) %}{% set ns.self = ns %}"
+                     "{% set ns.l = [ns, {'ns': ns}] %}"),
+            "");
+  // Identical shallow values still compare as Python compares them.
+  EXPECT_EQ(error_of("{% set a = [[1], {'k': [2]}] %}{% if not (a == a and [[1], {'k': [2]}] == a) %}"
+                     "{{ raise_exception('unequal') }}{% endif %}"),
+            "");
+}
+
+// The server bounds a body's JSON depth (128), but from_json itself refuses
+// depth beyond kMaxValueDepth instead of recursing once per level.
+TEST(HostileTemplates, DeepJsonInputIsRefusedByName) {
+  auto nested = [](int depth) {
+    return nlohmann::ordered_json::parse(std::string(static_cast<std::size_t>(depth), '[') +
+                                         std::string(static_cast<std::size_t>(depth), ']'));
+  };
+  EXPECT_NO_THROW(chat::Value::from_json(nested(chat::kMaxValueDepth)));
+  for (const int depth : {chat::kMaxValueDepth + 1, 100000}) {
+    try {
+      chat::Value::from_json(nested(depth));
+      ADD_FAILURE() << depth << " levels accepted";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), "chat template input: JSON nests deeper than 512 levels");
+    }
+  }
+  chat::ChatTemplate t("{{ deep | tojson }}");
+  chat::ChatInputs in;
+  in.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  in.kwargs["deep"] = nested(600);
+  EXPECT_THROW(t.render(in), Error);
+  in.kwargs["deep"] = nested(chat::kMaxValueDepth);
+  EXPECT_EQ(t.render(in), std::string(512, '[') + std::string(512, ']'));
+}
+
+// Issue 39: string work escaped the step budget — comparing two 30 MB strings
+// 2,000 times took 80 s, a 15 MB needle searched for in 30 MB ran past 90 s,
+// repeated replace / upper 14-17 s. Each operation now counts the bytes it
+// touches (kBytesPerStep = 16 to a step), so these stop at the step limit
+// (in about a second) where before they ran to the end without an error.
+TEST(HostileTemplates, StringWorkIsChargedAgainstTheStepLimit) {
+  const std::string big = "{% set a = 'x' * 30000000 %}{% set b = 'x' * 30000000 %}";
+  const std::vector<std::string> cases = {
+      big + "{% for i in range(2000) %}{% if a == b %}{% endif %}{% endfor %}",
+      "{% set a = 'a' * 30000000 %}{% set b = 'a' * 15000000 ~ 'b' %}"
+      "{% for i in range(100) %}{% if b in a %}{% endif %}{% endfor %}",
+      big + "{% for i in range(200) %}{% set c = a.replace('y', 'z') %}{% endfor %}",
+      big + "{% for i in range(200) %}{% set c = a.replace('x', 'y') %}{% endfor %}",
+      big + "{% for i in range(200) %}{% set c = a | upper %}{% endfor %}",
+      big + "{% for i in range(200) %}{% set c = a.upper() %}{% endfor %}",
+  };
+  for (const std::string& source : cases) expect_error(source, "render limit exceeded (20000000 steps)");
+}
+
+// Every other operation whose cost grows with its strings, on 3 MB strings in
+// a loop that would once have run all its 1,000 rounds uncharged: with an
+// 800,000-step budget (building the strings takes 560,000) each now stops
+// within two rounds.
+TEST(HostileTemplates, EveryStringOperationIsCharged) {
+  chat::RenderLimits limits;
+  limits.max_steps = 800'000;
+  const std::string big = "{% set a = 'x' * 3000000 %}{% set b = 'x' * 2999999 ~ 'y' %}";
+  const std::vector<std::string> ops = {
+      "a != b", "a < b", "a >= b", "a is eq b", "b is lt a", "'y' in a", "'y' not in a", "a.startswith(b)",
+      "a.endswith(b)", "a.find('y')", "a.rfind('y')", "a.count('y')", "b.index('y')", "a.split('y')",
+      "a.split()", "a.strip()", "a.lstrip('y')", "a | trim", "a.lower()", "a.title()", "a.capitalize()",
+      "a | lower", "a | title", "a | capitalize", "a | replace('y', 'z')", "a.isdigit()", "a | length",
+      "a | tojson", "a | reverse", "a[-1]", "a ~ 'y'", "a + 'y'", "[a] | join(',')", "a | int", "a | float",
+      "a is lower", "[a] | string", "{a: 1} | tojson", "{a: 1, b: 2} | length", "[a, b] | sort",
+      "[a, b] | unique", "[a, b] | max", "a | indent", "{a: 1}.keys()", "[a] | map('upper') | list",
+  };
+  for (const std::string& op : ops) {
+    const std::string source = big + "{% for i in range(1000) %}{% set c = " + op + " %}{% endfor %}";
+    expect_error(source, "render limit exceeded (800000 steps)", limits);
+  }
+  // Printing is writing: a 1 MB string printed into a set block, 1,000 times.
+  expect_error("{% set a = 'x' * 1000000 %}{% for i in range(1000) %}{% set c %}{{ a }}{% endset %}{% endfor %}",
+               "render limit exceeded (800000 steps)", limits);
+}
+
+// Jinja's replace filter calls Python's str.replace: an empty pattern puts
+// the replacement before every character and at the end.
+TEST(ChatTemplate, ReplaceWithAnEmptyPatternMatchesPython) {
+  chat::ChatTemplate t("{{ 'ab' | replace('', '-') }}|{{ 'ab' | replace('', '-', 2) }}|{{ '' | replace('', '-') }}");
+  chat::ChatInputs in;
+  in.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  EXPECT_EQ(t.render(in), "-a-b-|-a-b|-");
+}
+
 TEST(ChatTemplate, RaiseExceptionKeepsTheMessage) {
   chat::ChatTemplate t("{% if messages[0].role != 'system' %}{{ raise_exception('need a system message') }}{% endif %}");
   chat::ChatInputs in;
@@ -179,6 +341,11 @@ TEST(ChatTemplate, MessagesAreNormalizedAsTransformersDoes) {
   chat::ChatInputs in;
   in.messages = nlohmann::ordered_json::parse(R"([{"role": "assistant", "content": null, "reasoning": "r"}])");
   EXPECT_EQ(t.render(in), R"({"thinking": "r", "role": "assistant", "reasoning": "r", "reasoning_content": "r"})");
+  // Keys already named thinking / reasoning_content keep their places (as
+  // dict(thinking=r, **m, reasoning_content=r) orders them).
+  in.messages = nlohmann::ordered_json::parse(
+      R"([{"role": "assistant", "reasoning_content": "r", "content": "c", "thinking": "t"}])");
+  EXPECT_EQ(t.render(in), R"({"thinking": "t", "role": "assistant", "reasoning_content": "r", "content": "c"})");
 }
 
 }  // namespace
