@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from test_serve import CONTEXT, FP8, NAME, Server
+from test_serve_load import body  # prompts, lengths and seeds of the load tests
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -235,20 +236,6 @@ def test_request_chat_template_and_reserved_kwargs_are_refused(server):
 
 # ---- the load test with poison requests --------------------------------------------------
 
-WORDS = ["The ship", "A letter came", "In the morning", "My dear friend", "The old house", "He said nothing",
-         "When the war", "The garden was", "She laughed and", "At the inn"]
-
-
-def body(i, stream):
-    b = {"model": NAME, "prompt": f"{WORDS[i % 10]} {i % 13}", "max_tokens": 6 + i % 11, "ignore_eos": True,
-         "stream": stream}
-    if i % 2:
-        b.update(temperature=0.9, top_p=0.95, seed=1000 + i)
-    else:
-        b["temperature"] = 0
-    return b
-
-
 async def streamed(client, url, b):
     text, error = "", None
     async with client.stream("POST", url + "/v1/completions", json=b) as r:
@@ -350,5 +337,44 @@ def test_poison_under_load_fails_only_itself(fp8lm_bin):
         assert peak - baseline < 1500, (baseline, peak)
         assert after - baseline < 64, (baseline, after)
         assert healthy(s)
+    finally:
+        s.stop_cleanly()
+
+
+@pytest.mark.parametrize("kind", ["chain", "deep_value", "string_work"])
+def test_hostile_chat_templates_fail_the_request_not_the_server(fp8lm_bin, tmp_path, kind):
+    """--chat-template takes any file: a 20,000-term `+` chain (the parser built a tree that deep
+    and rendering it crashed the process), a value nested 100,000 deep printed with tojson
+    (SIGSEGV), and 2,000 comparisons of a 30 MB message (80 s of one handler thread) each end in a
+    400 that names the bound, at once, and the server serves on."""
+    template = tmp_path / f"{kind}.jinja"
+    if kind == "chain":
+        template.write_text("{{ " + "+".join(["1"] * 20_000) + " }}")
+        needle = "expression nests deeper than 200 levels"
+    elif kind == "deep_value":
+        template.write_text("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+                            "{% endfor %}{{ ns.x | tojson }}")
+        needle = "nests deeper than 512 levels"
+    else:
+        template.write_text("{% for i in range(2000) %}{% if messages[0].content == messages[0].content ~ '' %}"
+                            "{% endif %}{% endfor %}{{ messages[0].content[:10] }}")
+        needle = "render limit exceeded"
+    if kind == "chain":  # refused while parsing: --chat-template's file is named and the server never starts
+        import subprocess
+        r = subprocess.run([fp8lm_bin, "serve", str(REPO / "models" / NAME), "--chat-template", str(template),
+                            "--port", "0"], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and needle in r.stderr and "internal error" not in r.stderr, r.stderr
+        return
+    s = Server(fp8lm_bin, "--chat-template", str(template), "--max-num-seqs", "2")
+    try:
+        content = "x" * 30_000_000 if kind == "string_work" else "hi"
+        start = time.monotonic()
+        e = error_of(post(s, "/v1/chat/completions", {"messages": [{"role": "user", "content": content}],
+                                                      "max_tokens": 2}))
+        assert needle in e["message"], e
+        assert time.monotonic() - start < 30
+        assert healthy(s)
+        r = post(s, "/v1/completions", {"prompt": "Once", "max_tokens": 2})
+        assert r.status_code == 200, r.text
     finally:
         s.stop_cleanly()
