@@ -60,9 +60,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
     const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, /*add_special_tokens=*/false);
     const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
     try {
-      engine::SamplingParams turn = params;
-      fit_to_max_model_len(turn, int64_t(prompt_ids.size()), *rt);
-      const engine::GenerationResult r = engine::generate(*rt, prompt_ids, turn, [](std::string_view piece) {
+      const engine::GenerationResult r = engine::generate(*rt, prompt_ids, params, [](std::string_view piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       });

@@ -49,7 +49,6 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   std::fprintf(stderr, "fp8lm: %s\n", note.c_str());
   const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, !gf.no_special);
   const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
-  fit_to_max_model_len(params, int64_t(prompt_ids.size()), *rt);
   engine::GenerationResult r;
   if (gf.json) {
     r = engine::generate(*rt, prompt_ids, params);

@@ -56,8 +56,7 @@ engine::RuntimeOptions RunFlags::options() const {
   if (kv_cache_tokens < 0) throw Error("--kv-cache-tokens: " + std::to_string(kv_cache_tokens) + " is negative");
   o.kv_cache_tokens = kv_cache_tokens;
   if (!kv_cache_memory.empty()) o.kv_cache_bytes = parse_byte_size(kv_cache_memory, "--kv-cache-memory");
-  if (max_model_len < 0) throw Error("--max-model-len: " + std::to_string(max_model_len) + " is negative");
-  o.max_model_len = max_model_len;
+  o.max_model_len = max_model_len;  // checked by the runtime (engine::resolve_max_model_len)
   o.calibrate_kv_scales = !no_kv_calibration;
   if (kernels == "auto") o.kernels = KernelChoice::kAuto;
   else if (kernels == "scalar") o.kernels = KernelChoice::kScalar;
@@ -110,16 +109,6 @@ void add_max_model_len_flag(CLI::App* cmd, RunFlags& flags) {
 
 int64_t max_model_len_for(const RunFlags& flags, int64_t context) {
   return engine::resolve_max_model_len(flags.max_model_len, context);
-}
-
-void fit_to_max_model_len(engine::SamplingParams& p, int64_t prompt_tokens, const engine::Runtime& rt) {
-  const int64_t len = rt.max_model_len();
-  if (len >= rt.config().max_position_embeddings) return;
-  if (prompt_tokens >= len)
-    throw Error("the prompt has " + std::to_string(prompt_tokens) + " tokens; max_model_len is " + std::to_string(len) +
-                " tokens, which leaves no room to generate (--max-model-len; the model's context is " +
-                std::to_string(rt.config().max_position_embeddings) + ")");
-  p.max_tokens = int32_t(std::min<int64_t>(p.max_tokens, len - prompt_tokens));
 }
 
 std::shared_ptr<SamplingFlags> add_sampling_flags(CLI::App* cmd) {

@@ -37,11 +37,6 @@ void add_max_model_len_flag(CLI::App* cmd, RunFlags& flags);
 // The run's max_model_len before anything loads, against the model's context (`context`): the
 // flag, or the context. Throws fp8lm::Error naming --max-model-len when it is beyond it.
 int64_t max_model_len_for(const RunFlags& flags, int64_t context);
-// `p.max_tokens` capped to what rt.max_model_len() leaves after a prompt of `prompt_tokens`
-// (generation then finishes with "length", as at the end of the context). Throws fp8lm::Error
-// naming --max-model-len when the prompt leaves no room. Where max_model_len is the model's
-// context, engine::generate makes the same checks.
-void fit_to_max_model_len(engine::SamplingParams& p, int64_t prompt_tokens, const engine::Runtime& rt);
 
 // "123", "8G", "8GiB", "512M", "1.5G": bytes. k/M/G/T are powers of 1000,
 // Ki/Mi/Gi/Ti powers of 1024, a trailing "B" is allowed. Throws fp8lm::Error

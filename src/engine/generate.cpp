@@ -48,9 +48,15 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   params.validate();
   const int64_t context = rt.max_model_len();  // the model's context, or less (--max-model-len)
   if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
-  if (int64_t(prompt.size()) >= context)
-    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context (max_model_len) is " +
-                std::to_string(context) + " tokens, which leaves no room to generate");
+  if (int64_t(prompt.size()) >= context) {
+    const int64_t model_context = rt.config().max_position_embeddings;
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens; " +
+                (context < model_context ? "max_model_len is " + std::to_string(context) +
+                                               " tokens, which leaves no room to generate (--max-model-len; the "
+                                               "model's context is " + std::to_string(model_context) + ")"
+                                         : "the model's context is " + std::to_string(context) +
+                                               " tokens, which leaves no room to generate"));
+  }
   const int64_t max_new = std::min<int64_t>(params.max_tokens, context - int64_t(prompt.size()));
 
   GenerationResult r;

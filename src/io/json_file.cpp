@@ -10,13 +10,19 @@ namespace {
 // Thrown by the depth callback; caught below and turned into the caller's error.
 struct TooDeep {};
 
+// Whether a parser callback's event opens a container past the bound: the
+// callback sees each container's start with the depth of its parent (0 for the
+// outermost), so it can refuse it before it is built.
+template <typename Json>
+bool opens_beyond(int depth, typename Json::parse_event_t event, int max_depth) {
+  return (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+         depth >= max_depth;
+}
+
 template <typename Json>
 Json parse_bounded(std::string_view text, const std::string& origin, int max_depth) {
-  // The callback sees each container's start with the depth of its parent
-  // (0 for the outermost) and refuses it before it is built.
   const typename Json::parser_callback_t limit = [max_depth](int depth, typename Json::parse_event_t event, Json&) {
-    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
-    if (opens && depth >= max_depth) throw TooDeep{};
+    if (opens_beyond<Json>(depth, event, max_depth)) throw TooDeep{};
     return true;
   };
   try {
@@ -47,8 +53,7 @@ std::optional<nlohmann::ordered_json> try_parse_ordered_json(std::string_view te
   // the bound is discarded where it opens (nothing below it is built) and noted.
   bool deep = false;
   const Json::parser_callback_t limit = [max_depth, &deep](int depth, Json::parse_event_t event, Json&) {
-    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
-    if (opens && depth >= max_depth) deep = true;
+    deep = deep || opens_beyond<Json>(depth, event, max_depth);
     return !deep;
   };
   Json j = Json::parse(text.begin(), text.end(), limit, /*allow_exceptions=*/false);

@@ -43,8 +43,8 @@ namespace {
 // the response rather than a reset that discards it.
 constexpr auto kLingerTime = std::chrono::milliseconds(2000);
 constexpr size_t kLingerBytes = 4 << 20;
-constexpr int kListenBacklog = 1024;
-constexpr size_t kTrimAfterBodyBytes = 1 << 20;  // httplib's 5 drops bursts of new connections
+constexpr int kListenBacklog = 1024;  // httplib's 5 drops bursts of new connections
+constexpr size_t kTrimAfterBodyBytes = 1 << 20;  // a request body this large is trimmed after (serve)
 
 int ms_until(Clock::time_point t) {
   const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();

@@ -59,8 +59,6 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump(error_body(e)), "application/json");
 }
 
-// A request whose step failed in the engine (the device had no memory left
-// for it): retryable, so 503, with what failed.
 // A request that finished with "error": 503 when the device ran out of memory
 // for its step (another try may find some), 500 when work of its own failed
 // (a row that could not be sampled, its text); the others were served as ever.
@@ -827,8 +825,8 @@ struct Server::Impl {
       }
       // A JSON route takes JSON alone: a web page may post text/plain (or a form)
       // to a local server without a CORS preflight, application/json it may not.
-      if (route != nullptr && route->json_body && !is_json_content_type(req.get_header_value("Content-Type"))) {
-        const std::string given = req.get_header_value("Content-Type");
+      const std::string given = route != nullptr && route->json_body ? req.get_header_value("Content-Type") : "";
+      if (route != nullptr && route->json_body && !is_json_content_type(given)) {
         send_error(res, ApiError(415,
                                  std::string(route->path) + " takes a JSON body: send it with 'Content-Type: "
                                  "application/json'" + (given.empty() ? std::string(" (none was given)")
