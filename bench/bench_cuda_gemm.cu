@@ -15,10 +15,10 @@
 // of them ahead of the GPU and the events measure GPU time, not launch gaps.
 // Timed is GemmArgs → run(), i.e. with the activation-scale transposition
 // block scaling needs (fp8lm's [m, L] → cuBLASLt's [L, m]); "block*" is the
-// same GEMM with the scales already in cuBLASLt's layout. "CUTLASS coop / stream-K /
-// ping-pong" are the configurations of the per-token × per-channel GEMM of
-// src/backend/cuda/cutlass_fp8_gemm.h (issue 19), when built, on cuBLASLt outer-vec's operands;
-// "CUTLASS block" is its block-scaled GEMM on block*'s.
+// same GEMM with the scales already in cuBLASLt's layout. "CUTLASS stream-K / ping-pong" are
+// the configurations of the per-token × per-channel GEMM of src/backend/cuda/cutlass_fp8_gemm.h
+// (issue 19), when built, on cuBLASLt outer-vec's operands, each at every M (the engine takes
+// them only in linear_plan.cpp's measured ranges).
 //
 // Ceilings (../shared/docs/gpu.md, measured on this H200): 1426 TFLOP/s FP8,
 // 794 TFLOP/s BF16, 4.29 TB/s. "% roof" = the roofline time max(FLOP /
@@ -101,22 +101,17 @@ const Layer kLayers[] = {
     {"70b", "gate_up", 57344, 8192}, {"70b", "down", 8192, 28672},
 };
 
-// The CUTLASS modes follow in CutlassFp8Config's order (kCutlassFp8Configs).
-enum Mode {
-  kBf16, kTensor, kOuter, kBlock, kBlockPre, kCutlassOuter, kCutlassStreamK, kCutlassPingpong, kCutlassBlock, kModes
-};
+enum Mode { kBf16, kTensor, kOuter, kBlock, kBlockPre, kCutlassStreamK, kCutlassPingpong, kModes };
 const char* kModeNames[kModes] = {"bf16",
                                   "fp8_tensor",
                                   "fp8_outer_vector",
                                   "fp8_block",
                                   "fp8_block_prescaled",
-                                  "fp8_outer_vector_cutlass",
                                   "fp8_outer_vector_cutlass_stream_k",
-                                  "fp8_outer_vector_cutlass_pingpong",
-                                  "fp8_block_cutlass"};
+                                  "fp8_outer_vector_cutlass_pingpong"};
 const char* kModeShort[kModes] = {"BF16",      "FP8 tensor", "FP8 outer-vec", "FP8 block", "FP8 block*",
-                                  "CUTLASS coop", "CUTLASS stream-K", "CUTLASS ping-pong", "CUTLASS block"};
-bool is_cutlass(int mode) { return mode >= kCutlassOuter && mode <= kCutlassPingpong; }
+                                  "CUTLASS stream-K", "CUTLASS ping-pong"};
+bool is_cutlass(int mode) { return mode == kCutlassStreamK || mode == kCutlassPingpong; }
 
 struct Result {
   std::string model, layer;
@@ -264,7 +259,8 @@ int main(int argc, char** argv) {
             return a;
           };
           if (mode == kBlockPre && kb % 4 != 0) continue;
-          // The CUTLASS GEMM on the same operands as the cuBLASLt outer-vector one.
+          // The CUTLASS GEMM on the same operands as the cuBLASLt outer-vector one, the mode's
+          // configuration at every M.
           auto cutlass_args = [&](int r) {
             CutlassFp8GemmArgs c;
             c.m = m;
@@ -275,21 +271,8 @@ int main(int argc, char** argv) {
             c.w = w8[size_t(r % r8)].as<uint8_t>();
             c.w_scale = ws_c[size_t(r % r8)].as<float>();
             c.y = out.get();
-            c.config = kCutlassFp8Configs[is_cutlass(mode) ? mode - kCutlassOuter : 0];
-            return c;
-          };
-          // The block-scaled CUTLASS GEMM on cuBLASLt block*'s operands (every scale is the same
-          // value here, so the weight grid's transposition does not matter to the timing).
-          auto cutlass_block_args = [&](int r) {
-            CutlassFp8BlockGemmArgs c;
-            c.m = m;
-            c.n = n;
-            c.k = k;
-            c.x = x8.as<uint8_t>();
-            c.x_scale = xs_cub.as<float>();
-            c.w = w8[size_t(r % r8)].as<uint8_t>();
-            c.w_scale = ws_b[size_t(r % r8)].as<float>();
-            c.y = out.get();
+            c.config =
+                mode == kCutlassPingpong ? CutlassFp8Config::kPingpong64x128 : CutlassFp8Config::kStreamK128x128;
             return c;
           };
           std::optional<DeviceBuffer> cutlass_ws;
@@ -300,22 +283,14 @@ int main(int argc, char** argv) {
                                cutlass_ws ? cutlass_ws->bytes() : 0, stream);
               return;
             }
-            if (mode == kCutlassBlock) {
-              cutlass_fp8_block_gemm(cutlass_block_args(i), cutlass_ws ? cutlass_ws->get() : nullptr,
-                                     cutlass_ws ? cutlass_ws->bytes() : 0, stream);
-              return;
-            }
 #endif
             gemm.run(args_for(i), stream);
           };
-          if (is_cutlass(mode) || mode == kCutlassBlock) {
+          if (is_cutlass(mode)) {
 #ifdef FP8LM_WITH_CUTLASS
-            const bool block = mode == kCutlassBlock;
-            res.reason = block ? cutlass_fp8_block_gemm_unsupported(cutlass_block_args(0))
-                               : cutlass_fp8_gemm_unsupported(cutlass_args(0));
+            res.reason = cutlass_fp8_gemm_unsupported(cutlass_args(0));
             if (res.reason.empty()) {
-              const size_t bytes = block ? cutlass_fp8_block_gemm_workspace_bytes(cutlass_block_args(0))
-                                         : cutlass_fp8_gemm_workspace_bytes(cutlass_args(0));
+              const size_t bytes = cutlass_fp8_gemm_workspace_bytes(cutlass_args(0));
               if (bytes > 0) cutlass_ws.emplace(alloc, bytes, stream);
             }
 #else
@@ -359,7 +334,7 @@ int main(int argc, char** argv) {
           const size_t elem = mode == kBf16 ? 2 : 1;
           double wbytes = double(n * k) * double(elem);
           if (mode == kOuter || is_cutlass(mode)) wbytes += 4.0 * double(n);
-          if (mode == kBlock || mode == kBlockPre || mode == kCutlassBlock) wbytes += 4.0 * double(nb * kb);
+          if (mode == kBlock || mode == kBlockPre) wbytes += 4.0 * double(nb * kb);
           const double bytes = wbytes + double(m * k) * double(elem) + double(m * n) * 2.0;
           const double peak = mode == kBf16 ? kBf16Peak : kFp8Peak;
           res.tflops = flops / t / 1e12;
@@ -383,7 +358,7 @@ int main(int argc, char** argv) {
     // The fastest supported CUTLASS configuration of a case, or null.
     auto best_cutlass = [&](const std::string& model, const std::string& layer, int64_t m) -> const Result* {
       const Result* best = nullptr;
-      for (int mode = kCutlassOuter; mode <= kCutlassPingpong; ++mode) {
+      for (int mode : {kCutlassStreamK, kCutlassPingpong}) {
         const Result* r = find(model, layer, m, mode);
         if (r && r->supported && (best == nullptr || r->median_us < best->median_us)) best = r;
       }
@@ -411,21 +386,20 @@ int main(int argc, char** argv) {
           std::printf("\n");
         }
       }
-      std::printf("\nRatios at M ≥ 4096 (median times):\n\n| layer | M | FP8 tensor / BF16 | FP8 outer-vec / BF16 | FP8 block / BF16 | FP8 block / FP8 tensor | FP8 block* / FP8 tensor | CUTLASS / cuBLASLt outer-vec | CUTLASS block / FP8 tensor |\n|---|---|---|---|---|---|---|---|---|\n");
+      std::printf("\nRatios at M ≥ 4096 (median times):\n\n| layer | M | FP8 tensor / BF16 | FP8 outer-vec / BF16 | FP8 block / BF16 | FP8 block / FP8 tensor | FP8 block* / FP8 tensor | CUTLASS / cuBLASLt outer-vec |\n|---|---|---|---|---|---|---|---|\n");
       for (const Layer& L : kLayers) {
         if (std::string(L.model) != model) continue;
         for (int64_t m : ms) {
           if (m < 4096) continue;
           const Result *b = find(model, L.name, m, kBf16), *t = find(model, L.name, m, kTensor),
                        *o = find(model, L.name, m, kOuter), *bl = find(model, L.name, m, kBlock),
-                       *bp = find(model, L.name, m, kBlockPre), *co = best_cutlass(model, L.name, m),
-                       *cb = find(model, L.name, m, kCutlassBlock);
+                       *bp = find(model, L.name, m, kBlockPre), *co = best_cutlass(model, L.name, m);
           auto ratio = [](const Result* num, const Result* den) {
             return (num && den && num->supported && den->supported) ? den->median_us / num->median_us : NAN;
           };
-          std::printf("| %s | %lld | %.2f× | %.2f× | %.2f× | %.0f%% | %.0f%% | %.2f× | %.0f%% |\n", L.name,
+          std::printf("| %s | %lld | %.2f× | %.2f× | %.2f× | %.0f%% | %.0f%% | %.2f× |\n", L.name,
                       static_cast<long long>(m), ratio(t, b), ratio(o, b), ratio(bl, b), 100 * ratio(bl, t),
-                      100 * ratio(bp, t), ratio(co, o), 100 * ratio(cb, t));
+                      100 * ratio(bp, t), ratio(co, o));
         }
       }
       // Issue 19's per-shape choice for per-token × per-channel: the fastest CUTLASS

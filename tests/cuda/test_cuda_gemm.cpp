@@ -445,28 +445,26 @@ TEST(CudaGemm, Fp8OuterVectorMatchesCpuReference) {
 }
 
 #ifdef FP8LM_WITH_CUTLASS
-// What both CUTLASS tests do with one case: arguments the GEMM refuses must make the call throw,
-// naming why (returns that reason); the others run into a NaN-poisoned output and must match the
-// reference within the cuBLASLt tests' bound (returns "", and keeps the worst errors).
-template <class Args, class Unsupported, class WorkspaceBytes, class Gemm>
+// One CUTLASS case: arguments the GEMM refuses must make the call throw, naming why (returns that
+// reason); the others run into a NaN-poisoned output and must match the reference within the
+// cuBLASLt tests' bound (returns "", and keeps the worst errors).
 std::string check_cutlass_case(cuda::DeviceAllocator& alloc, cuda::Stream& stream, const Shape& s, const Fp8Problem& p,
-                               Args a, Unsupported unsupported, WorkspaceBytes workspace_bytes, Gemm gemm,
-                               const std::string& what, double& worst, double& worst_rel) {
-  const std::string why = unsupported(a);
+                               cuda::CutlassFp8GemmArgs a, const std::string& what, double& worst, double& worst_rel) {
+  const std::string why = cuda::cutlass_fp8_gemm_unsupported(a);
   if (!why.empty()) {
     try {
-      gemm(a, nullptr, 0, stream);
+      cuda::cutlass_fp8_gemm(a, nullptr, 0, stream);
       ADD_FAILURE() << what << " " << shape_name(s) << ": refused, but the call did not throw";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
     return why;
   }
-  const size_t ws_bytes = workspace_bytes(a);
+  const size_t ws_bytes = cuda::cutlass_fp8_gemm_workspace_bytes(a);
   cuda::DeviceBuffer ws(alloc, std::max<size_t>(ws_bytes, 16), stream);
   const std::vector<float> got = run_into_poisoned(alloc, s.m, s.n, stream, [&](void* out) {
     a.y = out;
-    gemm(a, ws.get(), ws_bytes, stream);
+    cuda::cutlass_fp8_gemm(a, ws.get(), ws_bytes, stream);
   });
   const Comparison c = compare(got, p.ref, p.mag, fp8_e_coeff(s.k), kBf16U, s.n);
   EXPECT_EQ(c.violations, 0) << what << " " << shape_name(s) << ": " << c.violations
@@ -476,7 +474,7 @@ std::string check_cutlass_case(cuda::DeviceAllocator& alloc, cuda::Stream& strea
   return {};
 }
 
-// The CUTLASS GEMM (cutlass_fp8_gemm.h), every configuration, on the per-token × per-channel
+// The CUTLASS GEMM (cutlass_fp8_gemm.h), both configurations, on the per-token × per-channel
 // problems, against the same reference and bound as cuBLASLt's: every shape it takes (k % 16 =
 // 0, n % 8 = 0; it has no bias) must match, into a NaN-poisoned output; the others must be
 // refused, naming why. Beside the common shapes: partial tiles on every side, a Llama-3.1-8B-sized
@@ -504,9 +502,7 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
       a.w = d.w.as<uint8_t>(), a.w_scale = d.sw.as<float>();
       a.y = y.get();  // an aligned output to judge the shape by; the run writes its own
       a.config = config;
-      const std::string why = check_cutlass_case(alloc, stream, s, p, a, cuda::cutlass_fp8_gemm_unsupported,
-                                                 cuda::cutlass_fp8_gemm_workspace_bytes, cuda::cutlass_fp8_gemm, what,
-                                                 worst, worst_rel);
+      const std::string why = check_cutlass_case(alloc, stream, s, p, a, what, worst, worst_rel);
       EXPECT_EQ(why.empty(), s.k % 16 == 0 && s.n % 8 == 0) << what << " " << shape_name(s) << ": " << why;
       ran += why.empty();
     }
@@ -514,53 +510,6 @@ TEST(CudaGemm, CutlassFp8PerTokenPerChannelMatchesCpuReference) {
                 "worst ||err||/||ref|| %.2e\n",
                 what.c_str(), ran, shapes.size(), worst, worst_rel);
   }
-}
-#endif
-
-#ifdef FP8LM_WITH_CUTLASS
-// The block-scaled CUTLASS GEMM (cutlass_fp8_block_gemm) on the block problems, against the same
-// reference and bound as cuBLASLt's block GEMM, with the scale grids transposed to the MN-major
-// layout it reads. Shapes of whole 128 × 128 tiles must be taken; others may be refused (TMA's
-// alignment of the scale rows), naming why, and every shape taken must match.
-TEST(CudaGemm, CutlassFp8BlockMatchesCpuReference) {
-  REQUIRE_HOPPER();
-  cuda::DeviceAllocator alloc;
-  cuda::Stream stream;
-  std::vector<Shape> shapes = test_shapes();
-  shapes.push_back({256, 1024, 4096, false});
-  shapes.push_back({384, 640, 1280, false});
-  double worst = 0.0, worst_rel = 0.0;
-  int ran = 0, idx = 0;
-  std::string refused;
-  for (Shape s : shapes) {
-    s.bias = false;
-    const Fp8Problem p = make_fp8_problem(s, GemmScaleMode::kBlock, run_seed() + 7000 + uint64_t(idx++));
-    const int64_t kb = (s.k + 127) / 128, nb = (s.n + 127) / 128;
-    std::vector<float> sx(size_t(kb * s.m)), sw(size_t(kb * nb));  // [k-block][m], [k-block][n-block]
-    for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t b = 0; b < kb; ++b) sx[size_t(b * s.m + i)] = p.xq.scales[size_t(i * kb + b)];
-    for (int64_t j = 0; j < nb; ++j)
-      for (int64_t b = 0; b < kb; ++b) sw[size_t(b * nb + j)] = p.wq.scales[size_t(j * kb + b)];
-    const Fp8Device d = upload_problem(alloc, p);
-    const cuda::DeviceBuffer dsx = upload(alloc, sx), dsw = upload(alloc, sw);
-    cuda::DeviceBuffer y(alloc, size_t(s.m * s.n) * 2, stream);
-    cuda::CutlassFp8BlockGemmArgs a;
-    a.m = s.m, a.n = s.n, a.k = s.k;
-    a.x = d.x.as<uint8_t>(), a.x_scale = dsx.as<float>();
-    a.w = d.w.as<uint8_t>(), a.w_scale = dsw.as<float>();
-    a.y = y.get();
-    const std::string why = check_cutlass_case(alloc, stream, s, p, a, cuda::cutlass_fp8_block_gemm_unsupported,
-                                               cuda::cutlass_fp8_block_gemm_workspace_bytes,
-                                               cuda::cutlass_fp8_block_gemm, "CUTLASS block", worst, worst_rel);
-    if (s.m % 128 == 0 && s.n % 128 == 0 && s.k % 128 == 0) {
-      EXPECT_EQ(why, "") << shape_name(s);
-    }
-    if (!why.empty()) refused += " [" + shape_name(s) + ": " + why + "]";
-    ran += why.empty();
-  }
-  std::printf("[ summary  ] CUTLASS block-scaled: %d of %zu shapes ran, worst |err|/tol %.3f, worst ||err||/||ref|| %.2e\n",
-              ran, shapes.size(), worst, worst_rel);
-  if (!refused.empty()) std::printf("[ summary  ] CUTLASS block-scaled refused%s\n", refused.c_str());
 }
 #endif
 

@@ -140,8 +140,8 @@ TEST(CudaLinearPlan, PlanFields) {
 }
 
 // The measured CUTLASS ranges (linear_plan.cpp's kCutlassMeasured) reach the Llama-3.1-8B
-// shapes and scale pairings they were measured on, and nothing else: not another shape, not
-// another pairing, not a layer with bias.
+// shapes and the per-token × per-channel pairing they were measured on, and nothing else: not
+// another shape, not another pairing (block-scaled layers stay on cuBLASLt), not a layer with bias.
 TEST(CudaLinearPlan, MeasuredCutlassRangesOnlyOnTheirShapes) {
 #ifndef FP8LM_WITH_CUTLASS
   GTEST_SKIP() << "built without CUTLASS";
@@ -157,23 +157,22 @@ TEST(CudaLinearPlan, MeasuredCutlassRangesOnlyOnTheirShapes) {
   EXPECT_NE(down.cutlass_at(256), nullptr);
   EXPECT_EQ(down.cutlass_at(8), nullptr);  // the GEMV's rows
   EXPECT_EQ(down.cutlass_at(1024), nullptr);
-  EXPECT_FALSE(down.gemm_cutlass_block_scales);
   EXPECT_EQ(down.describe(),
             "w8a8 e4m3 w:channel a:dynamic-token | m<=8 gemv | m>8 cublaslt outer-vector | m in [9, 288] cutlass "
             "stream-k");
-  const LinearPlan qkv_block = plan(block, 6144, 4096);
-  EXPECT_NE(qkv_block.cutlass_at(16384), nullptr);
-  EXPECT_TRUE(qkv_block.gemm_cutlass_block_scales);
-  const LinearPlan gate_up_block = plan(block, 28672, 4096);
-  EXPECT_EQ(gate_up_block.cutlass_at(256), nullptr);
-  EXPECT_NE(gate_up_block.cutlass_at(1024), nullptr);
-  EXPECT_EQ(gate_up_block.cutlass_at(16384), nullptr);
-  // Another shape, another pairing (per-tensor × per-tensor), a bias: cuBLASLt everywhere.
-  for (const LinearPlan& p : {plan(channel, 4096, 4000), plan(block, 8192, 8192),
+  const LinearPlan gate_up = plan(channel, 28672, 4096);
+  ASSERT_NE(gate_up.cutlass_at(96), nullptr);
+  EXPECT_EQ(gate_up.cutlass_at(96)->config, CutlassFp8Config::kPingpong64x128);
+  EXPECT_EQ(gate_up.cutlass_at(97), nullptr);
+  // Another shape; the measured shapes block-scaled; another pairing (per-tensor × per-tensor);
+  // a bias: cuBLASLt everywhere.
+  for (const LinearPlan& p : {plan(channel, 4096, 4000), plan(block, 6144, 4096), plan(block, 28672, 4096),
+                              plan(block, 4096, 14336),
                               plan(fp8_scheme(ScaleLayout::tensor(), ActivationQuant::kDynamicTensor), 4096, 14336)}) {
-    EXPECT_EQ(p.cutlass_at(64), nullptr) << p.describe();
-    EXPECT_FALSE(p.gemm_cutlass_block_scales);
+    for (const int64_t m : {16, 64, 1024, 16384}) EXPECT_EQ(p.cutlass_at(m), nullptr) << m << ": " << p.describe();
   }
+  EXPECT_EQ(plan(block, 6144, 4096).describe(),
+            "w8a8 e4m3 w:block128x128 a:dynamic-group128 | m<=8 gemv | m>8 cublaslt block (m%4 rows gemv)");
   weights::LinearWeight with_bias = host_weight(channel, 4096, 14336, std::vector<uint8_t>(size_t(4096) * 14336));
   with_bias.bias.assign(4096, 0.5f);
   EXPECT_EQ(plan_linear(with_bias).cutlass_at(64), nullptr);

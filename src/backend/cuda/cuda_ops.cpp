@@ -70,28 +70,7 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
   impl_->fused_merge = env_switch_on("FP8LM_CUDA_FUSED_MERGE");
   impl_->moe_combine_in_norm = env_opt_in("FP8LM_CUDA_MOE_COMBINE_IN_NORM");
-  if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS"); c != nullptr && *c != '\0') {
-    const std::string v = c;
-    for (const CutlassFp8Config config : kCutlassFp8Configs)
-      if (v == cutlass_fp8_config_switch_name(config)) impl_->cutlass_outer = config;
-    if (v != "measured" && v != "off" && !impl_->cutlass_outer)
-      throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + " is not one of measured, off, coop, stream-k, ping-pong");
-#ifndef FP8LM_WITH_CUTLASS
-    if (impl_->cutlass_outer)
-      throw Error("cuda: FP8LM_CUDA_CUTLASS=" + v + ": this build has no CUTLASS GEMMs (no CUTLASS headers)");
-#endif
-    impl_->cutlass_outer_measured = v == "measured";
-  }
-  if (const char* c = std::getenv("FP8LM_CUDA_CUTLASS_BLOCK"); c != nullptr && *c != '\0') {
-    const std::string v = c;
-    if (v != "measured" && v != "0" && v != "1")
-      throw Error("cuda: FP8LM_CUDA_CUTLASS_BLOCK=" + v + " is not one of measured, 0, 1");
-#ifndef FP8LM_WITH_CUTLASS
-    if (v == "1") throw Error("cuda: FP8LM_CUDA_CUTLASS_BLOCK=1: this build has no CUTLASS GEMMs (no CUTLASS headers)");
-#endif
-    impl_->cutlass_block_measured = v == "measured";
-    impl_->cutlass_block = v == "1";
-  }
+  impl_->cutlass_measured = env_switch_on("FP8LM_CUDA_CUTLASS");
   impl_->attention_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionMergeCounters) * 4, impl_->stream);
   FP8LM_CUDA_CHECK(cudaMemsetAsync(impl_->attention_counters.get(), 0, impl_->attention_counters.bytes(), impl_->stream));
   impl_->fused_out_quant = env_opt_in("FP8LM_CUDA_FUSED_OUT_QUANT");
@@ -212,14 +191,6 @@ std::unique_ptr<backend::Weight> CudaOps::upload_linear_rows(const weights::Line
     l->w_scale_gemm = DeviceBuffer(a, size_t(cublas_block_scale_count(w.n, w.k)) * 4, s);
     block_scales_to_cublas(l->w_scale.as<float>(), w.n, w.k, l->w_scale_gemm.as<float>(), s);
     FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));
-  }
-  if (p.gemm_mode == GemmScaleMode::kBlock &&
-      (impl_->cutlass_block || (impl_->cutlass_block_measured && p.gemm_cutlass_block_scales))) {
-    const int64_t nb = (w.n + 127) / 128, kb = (w.k + 127) / 128;
-    std::vector<float> mn_major(size_t(nb * kb));
-    for (int64_t j = 0; j < nb; ++j)
-      for (int64_t b = 0; b < kb; ++b) mn_major[size_t(b * nb + j)] = w.scales[size_t(j * kb + b)];
-    l->w_scale_cutlass = upload(a, mn_major.data(), mn_major.size(), s);
   }
   return l;
 }
@@ -903,16 +874,15 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
             g.a_scale = x_scales;
           }
 #ifdef FP8LM_WITH_CUTLASS
-          // The plan's measured range, or the configuration the A/B switch forces (CUTLASS's
-          // epilogue here has no bias).
-          const CutlassRows* measured = im.cutlass_outer_measured ? p.cutlass_at(m) : nullptr;
-          if (measured != nullptr || (im.cutlass_outer && bias == nullptr)) {
+          // The plan's measured range (never a layer with bias: CUTLASS's epilogue here has none),
+          // unless FP8LM_CUDA_CUTLASS=0.
+          if (const CutlassRows* measured = im.cutlass_measured ? p.cutlass_at(m) : nullptr) {
             CutlassFp8GemmArgs c;
             c.m = m, c.n = w.n, c.k = w.k;
             c.x = codes, c.x_scale = g.a_scale;
             c.w = w.w.as<uint8_t>(), c.w_scale = g.b_scale;
             c.y = y.data;
-            c.config = measured != nullptr ? measured->config : im.cutlass_outer.value_or(c.config);
+            c.config = measured->config;
             if (cutlass_fp8_gemm_unsupported(c).empty()) {
               const size_t ws_bytes = cutlass_fp8_gemm_workspace_bytes(c);
               cutlass_fp8_gemm(c, ws_bytes > 0 ? im.take(ws_bytes) : nullptr, ws_bytes, s);
@@ -932,24 +902,6 @@ void CudaOps::linear(Tensor x, const backend::Weight& weight, Tensor y) {
           g.a_scale = a_scale;
           g.b_scale = w.w_scale_gemm.as<float>();
           g.cublas_scale_layout = true;
-#ifdef FP8LM_WITH_CUTLASS
-          // The plan's measured range (or every row count with FP8LM_CUDA_CUTLASS_BLOCK=1): the
-          // grid uploaded MN-major then.
-          const bool cutlass_rows = im.cutlass_block || (im.cutlass_block_measured && p.cutlass_at(m4) != nullptr);
-          if (w.w_scale_cutlass && bias == nullptr && m4 > 0 && cutlass_rows) {
-            CutlassFp8BlockGemmArgs c;
-            c.m = m4, c.n = w.n, c.k = w.k;
-            c.x = codes, c.x_scale = a_scale;  // [k-block][m4]: cuBLASLt's layout is CUTLASS's
-            c.w = w.w.as<uint8_t>(), c.w_scale = w.w_scale_cutlass.as<float>();
-            c.y = y.data;
-            if (cutlass_fp8_block_gemm_unsupported(c).empty()) {
-              const size_t ws_bytes = cutlass_fp8_block_gemm_workspace_bytes(c);
-              cutlass_fp8_block_gemm(c, ws_bytes > 0 ? im.take(ws_bytes) : nullptr, ws_bytes, s);
-              if (m4 < m) gemv(m4, m - m4, codes, x_scales);
-              return;
-            }
-          }
-#endif
           if (!im.gemm->supported(g)) return gemv_all(codes, x_scales);
           im.gemm->run(g, s);
           if (m4 < m) gemv(m4, m - m4, codes, x_scales);

@@ -19,7 +19,6 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/cutlass_fp8_gemm.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/rank_link.h"
 #include "backend/cuda/fp8_gemv.h"
@@ -74,9 +73,6 @@ struct LinearWeight final : backend::Weight {
   DeviceBuffer w_scale;
   // … and as cuBLASLt's mode wants them (kOuterVector: [n]; kBlock: cuBLASLt's block layout; kTensor: w_scale).
   DeviceBuffer w_scale_gemm;
-  // kBlock with FP8LM_CUDA_CUTLASS_BLOCK=1: the block grid MN-major, [k-block][n-block], as the
-  // CUTLASS block-scaled GEMM reads it.
-  DeviceBuffer w_scale_cutlass;
   DeviceBuffer static_scale;  // float [1]: plan.act_quant.static_scale points here
 };
 
@@ -179,18 +175,10 @@ struct CudaOps::Impl {
   // FP8LM_CUDA_FUSED_MERGE=0 in the environment (an A/B switch, default on): decode attention's
   // partitions merged by the separate kernel.
   bool fused_merge = true;
-  // FP8LM_CUDA_CUTLASS (an A/B switch): unset or "measured", the per-token × per-channel FP8
-  // GEMMs take CUTLASS where the plan's measured ranges say (linear_plan.cpp); "off", cuBLASLt
-  // at every row count; "coop" | "stream-k" | "ping-pong", that configuration for every one
-  // without bias (bench_cuda_gemm compares the kernels alone).
-  bool cutlass_outer_measured = true;
-  std::optional<CutlassFp8Config> cutlass_outer;
-  // FP8LM_CUDA_CUTLASS_BLOCK, the same for the block-scaled GEMMs: "measured" (the plan's
-  // ranges), unset or "0" (cuBLASLt), "1" (CUTLASS's blockwise kernel for every one without
-  // bias). Off by default: faster alone on every range, the engine measured 0.99× with them
-  // (bench throughput 128/128, docs/benchmarks.md), for a reason not yet profiled.
-  bool cutlass_block_measured = false;
-  bool cutlass_block = false;
+  // FP8LM_CUDA_CUTLASS=0 in the environment (an A/B switch, default on): the per-token ×
+  // per-channel FP8 GEMMs stay on cuBLASLt at every row count instead of taking CUTLASS where
+  // the plan's measured ranges say (linear_plan.cpp). bench_cuda_gemm compares the kernels alone.
+  bool cutlass_measured = true;
   // moe_add_rms_norm fuses the grouped MoE block's combine into the norm: opt-in
   // (FP8LM_CUDA_MOE_COMBINE_IN_NORM=1), as it measured no faster on the H200 (one kernel a layer
   // fewer, the same decode tok/s within 0.2 %).

@@ -9,10 +9,8 @@ if(EXISTS "${FP8LM_CUTLASS_DIR}/include/cutlass/cutlass.h" AND
   message(STATUS "fp8lm: CUTLASS headers in ${FP8LM_CUTLASS_DIR}: the CUTLASS FP8 GEMM is built")
   # One file per kernel configuration (cutlass_fp8_gemm_configs.h), so that they compile in parallel.
   target_sources(fp8lm_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm.cu
-    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_cooperative_128x128.cu
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_stream_k_128x128.cu
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_pingpong_64x128.cu
-    ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_gemm_block_cooperative_128x128.cu
     # The grouped (ptr-array) GEMM of MoE experts: one file per scale scheme.
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_grouped_gemm.cu
     ${CMAKE_CURRENT_LIST_DIR}/cutlass_fp8_grouped_gemm_outer.cu

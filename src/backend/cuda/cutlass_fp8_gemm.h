@@ -7,13 +7,13 @@
 // x: E4M3 [m, k] row-major, w: E4M3 [n, k] row-major (a linear layer's weight as stored), y BF16
 // [m, n] row-major; the products accumulate in float32 with the tensor cores' FP8 accumulator
 // promoted to float32 every few K blocks (no fast accumulation), then the two scale products,
-// each rounded in float32, in the CPU reference's order. Three configurations (CutlassFp8Config,
+// each rounded in float32, in the CPU reference's order. Two configurations (CutlassFp8Config,
 // one file each, cutlass_fp8_gemm_<config>.cu), the same scale arithmetic (stream-K sums K in
 // ranges whose partial sums are then added: another order, the same bound). Built when the
 // CUTLASS headers are found (scripts/build.sh fetches PyPI's pinned `nvidia-cutlass`);
 // dispatched where `bench_cuda_gemm` measured a configuration faster than cuBLASLt on the shape
-// (linear_plan.cpp's kCutlassMeasured; docs/benchmarks.md, issue 19).
-// The block-scaled form (cutlass_fp8_block_gemm, below) has the scales in the mainloop instead.
+// (linear_plan.cpp's kCutlassMeasured; docs/benchmarks.md, issue 19). Block-scaled dense GEMMs
+// run on cuBLASLt (cublaslt_gemm.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,7 +25,7 @@
 
 namespace fp8lm::cuda {
 
-// "cooperative 128x128", "stream-K 128x128", "ping-pong 64x128".
+// "stream-K 128x128", "ping-pong 64x128".
 const char* cutlass_fp8_config_name(CutlassFp8Config c);
 
 // Empty where the configuration takes these arguments; else what is wrong with them (k a
@@ -39,15 +39,5 @@ size_t cutlass_fp8_gemm_workspace_bytes(const CutlassFp8GemmArgs& a);
 // Runs on `stream`; throws fp8lm::Error naming the problem for arguments it does not take, or
 // for too small a workspace.
 void cutlass_fp8_gemm(const CutlassFp8GemmArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream);
-
-// The block-scaled GEMM (CutlassFp8BlockGemmArgs: 1 × 128 activation groups, 128 × 128 weight
-// blocks, MN-major scale grids),
-//   y[i, j] = bf16(Σ_b (Σ_{k ∈ block b} x[i, k] · w[j, k]) · (x_scale[b][i] · w_scale[b][j / 128])),
-// one configuration (128 × 128 × 128 tiles, the cooperative FP8 blockwise schedule). The same
-// three calls, the same checks (and 16-byte aligned scale grids).
-std::string cutlass_fp8_block_gemm_unsupported(const CutlassFp8BlockGemmArgs& a);
-size_t cutlass_fp8_block_gemm_workspace_bytes(const CutlassFp8BlockGemmArgs& a);
-void cutlass_fp8_block_gemm(const CutlassFp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
-                            cudaStream_t stream);
 
 }  // namespace fp8lm::cuda

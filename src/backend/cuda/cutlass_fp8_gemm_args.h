@@ -7,18 +7,18 @@
 
 namespace fp8lm::cuda {
 
+// The two that linear_plan.cpp's kCutlassMeasured dispatches.
 enum class CutlassFp8Config {
-  kCooperative128x128,  // 128 × 128 × 128 tiles, clusters of 1 × 2, cooperative, persistent
-  kStreamK128x128,      // the same with stream-K: K split over CTAs when the tiles are too few
-  kPingpong64x128,      // 64 × 128 × 128 tiles, ping-pong warp groups, persistent (small m)
+  kStreamK128x128,  // 128 × 128 × 128 tiles, clusters of 1 × 2, cooperative, stream-K: K split
+                    // over CTAs when the tiles are too few
+  kPingpong64x128,  // 64 × 128 × 128 tiles, ping-pong warp groups, persistent (small m)
 };
-inline constexpr CutlassFp8Config kCutlassFp8Configs[] = {
-    CutlassFp8Config::kCooperative128x128, CutlassFp8Config::kStreamK128x128, CutlassFp8Config::kPingpong64x128};
+inline constexpr CutlassFp8Config kCutlassFp8Configs[] = {CutlassFp8Config::kStreamK128x128,
+                                                          CutlassFp8Config::kPingpong64x128};
 
-// A configuration's short name: what FP8LM_CUDA_CUTLASS takes and the linear plan prints.
-constexpr const char* cutlass_fp8_config_switch_name(CutlassFp8Config c) {
+// A configuration's short name, as the linear plan prints it.
+constexpr const char* cutlass_fp8_config_short_name(CutlassFp8Config c) {
   switch (c) {
-    case CutlassFp8Config::kCooperative128x128: return "coop";
     case CutlassFp8Config::kStreamK128x128: return "stream-k";
     case CutlassFp8Config::kPingpong64x128: return "ping-pong";
   }
@@ -32,21 +32,7 @@ struct CutlassFp8GemmArgs {
   const uint8_t* w = nullptr;        // [n, k] E4M3
   const float* w_scale = nullptr;    // [n]
   void* y = nullptr;                 // [m, n] BF16
-  CutlassFp8Config config = CutlassFp8Config::kCooperative128x128;
-};
-
-// The block-scaled GEMM (DeepSeek-V3's and `--quantization fp8:block`'s scheme): x in 1 × 128
-// groups, w in 128 × 128 blocks. Both scale grids are MN-major, as CUTLASS's Hopper blockwise
-// mainloop reads them: x_scale [cdiv(k, 128)][m] (cuBLASLt's layout too: group_scales_to_cublas
-// makes it from fp8lm's [m][cdiv(k, 128)]); w_scale [cdiv(k, 128)][cdiv(n, 128)] (the weight's
-// [n-block][k-block] grid transposed).
-struct CutlassFp8BlockGemmArgs {
-  int64_t m = 0, n = 0, k = 0;
-  const uint8_t* x = nullptr;        // [m, k] E4M3
-  const float* x_scale = nullptr;    // [cdiv(k, 128)][m]
-  const uint8_t* w = nullptr;        // [n, k] E4M3
-  const float* w_scale = nullptr;    // [cdiv(k, 128)][cdiv(n, 128)]
-  void* y = nullptr;                 // [m, n] BF16
+  CutlassFp8Config config = CutlassFp8Config::kStreamK128x128;  // every caller names its own
 };
 
 }  // namespace fp8lm::cuda

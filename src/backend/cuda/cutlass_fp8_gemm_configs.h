@@ -19,14 +19,9 @@ struct Plan {
 };
 using FailFn = std::function<void(const std::string&)>;
 
-Plan cooperative_128x128_plan(const CutlassFp8GemmArgs& a);
-void cooperative_128x128_run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail);
 Plan stream_k_128x128_plan(const CutlassFp8GemmArgs& a);
 void stream_k_128x128_run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail);
 Plan pingpong_64x128_plan(const CutlassFp8GemmArgs& a);
 void pingpong_64x128_run(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail);
-Plan block_cooperative_128x128_plan(const CutlassFp8BlockGemmArgs& a);
-void block_cooperative_128x128_run(const CutlassFp8BlockGemmArgs& a, void* workspace, cudaStream_t stream,
-                                   const FailFn& fail);
 
 }  // namespace fp8lm::cuda::cutlass_fp8

@@ -7,7 +7,6 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
-#include <cutlass/detail/blockwise_scale_layout.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
@@ -37,8 +36,7 @@ struct Operands {
     typename GemmKernel::StrideA a;
     typename GemmKernel::StrideB b;
     typename GemmKernel::StrideD d;
-    template <class Args>
-    explicit Strides(const Args& x)
+    explicit Strides(const CutlassFp8GemmArgs& x)
         : a(cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, cute::make_shape(int(x.m), int(x.k), 1))),
           b(cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, cute::make_shape(int(x.n), int(x.k), 1))),
           d(cutlass::make_cute_packed_stride(typename GemmKernel::StrideD{}, cute::make_shape(int(x.m), int(x.n), 1))) {}
@@ -47,8 +45,8 @@ struct Operands {
 
 // A configuration's plan (can CUTLASS implement the arguments, and with how much scratch) and
 // launch, for a kernel type K with a Gemm and an arguments(a); the arguments are built once per call.
-template <class K, class Args>
-Plan plan_of(const Args& a) {
+template <class K>
+Plan plan_of(const CutlassFp8GemmArgs& a) {
   const typename K::Gemm::Arguments args = K::arguments(a);
   Plan p;
   p.implementable = K::Gemm::can_implement(args) == cutlass::Status::kSuccess;
@@ -57,8 +55,8 @@ Plan plan_of(const Args& a) {
 }
 
 // Runs what plan_of accepted; `fail` throws with the call's shape.
-template <class K, class Args>
-void run_of(const Args& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
+template <class K>
+void run_of(const CutlassFp8GemmArgs& a, void* workspace, cudaStream_t stream, const FailFn& fail) {
   typename K::Gemm gemm;
   cutlass::Status st = gemm.initialize(K::arguments(a), workspace, stream);
   if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
@@ -103,47 +101,6 @@ struct Kernel : Operands {
             {reinterpret_cast<const ElementA*>(a.x), st.a, reinterpret_cast<const ElementB*>(a.w), st.b},
             {epilogue, nullptr, st.d, static_cast<ElementD*>(a.y), st.d}};
   }
-
-};
-
-// The block-scaled form: the scales are applied in the mainloop (CUTLASS's FP8 blockwise
-// schedule: each 128-wide K block's partial sum, kept apart from the running total, is added to
-// it times x_scale[row, block] · w_scale[col-block, block]); the epilogue only converts to BF16.
-template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class TileScheduler>
-struct BlockKernel : Operands {
-  // 1 × 128 activation groups, 128 × 128 weight blocks, both grids MN-major.
-  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128>;
-  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
-  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD, LayoutD,
-      kAlignD, EpilogueSchedule>::CollectiveOp;
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA, LayoutSFA>, kAlignAB,
-      ElementB, cute::tuple<LayoutB, LayoutSFB>, kAlignAB, float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      KernelSchedule>::CollectiveOp;
-  using GemmKernel =
-      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, TileScheduler>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-
-  static typename Gemm::Arguments arguments(const CutlassFp8BlockGemmArgs& a) {
-    const int m = int(a.m), n = int(a.n), k = int(a.k);
-    const Strides<GemmKernel> st(a);
-    const LayoutSFA lsa = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, n, k, 1));
-    const LayoutSFB lsb = ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(m, n, k, 1));
-    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                  {m, n, k, 1},
-                                  {reinterpret_cast<const ElementA*>(a.x), st.a,
-                                   reinterpret_cast<const ElementB*>(a.w), st.b, a.x_scale, lsa, a.w_scale, lsb},
-                                  {{}, nullptr, st.d, static_cast<ElementD*>(a.y), st.d}};
-    args.epilogue.thread.alpha = 1.0f;  // D = acc, rounded to BF16
-    args.epilogue.thread.beta = 0.0f;
-    return args;
-  }
-
 };
 
 }  // namespace fp8lm::cuda::cutlass_fp8

@@ -1,7 +1,7 @@
-// The CUTLASS FP8 GEMM with stream-K scheduling (cutlass_fp8_gemm.h): the cooperative kernel's
-// 128 × 128 × 128 tiles and 1 × 2 clusters, K split over CTAs where there are fewer tiles than
-// SMs (m = 256 on Llama-3.1-8B's N = 4096 shapes: 64 tiles for 132 SMs), the partial sums
-// reduced through the workspace.
+// The CUTLASS FP8 GEMM with stream-K scheduling (cutlass_fp8_gemm.h): 128 × 128 × 128 tiles,
+// clusters of 1 × 2, the cooperative schedule (both consumer warp groups on one tile), K split
+// over CTAs where there are fewer tiles than SMs (m = 256 on Llama-3.1-8B's N = 4096 shapes: 64
+// tiles for 132 SMs), the partial sums reduced through the workspace.
 #include "backend/cuda/cutlass_fp8_gemm_kernel.cuh"
 
 namespace fp8lm::cuda::cutlass_fp8 {

@@ -31,13 +31,16 @@ const char* gemm_name(GemmScaleMode mode) {
 // fused gate_up, down), measured on the H200 by `bench_cuda_gemm --models 8b --m
 // 16,32,64,128,192,256,384,512,768,1024,2048,4096,8192,16384` (docs/benchmarks.md, issue 19;
 // docs/results/issue19/session6/gemm_perm.json). Ranges end halfway to the first measured size
-// that lost. Shapes not listed (70B's, other models') keep cuBLASLt until measured.
+// that lost. Shapes not listed (70B's, other models') keep cuBLASLt until measured. Per-token ×
+// per-channel only: a cooperative 128×128 configuration (0.79–1.13× cuBLASLt, never the fastest
+// CUTLASS one where CUTLASS won) and a block-scaled GEMM (faster alone in ranges of every shape,
+// 0.99× in the engine: bench throughput 128/128) were measured and retired in issue 40; their
+// figures: docs/results/issue19/README.md (session 6) and session6/gemm_perm.{md,json}.
 struct MeasuredCutlass {
   int64_t n, k;
   GemmScaleMode mode;
   CutlassRows rows;
 };
-constexpr int64_t kAnyRows = int64_t(1) << 40;
 constexpr MeasuredCutlass kCutlassMeasured[] = {
     // Per-token × per-channel: ping-pong 64×128 and stream-K at decode sizes, where cuBLASLt's
     // tiles leave SMs idle. qkv 1.21× / 1.12× at m = 16 / 32 (0.98× at 64).
@@ -47,15 +50,6 @@ constexpr MeasuredCutlass kCutlassMeasured[] = {
     // down 1.24× / 1.14× / 1.13× / 1.24× / 1.12× at m = 16 / 32 / 64 / 128 / 256 (0.97× at 192,
     // 0.88× at 384): stream-K splits its K = 14336 over the SMs that 32 output tiles leave idle.
     {4096, 14336, GemmScaleMode::kOuterVector, {9, 288, CutlassFp8Config::kStreamK128x128}},
-    // Block-scaled (1×128 × 128×128): CUTLASS's blockwise mainloop against cuBLASLt's block GEMM
-    // with its activation-scale transposition. qkv 1.05–1.13× at every m from 16 to 16384.
-    {6144, 4096, GemmScaleMode::kBlock, {9, kAnyRows, {}}},
-    // o 1.07–1.18× at every m.
-    {4096, 4096, GemmScaleMode::kBlock, {9, kAnyRows, {}}},
-    // gate_up 1.06–1.19× from m = 384 to 4096 (1.01× at 256, 0.96× at 8192, 0.90× at 16384).
-    {28672, 4096, GemmScaleMode::kBlock, {320, 6144, {}}},
-    // down 1.11–1.19× from m = 768 to 4096 (1.00× at 512, 1.02× at 8192, 0.70–0.84× below 256).
-    {4096, 14336, GemmScaleMode::kBlock, {640, 6144, {}}},
 };
 
 }  // namespace
@@ -86,9 +80,8 @@ std::string LinearPlan::describe() const {
       if (block_rows_mod4_by_gemv) s += " (m%4 rows gemv)";
       for (const CutlassRows& r : cutlass_rows) {
         if (r.m_max < r.m_min) continue;
-        const std::string last = r.m_max >= kAnyRows ? "..." : std::to_string(r.m_max);
-        s += " | m in [" + std::to_string(r.m_min) + ", " + last + "] cutlass ";
-        s += gemm_mode == GemmScaleMode::kBlock ? "block" : cutlass_fp8_config_switch_name(r.config);
+        s += " | m in [" + std::to_string(r.m_min) + ", " + std::to_string(r.m_max) + "] cutlass ";
+        s += cutlass_fp8_config_short_name(r.config);
       }
       break;
     case LargeRows::kGemvChunks:
@@ -180,7 +173,6 @@ LinearPlan plan_linear(const weights::LinearWeight& w) {
     for (const MeasuredCutlass& c : kCutlassMeasured) {
       if (c.n != w.n || c.k != w.k || c.mode != p.gemm_mode || next == p.cutlass_rows.size()) continue;
       p.cutlass_rows[next++] = c.rows;
-      if (c.mode == GemmScaleMode::kBlock) p.gemm_cutlass_block_scales = true;
     }
   }
 #endif

@@ -44,13 +44,12 @@ enum class LargeRows : uint8_t {
   kGemvChunks,      // W8A8 cuBLASLt cannot take (alignment, scale mode): the GEMV 16 rows at a time
 };
 
-// Rows [m_min, m_max] of a W8A8 layer that a CUTLASS GEMM takes instead of cuBLASLt, where it
-// measured faster on the layer's shape (kCutlassMeasured, linear_plan.cpp: bench_cuda_gemm on
-// the H200). A block-scaled layer has one CUTLASS kernel (config unused); a per-token ×
-// per-channel one names its configuration.
+// Rows [m_min, m_max] of a per-token × per-channel W8A8 layer that a CUTLASS GEMM configuration
+// takes instead of cuBLASLt, where it measured faster on the layer's shape (kCutlassMeasured,
+// linear_plan.cpp: bench_cuda_gemm on the H200).
 struct CutlassRows {
   int64_t m_min = 0, m_max = -1;  // empty
-  CutlassFp8Config config = CutlassFp8Config::kCooperative128x128;
+  CutlassFp8Config config = CutlassFp8Config::kStreamK128x128;
   bool contains(int64_t m) const { return m >= m_min && m <= m_max; }
 };
 
@@ -70,10 +69,9 @@ struct LinearPlan {
   bool gemm_channel_scales = false;       // kOuterVector: weight scales as [n] (tensor broadcast) at upload
   bool gemm_cublas_block_scales = false;  // kBlock: block scales converted to cuBLASLt's layout at upload
   bool block_rows_mod4_by_gemv = false;   // kBlock: cuBLASLt takes m − m % 4 rows, the GEMV the rest
-  // kCublasFp8 layers without bias in a build with CUTLASS: the measured CUTLASS ranges of the
-  // shape (at most two so far), and for a block range the block grid MN-major at upload too.
+  // kCublasFp8 outer-vector layers without bias in a build with CUTLASS: the measured CUTLASS
+  // ranges of the shape (one so far).
   std::array<CutlassRows, 2> cutlass_rows{};
-  bool gemm_cutlass_block_scales = false;
 
   // One line, e.g. "w8a8 e4m3 w:channel a:dynamic-token | m<=8 gemv | m>8 cublaslt outer-vector".
   std::string describe() const;
