@@ -5,16 +5,17 @@
 //
 //   bench_cuda_attention [--batch 1,8,32,64,256] [--context 1024] [--kv bf16,e4m3]
 //                        [--heads 32] [--kv-heads 8] [--head-dim 128] [--iters 50] [--json PATH]
+//                        [--decode-kernel measured|pairs|key-split]
 //
 // The kernel is the one fp8lm's engine runs for that step (paged_attention's choice: the split
 // SIMT kernel under 64 (sequence, KV head) pairs, else the tensor-core decode kernel, split over
 // the context at small batches, one warp per pair for an FP8 cache from 12 pairs an SM; with
 // FP8LM_CUDA_DECODE_SPLIT=0 the split SIMT kernel below 2 × the SMs pairs), under the CUDA
-// backend's environment switches (FP8LM_CUDA_DECODE_SPLIT, FP8LM_CUDA_DECODE_CTAS,
-// FP8LM_CUDA_DECODE_FP8_CTAS, FP8LM_CUDA_DECODE_T, FP8LM_CUDA_DECODE_PAIRS_MIN, FP8LM_CUDA_FUSED_MERGE,
-// FP8LM_CUDA_KV_PREFETCH), which the output names: run the program once
-// per setting to compare forms. Blocks are scattered over the cache (a random permutation), as a
-// long-running server's are. The cache is replicated into as many layer copies as it takes for
+// backend's A/B switches (FP8LM_CUDA_DECODE_SPLIT, FP8LM_CUDA_FUSED_MERGE, FP8LM_CUDA_KV_PREFETCH),
+// which the output names: run the program once per setting to compare forms. --decode-kernel
+// pairs / key-split forces the pair kernel / the key-split CTAs for the FP8 decode rows that fit
+// the pair kernel (paged_attention's DecodeKernelChoice), at any batch. Blocks are scattered
+// over the cache (a random permutation), as a long-running server's are. The cache is replicated into as many layer copies as it takes for
 // them to exceed 256 MB, and successive calls rotate over them, so the K/V come from HBM as in a
 // forward pass (the 50 MB L2 never holds the next call's). Each sample times one call between
 // two events; the median of --iters samples after 5 warm-up calls is reported. The workload and
@@ -32,12 +33,14 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/paged_attention.h"
 #include "decode_attention_workload.h"
 
 namespace {
 
 using fp8lm::backend::AttentionParams;
 using fp8lm::backend::KvElement;
+using fp8lm::cuda::DecodeKernelChoice;
 using fp8lm::bench::kBlockSize;
 
 std::string env_or(const char* name, const char* fallback) {
@@ -53,16 +56,27 @@ struct Result {
 };
 
 Result run(int batch, int context, KvElement element, const std::string& kv_name, const AttentionParams& p,
-           int iters) {
+           int iters, DecodeKernelChoice choice) {
   const fp8lm::bench::DecodeAttentionWorkload w(batch, context, element, p);
   // Eager launches, no CUDA graphs: each sample includes the call's host-side launch work.
-  const fp8lm::bench::Timing t =
-      fp8lm::bench::time_calls([&](int copy) { w.run_paged_attention(copy); }, w.copies(), iters, false, w.stream());
+  const auto call = [&](int copy) {
+    if (choice == DecodeKernelChoice::kMeasured) {
+      w.run_paged_attention(copy);
+    } else {
+      fp8lm::cuda::paged_attention(w.q(), w.out(), w.attention_batch(), p, kBlockSize, w.layer(copy), w.workspace(),
+                                   w.workspace_bytes(), w.stream(), w.merge_counters(), choice);
+    }
+  };
+  const fp8lm::bench::Timing t = fp8lm::bench::time_calls(call, w.copies(), iters, false, w.stream());
 
   Result r;
   r.batch = batch;
   r.kv = kv_name;
+  // The engine's kernel, unless the forced choice runs the other one.
   r.kernel = w.paged_attention_kernel();
+  if (fp8lm::cuda::paged_attention_decode_uses_pairs(w.attention_batch(), p, element, choice) !=
+      fp8lm::cuda::paged_attention_decode_uses_pairs(w.attention_batch(), p, element))
+    r.kernel = choice == DecodeKernelChoice::kPairs ? "warp per pair" : "tensor-core decode";
   r.median_us = t.median_us;
   r.min_us = t.min_us;
   r.max_us = t.max_us;
@@ -74,14 +88,23 @@ Result run(int batch, int context, KvElement element, const std::string& kv_name
 
 int run_main(int argc, char** argv) {
   fp8lm::bench::DecodeAttentionArgs o;
+  std::string decode_kernel = "measured";
   for (int i = 1; i < argc; ++i) {
     if (o.take_flag(argc, argv, i)) continue;
+    const std::string a = argv[i];
+    if (a == "--decode-kernel" && i + 1 < argc) {
+      decode_kernel = argv[++i];
+      if (decode_kernel == "measured" || decode_kernel == "pairs" || decode_kernel == "key-split") continue;
+    }
     std::fprintf(stderr,
                  "usage: %s [--batch 1,8,...] [--context N] [--kv bf16,e4m3] [--heads N] [--kv-heads N] "
-                 "[--head-dim N] [--iters N>=5] [--json PATH]\n",
+                 "[--head-dim N] [--iters N>=5] [--json PATH] [--decode-kernel measured|pairs|key-split]\n",
                  argv[0]);
     return 2;
   }
+  const DecodeKernelChoice choice = decode_kernel == "pairs"       ? DecodeKernelChoice::kPairs
+                                    : decode_kernel == "key-split" ? DecodeKernelChoice::kKeySplit
+                                                                   : DecodeKernelChoice::kMeasured;
   AttentionParams& p = o.p;
   if (o.context < 1 || o.iters < 5 || p.num_heads < 1 || p.num_kv_heads < 1 || p.num_heads % p.num_kv_heads != 0 ||
       p.head_dim < 8 || p.head_dim % 8 != 0) {
@@ -95,12 +118,9 @@ int run_main(int argc, char** argv) {
   cudaDeviceProp prop{};
   FP8LM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const std::string switches = "FP8LM_CUDA_DECODE_SPLIT=" + env_or("FP8LM_CUDA_DECODE_SPLIT", "1") +
-                               " FP8LM_CUDA_DECODE_CTAS=" + env_or("FP8LM_CUDA_DECODE_CTAS", "4") +
-                               " FP8LM_CUDA_DECODE_FP8_CTAS=" + env_or("FP8LM_CUDA_DECODE_FP8_CTAS", "4") +
-                               " FP8LM_CUDA_DECODE_T=" + env_or("FP8LM_CUDA_DECODE_T", "0") +
-                               " FP8LM_CUDA_DECODE_PAIRS_MIN=" + env_or("FP8LM_CUDA_DECODE_PAIRS_MIN", "12/SM") +
                                " FP8LM_CUDA_FUSED_MERGE=" + env_or("FP8LM_CUDA_FUSED_MERGE", "1") +
-                               " FP8LM_CUDA_KV_PREFETCH=" + env_or("FP8LM_CUDA_KV_PREFETCH", "1");
+                               " FP8LM_CUDA_KV_PREFETCH=" + env_or("FP8LM_CUDA_KV_PREFETCH", "1") +
+                               " --decode-kernel " + decode_kernel;
   std::printf("device: %s, %d SMs; %d heads, %d KV heads, head_dim %lld, context %d + 1, blocks of %d\n%s\n\n",
               prop.name, prop.multiProcessorCount, p.num_heads, p.num_kv_heads, (long long)p.head_dim, o.context,
               kBlockSize, switches.c_str());
@@ -110,7 +130,7 @@ int run_main(int argc, char** argv) {
   for (const std::string& kv : o.kvs) {
     const KvElement e = kv == "bf16" ? KvElement::kBF16 : KvElement::kE4M3;
     for (const int b : o.batches) {
-      const Result r = run(b, o.context, e, kv, p, o.iters);
+      const Result r = run(b, o.context, e, kv, p, o.iters, choice);
       std::printf("| %d | %s | %s | %.2f | %.2f | %.2f | %.1f | %.0f | %.1f |\n", r.batch, r.kv.c_str(),
                   r.kernel.c_str(), r.median_us, r.min_us, r.max_us, r.kv_bytes / 1e6, r.gbs, r.roofline_pct);
       std::fflush(stdout);

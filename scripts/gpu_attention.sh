@@ -9,14 +9,13 @@
 #   ncu_<form>_<kv>.txt             the profile (--ncu)
 # Forms: split (the default: the tensor-core decode kernel, the context split at small batches
 # up to 4 CTAs an SM), simt (FP8LM_CUDA_DECODE_SPLIT=0: the split SIMT kernel below 2 × the SMs
-# (sequence, KV head) pairs), ctas<N> (the split up to N CTAs an SM: FP8LM_CUDA_DECODE_CTAS=N),
-# fp8ctas3 (the FP8 kernel compiled for three CTAs an SM, not four: FP8LM_CUDA_DECODE_FP8_CTAS=3),
-# transposed (pure FP8 decode steps on the transposed tiles instead of 16-row ones:
-# FP8LM_CUDA_DECODE_T=1), pairs (FP8 decode rows on the warp-per-pair kernel wherever the rows
-# fit, not only from 12 pairs an SM: FP8LM_CUDA_DECODE_PAIRS_MIN=0), keysplit (never on it:
-# the key-split CTAs at every batch).
+# (sequence, KV head) pairs), and for the benchmark only pairs (FP8 decode rows on the
+# warp-per-pair kernel wherever the rows fit, not only from 12 pairs an SM:
+# bench_cuda_attention --decode-kernel pairs) and keysplit (never on it: the key-split CTAs at
+# every batch, --decode-kernel key-split). test_cuda_attention runs both FP8 decode kernels on
+# every problem they fit under any form, so the test skips those two.
 #
-#   bash scripts/gpu_attention.sh [--ncu] [--forms "split simt ctas8"] [--test-forms "split simt" | none]
+#   bash scripts/gpu_attention.sh [--ncu] [--forms "split simt keysplit"] [--test-forms "split simt" | none]
 #                                 [bench options, e.g. --batch 256]
 #
 # Binaries: $FP8LM_BIN (a directory holding test_cuda_attention and bench_cuda_attention, as
@@ -45,27 +44,34 @@ bench_bin=${bench_bin:-build/bench/bench_cuda_attention}
 # The environment of a form, as `env` arguments.
 form_env() {
   case "$1" in
-    split) echo "FP8LM_CUDA_DECODE_SPLIT=1" ;;
+    split | pairs | keysplit) echo "FP8LM_CUDA_DECODE_SPLIT=1" ;;
     simt) echo "FP8LM_CUDA_DECODE_SPLIT=0" ;;
-    ctas[0-9]*) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_CTAS=${1#ctas}" ;;
-    fp8ctas3) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_FP8_CTAS=3" ;;
-    transposed) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_T=1" ;;
-    pairs) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_PAIRS_MIN=0" ;;
-    keysplit) echo "FP8LM_CUDA_DECODE_SPLIT=1 FP8LM_CUDA_DECODE_PAIRS_MIN=1000000000" ;;
-    *) echo "gpu_attention.sh: unknown form $1 (split, simt, ctas<N>, fp8ctas3, transposed, pairs, keysplit)" >&2; exit 2 ;;
+    *) echo "gpu_attention.sh: unknown form $1 (split, simt, pairs, keysplit)" >&2; exit 2 ;;
+  esac
+}
+
+# bench_cuda_attention's own arguments for a form.
+form_bench_args() {
+  case "$1" in
+    pairs) echo "--decode-kernel pairs" ;;
+    keysplit) echo "--decode-kernel key-split" ;;
   esac
 }
 
 for f in $test_forms; do
   e=$(form_env "$f") || exit 2
+  case "$f" in
+    pairs | keysplit) echo "test_cuda_attention ($f): skipped (the test forces both FP8 decode kernels itself)"; continue ;;
+  esac
   # shellcheck disable=SC2086
   env $e timeout 300 "$test_bin" > "$out/test_cuda_attention_$f.log" 2>&1
   echo "test_cuda_attention ($f): exit $? $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/test_cuda_attention_$f.log" | tr '\n' ' ')"
 done
 for f in $forms; do
-  e=$(form_env "$f")
+  e=$(form_env "$f") || exit 2
+  fb=$(form_bench_args "$f")
   # shellcheck disable=SC2086
-  env $e timeout 300 "$bench_bin" "${bench_args[@]}" --json "$out/attention_$f.json" > "$out/attention_$f.md" 2>&1
+  env $e timeout 300 "$bench_bin" "${bench_args[@]}" $fb --json "$out/attention_$f.json" > "$out/attention_$f.md" 2>&1
   echo "bench_cuda_attention ($f): exit $?"
   cat "$out/attention_$f.md"
 done
@@ -74,11 +80,12 @@ if ((ncu)); then
   # the clocks left as they are (METHOD.md).
   f=${forms%% *}
   e=$(form_env "$f")
+  fb=$(form_bench_args "$f")
   for kv in bf16 e4m3; do
     # shellcheck disable=SC2086
     env $e timeout 300 ncu --clock-control none --kernel-name "regex:warp_decode_kernel" --launch-skip 5 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-      --section SchedulerStats "$bench_bin" --batch 256 --kv "$kv" --iters 5 > "$out/ncu_${f}_$kv.txt" 2>&1
+      --section SchedulerStats "$bench_bin" --batch 256 --kv "$kv" --iters 5 $fb > "$out/ncu_${f}_$kv.txt" 2>&1
     echo "ncu ($f, $kv): exit $?"
   done
 fi

@@ -79,7 +79,6 @@
 #include "backend/cpu/kv_cache.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/paged_attention.h"
-#include "backend/cuda/quant_kernels.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
@@ -417,7 +416,6 @@ struct DeviceBatch {
 struct DeviceProblem {
   DeviceBuffer k_cache, v_cache, q, k_new, v_new, k_prev, v_prev, out, workspace;
   DeviceBuffer counters{std::vector<unsigned>(size_t(cuda::kAttentionMergeCounters), 0u)};
-  DeviceBuffer out_counters{std::vector<unsigned>(size_t(cuda::kAttentionOutQuantRows), 0u)};
   DeviceBatch prev, cur;
   cuda::DeviceKvLayer layer;
 
@@ -463,12 +461,13 @@ struct DeviceProblem {
     attend(p, stream);
   }
   // merge_counters: the decode kernel merges its partitions itself (the engine's way); without,
-  // the separate reduce kernel does.
+  // the separate reduce kernel does. decode_kernel: which kernel takes FP8 decode rows that fit
+  // the pair kernel (the engine's measured choice, or either forced).
   void attend(const Problem& p, cudaStream_t stream, bool merge_counters = true,
-              const cuda::AttentionOutQuant* out_quant = nullptr) {
+              cuda::DecodeKernelChoice decode_kernel = cuda::DecodeKernelChoice::kMeasured) {
     cuda::paged_attention(q.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), cur.view, p.params, p.cfg.block_size, layer,
                           workspace.ptr, workspace.bytes, stream, merge_counters ? counters.as<unsigned>() : nullptr,
-                          out_quant);
+                          decode_kernel);
   }
 };
 
@@ -660,58 +659,9 @@ ThreadPool& host_pool() {
   return pool;
 }
 
-bool all_zero(const std::vector<unsigned>& v) { return std::all_of(v.begin(), v.end(), [](unsigned x) { return x == 0; }); }
-
-// The output quantized for o_proj by the attention kernels themselves (attention_out_quant.h),
-// in every scheme the engine fuses and with the partitions merged by the kernels or by the
-// reduce kernel: the BF16 output as without it (`out`), and codes and scales bit for bit those
-// of the separate quantization kernel over that output; every counter back at zero.
-void check_fused_out_quant(const Problem& p, DeviceProblem& d, const std::vector<uint16_t>& out) {
-  const int64_t rows = p.rows, k = p.q_row();
-  DeviceBuffer codes(size_t(rows * k)), ref_codes(size_t(rows * k));
-  DeviceBuffer scales(size_t(rows * cdiv(k, 8)) * 4), ref_scales(size_t(rows * cdiv(k, 8)) * 4);
-  const DeviceBuffer static_scale(std::vector<float>{0.0173f});
-  std::vector<std::pair<std::string, cuda::Fp8ActQuant>> schemes = {
-      {"per token", cuda::Fp8ActQuant::token()},
-      {"per token, FBGEMM bound", cuda::Fp8ActQuant::token(0.5f)},
-      {"static", cuda::Fp8ActQuant::static_tensor(static_scale.as<float>())}};
-  for (const int64_t g : {128, 64, 8})
-    if (k % g == 0) schemes.push_back({"per group of " + std::to_string(g), cuda::Fp8ActQuant::group(g)});
-  cuda::Fp8ActQuant e5m2 = cuda::Fp8ActQuant::token();
-  e5m2.format = Fp8Format::kE5M2;
-  schemes.push_back({"per token, E5M2", e5m2});
-  for (const auto& [name, q] : schemes) {
-    for (const bool merge : {true, false}) {
-      SCOPED_TRACE(name + (merge ? ", fused merge" : ", separate merge"));
-      FP8LM_CUDA_CHECK(cudaMemset(codes.ptr, 0xA5, codes.bytes));
-      FP8LM_CUDA_CHECK(cudaMemset(scales.ptr, 0xFF, scales.bytes));
-      FP8LM_CUDA_CHECK(cudaMemset(d.out.ptr, 0xFF, d.out.bytes));
-      const cuda::RowParams rp = cuda::row_quant_params("test", rows, k, q, codes.as<uint8_t>(), scales.as<float>());
-      ASSERT_TRUE(cuda::attention_out_quant_covers(rp));
-      const cuda::AttentionOutQuant oq{d.out_counters.as<unsigned>(), p.params.num_heads, rp};
-      d.attend(p, nullptr, merge, &oq);
-      FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
-      EXPECT_TRUE(download<uint16_t>(d.out) == out) << "the BF16 output changed";
-      if (q.static_scale != nullptr)
-        cuda::quantize_fp8_static(d.out.as<__nv_bfloat16>(), rows, k, q.static_scale, ref_codes.as<uint8_t>(), nullptr,
-                                  q.format);
-      else
-        cuda::quantize_fp8_dynamic(d.out.as<__nv_bfloat16>(), rows, k, q, ref_codes.as<uint8_t>(),
-                                   ref_scales.as<float>(), nullptr);
-      FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<uint8_t> got = download<uint8_t>(codes), want = download<uint8_t>(ref_codes);
-      int64_t bad = 0;
-      for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
-      EXPECT_EQ(bad, 0) << "codes differ from the quantization kernel's (of " << got.size() << ")";
-      const size_t ns = size_t(q.scale_count(rows, k));
-      const std::vector<uint32_t> gs = download<uint32_t>(scales), ws = download<uint32_t>(ref_scales);
-      EXPECT_TRUE(std::equal(gs.begin(), gs.begin() + ptrdiff_t(ns), ws.begin())) << "scales differ";
-      EXPECT_TRUE(all_zero(download<unsigned>(d.out_counters))) << "the output quantization left counters set";
-    }
-  }
-}
-
-// Runs one problem end to end and checks the cache, the output and determinism.
+// Runs one problem end to end and checks the cache, the output and determinism; where FP8
+// decode rows fit the pair kernel, also the decode kernel the measured choice did not take
+// (the pair kernel at small batches, the key-split CTAs at large ones) against the CPU.
 void run_and_check(const Problem& p) {
   SCOPED_TRACE(describe(p.cfg));
   ThreadPool& pool = host_pool();
@@ -736,7 +686,20 @@ void run_and_check(const Problem& p) {
     EXPECT_TRUE(download<uint16_t>(d.out) == out)
         << "a second call gave different bytes (" << (fused ? "fused" : "separate") << " merge)";
   }
-  check_fused_out_quant(p, d, out);
+  const KvElement e = p.cfg.fmt.element;
+  const bool measured_pairs = cuda::paged_attention_decode_uses_pairs(d.cur.view, p.params, e);
+  for (const auto forced : {cuda::DecodeKernelChoice::kPairs, cuda::DecodeKernelChoice::kKeySplit}) {
+    if (cuda::paged_attention_decode_uses_pairs(d.cur.view, p.params, e, forced) == measured_pairs) continue;
+    const bool pairs = forced == cuda::DecodeKernelChoice::kPairs;
+    SCOPED_TRACE(pairs ? "the pair kernel forced" : "the key-split kernel forced");
+    FP8LM_CUDA_CHECK(cudaMemset(d.out.ptr, 0xFF, d.out.bytes));
+    d.attend(p, nullptr, true, forced);
+    FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(check_output(p, *ref.cache, ref.out, download<uint16_t>(d.out), pool), 0);
+    const std::vector<unsigned> left = download<unsigned>(d.counters);
+    EXPECT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size()))
+        << "the kernel's partition merge left counters set";
+  }
 }
 
 const KvLayerFormat kBf16{KvElement::kBF16, 1.0f, 1.0f};
@@ -785,8 +748,8 @@ TEST(CudaPagedAttention, MixedBatchesMatchCpu) {
 
 // Steps that mix prefills with many decodes (the engine's steps that admit new requests while
 // others decode): the decode rows on the tensor-core decode kernel sized by the decodes' own
-// bound — one-token decodes in one row tile (the transposed forms on an FP8 cache with
-// FP8LM_CUDA_DECODE_T=1 or FP8LM_CUDA_DECODE_PAIRS_MIN=0), multi-token ones in 16-row tiles —
+// bound — one-token decodes in one row tile (on an FP8 cache the pair kernel too: run_and_check
+// forces it), multi-token ones in 16-row tiles —
 // and the prefill kernel skipping them; without the bound (−1) as before.
 TEST(CudaPagedAttention, LargeMixedBatchesMatchCpu) {
   REQUIRE_HOPPER();
@@ -849,19 +812,19 @@ TEST(CudaPagedAttention, DecodeOnlyBatches) {
                              decodes(300, 1500), rng));
   run_and_check(make_problem({"decode e5m2 hd64 gqa8 large batch", 16, 2, 64, kE5M2b, std::nullopt, 16},
                              decodes(300, 1200), rng));
-  // Pure decode on an FP8 cache at a small batch, the context split into chunks: with
-  // FP8LM_CUDA_DECODE_T=1 (scripts/gpu_attention.sh's form `transposed`) on the transposed
-  // tiles (one token × a group of 4 in one MMA column block).
-  run_and_check(make_problem({"decode e4m3 hd128 gqa4 small batch (transposed, split)", 8, 2, 128, kE4M3,
+  // Pure decode on an FP8 cache at a small batch: the key-split CTAs with the context split
+  // into chunks, and (forced by run_and_check) the pair kernel's transposed tiles, one token × a
+  // group of 4 in one MMA column block.
+  run_and_check(make_problem({"decode e4m3 hd128 gqa4 small batch (split; pairs forced)", 8, 2, 128, kE4M3,
                               std::nullopt, 16},
                              decodes(40, 3000), rng));
   {
-    // Two new tokens a sequence × a group of 4: 8 rows, still the transposed tiles with
-    // FP8LM_CUDA_DECODE_T=1, rows of one CTA at two positions (the causal mask inside the last
-    // tile) and a sliding window.
+    // Two new tokens a sequence × a group of 4: 8 rows, which still fit the pair kernel (forced
+    // by run_and_check): rows of one warp at two positions (the causal mask inside the last
+    // step) and a sliding window.
     std::vector<SeqSpec> two;
     for (int i = 0; i < 200; ++i) two.push_back({std::uniform_int_distribution<int64_t>(0, 1499)(rng), 2});
-    run_and_check(make_problem({"two new tokens e5m2 hd64 gqa4 window200 (transposed)", 8, 2, 64, kE5M2, 200, 16},
+    run_and_check(make_problem({"two new tokens e5m2 hd64 gqa4 window200 (pairs forced)", 8, 2, 64, kE5M2, 200, 16},
                                two, rng));
   }
   // Up to kDecodeMaxNewTokens new tokens a sequence at a large batch: the tensor-core decode

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backend/cuda/attention_out_quant.cuh"
 #include "backend/cuda/device_helpers.cuh"
 #include "backend/cuda/fp8_convert.cuh"
 #include "backend/paged_kv_types.h"
@@ -74,7 +73,7 @@ inline constexpr int kBN = 64;  // keys per tile
 inline constexpr int kFlashThreads = 128;
 inline constexpr int kFlashWarps = kFlashThreads / 32;
 inline constexpr int kKeySplitRows = 16;  // packed rows per CTA of the key-split (decode) form: one MMA row tile
-inline constexpr int kDecodeTRows = 8;    // rows a CTA of the transposed decode tiles fit (decode_mma_t.cuh): the MMA's N
+inline constexpr int kDecodeTRows = 8;    // rows a warp of the pair decode kernel fits (decode_mma_t.cuh): the MMA's N
 
 struct FlashArgs {
   const __nv_bfloat16* q;
@@ -107,9 +106,6 @@ struct FlashArgs {
   // the last of a tile's chunks to finish merges its rows, and leaves the counter at zero; null:
   // the reduce kernel merges.
   unsigned* merge_counters;
-  // The output quantized for o_proj by the kernels themselves (attention_out_quant.h); counters
-  // null: not.
-  AttentionOutQuant oq;
 };
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
@@ -556,11 +552,6 @@ __device__ __forceinline__ void write_attention_rows(const FlashArgs& a, int64_t
           __floats2bfloat162_rn((x0 * a.v_scale) / l, (x1 * a.v_scale) / l);
     }
   }
-  if (a.oq.counters != nullptr) {  // each (token, head) row arrives once, from its quad's first lane
-    const int64_t rows[2] = {first_row + tok_r[0], first_row + tok_r[1]};
-    const int heads[2] = {(lane & 3) == 0 && ok_r[0] ? 1 : 0, (lane & 3) == 0 && ok_r[1] ? 1 : 0};
-    out_rows_done_warp<2>(a.oq, a.out, rows, heads, lane);
-  }
 }
 
 __device__ __forceinline__ float warp_max(float x) {
@@ -610,10 +601,7 @@ __device__ __forceinline__ void merge_partials_warp(const float* part_o, const f
 // The tensor-core decode kernel (paged_attention_decode.cu): each warp streams its own quarter of
 // every tile through its own multi-stage copy ring, so no warp waits for another until the merge.
 // Launches one CTA per (sequence, 16 packed rows) × KV head × context chunk (a.chunks).
-// transposed: the FP8 tiles of decode_mma_t.cuh, for an FP8 cache where every sequence's rows
-// fit kDecodeTRows (a.tiles must be 1).
-void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, bool transposed,
-                        cudaStream_t stream);
+void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, cudaStream_t stream);
 
 // The decode kernels' gather (paged_attention_decode.cu, paged_attention_decode_pairs.cu): a warp
 // copies 16 keys at a time into a stage of its own ring. The byte offset in the cache of key j

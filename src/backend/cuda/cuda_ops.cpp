@@ -73,12 +73,6 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->cutlass_measured = env_switch_on("FP8LM_CUDA_CUTLASS");
   impl_->attention_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionMergeCounters) * 4, impl_->stream);
   FP8LM_CUDA_CHECK(cudaMemsetAsync(impl_->attention_counters.get(), 0, impl_->attention_counters.bytes(), impl_->stream));
-  impl_->fused_out_quant = env_opt_in("FP8LM_CUDA_FUSED_OUT_QUANT");
-  if (impl_->fused_out_quant) {
-    impl_->out_quant_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionOutQuantRows) * 4, impl_->stream);
-    FP8LM_CUDA_CHECK(
-        cudaMemsetAsync(impl_->out_quant_counters.get(), 0, impl_->out_quant_counters.bytes(), impl_->stream));
-  }
 }
 
 CudaOps::~CudaOps() {
@@ -598,12 +592,10 @@ void CudaOps::split_columns(Tensor x, std::span<const Tensor> parts) {
   cuda::split_columns(B(x), x.rows, split, impl_->stream);
 }
 
-namespace {
-std::optional<RowQuantOutput> prequantize_for(CudaOps::Impl& m, const backend::Weight* next, Tensor out);
-}  // namespace
-
+// `next` is not used: o_proj quantizes its input itself (the attention kernels quantizing their
+// output measured slower than the separate kernel and were retired in issue 40).
 void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,
-                        backend::KvCache& cache, int layer, const backend::Weight* next) {
+                        backend::KvCache& cache, int layer, const backend::Weight* /*next*/) {
   const CudaKvCache* c = &cuda_cache(cache, layer);
   const int64_t kv_width = int64_t(params.num_kv_heads) * params.head_dim;
   require_shape(k, q.rows, kv_width, "attention k");
@@ -617,26 +609,12 @@ void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend:
     OpTimer timer(m, "store_kv", q.rows);
     store_kv(B(k), B(v), m.batch, params.num_kv_heads, params.head_dim, bs, c->layers[size_t(layer)], m.stream);
   }
-  // The output quantized for `next` (o_proj) by the attention kernels themselves where they
-  // cover its scheme (attention_out_quant.h); linear() then reads those codes.
-  std::optional<AttentionOutQuant> oq;
-  if (m.fused_out_quant && out.rows <= kAttentionOutQuantRows) {
-    if (const std::optional<RowQuantOutput> pre = prequantize_for(m, next, out)) {
-      const RowParams p = row_quant_params("attention", out.rows, out.cols, pre->q, pre->codes, pre->scales);
-      if (attention_out_quant_covers(p)) {
-        oq = AttentionOutQuant{m.out_quant_counters.as<unsigned>(), params.num_heads, p};
-      } else {  // linear() quantizes its input itself
-        m.scratch.release(m.prequantized.before);
-        m.prequantized = {};
-      }
-    }
-  }
-  OpTimer timer(m, oq ? "attention+quant" : "attention", q.rows);
+  OpTimer timer(m, "attention", q.rows);
   const Impl::TempScope temps(m.scratch);
   const size_t ws = paged_attention_workspace_bytes(m.batch, params);
   void* workspace = ws > 0 ? m.take(ws) : nullptr;
   paged_attention(B(q), B(out), m.batch, params, bs, c->layers[size_t(layer)], workspace, ws, m.stream,
-                  m.fused_merge ? m.attention_counters.as<unsigned>() : nullptr, oq ? &*oq : nullptr);
+                  m.fused_merge ? m.attention_counters.as<unsigned>() : nullptr);
 }
 
 void CudaOps::gather_rows(Tensor x, Tensor out) {

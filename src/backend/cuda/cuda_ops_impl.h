@@ -166,12 +166,6 @@ struct CudaOps::Impl {
   size_t gemv_workspace_bytes = 0;
   // Decode attention's merge counters (paged_attention.h; zero-filled once, left zeroed by every call).
   DeviceBuffer attention_counters;
-  // The attention kernels' per-row counters for quantizing their output for o_proj
-  // (attention_out_quant.h), with FP8LM_CUDA_FUSED_OUT_QUANT=1 only: measured slower than the
-  // separate quantization kernel (H200, Llama-3.1-8B FP8: −1.7 % at 128/128 peak, −3 % TPOT at
-  // batch 256; docs/benchmarks.md, session 11), so the separate kernel quantizes it by default.
-  DeviceBuffer out_quant_counters;
-  bool fused_out_quant = false;
   // FP8LM_CUDA_FUSED_MERGE=0 in the environment (an A/B switch, default on): decode attention's
   // partitions merged by the separate kernel.
   bool fused_merge = true;

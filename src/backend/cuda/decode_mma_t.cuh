@@ -1,9 +1,10 @@
-// The tensor-core decode kernel's tile steps transposed, for a CTA of at most 8 packed rows (one
-// new token of a GQA group of ≤ 8 query heads: every pure decode step of Llama-3.1-8B): the keys
-// and head dimensions are the MMAs' M, the rows their N — S^T = K·Q^T and O^T = V^T·P^T with
-// m16n8k16 — instead of 16-row tiles of which a group of 4 fills a quarter. Per 16 keys a warp
-// issues half the MMAs, computes a quarter as many exponentials per lane, and keeps half the
-// accumulators (O^T: HD / 16 tiles of 4 floats), so four CTAs an SM fit without spills.
+// The pair decode kernel's tile steps (paged_attention_decode_pairs.cu): the tensor-core decode
+// tiles transposed, for a warp of at most 8 packed rows (one new token of a GQA group of ≤ 8
+// query heads: every pure decode step of Llama-3.1-8B): the keys and head dimensions are the
+// MMAs' M, the rows their N — S^T = K·Q^T and O^T = V^T·P^T with m16n8k16 — instead of 16-row
+// tiles of which a group of 4 fills a quarter. Per 16 keys a warp issues half the MMAs, computes
+// a quarter as many exponentials per lane, and keeps half the accumulators (O^T: HD / 16 tiles
+// of 4 floats), so four CTAs an SM fit without spills.
 //
 // Fragments (lane = 4g + q): S^T c0, c1 = (key g, rows 2q, 2q + 1), c2, c3 = (key g + 8, rows
 // 2q, 2q + 1). Q^T is the B operand in the dimension order of scores_fp8 (dims 16c + 4q .. + 3 as
@@ -170,63 +171,6 @@ __device__ __forceinline__ void attend_tile_fp8_t(const unsigned char* kb, const
   uint32_t pb[2];
   softmax_tile_t<HD>(s, scale_r, full, jbase, lo_r, pos_r, lane, m_r, l_r, o, pb);
   pv_fp8_t<HD, E>(pb, vb, lane, o);
-}
-
-// merge_key_split_warps for the transposed layout: every warp's maxima, sums and outputs of its
-// 8 rows through shared memory (smem: kKeySplitMergeBytes<HD> suffices), warp 0 adds them up,
-// warps in order, into its m_r (the common maximum), l_r (kept by the lanes of g = 0 only, so
-// that key_lanes_sum gives it back once) and o. Returns whether this warp writes the rows.
-template <int HD>
-__device__ __forceinline__ bool merge_key_split_warps_t(unsigned char* smem, int warp, int lane, float (&m_r)[2],
-                                                        float (&l_r)[2], float (&o)[HD / 16][4]) {
-  float* mbuf = reinterpret_cast<float*>(smem);  // [warp][8 rows]
-  float* lbuf = mbuf + kFlashWarps * kDecodeTRows;
-  float* obuf = lbuf + kFlashWarps * kDecodeTRows;  // [warp][8 rows][HD]
-  const int g = lane >> 2, q = lane & 3;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float l = key_lanes_sum(l_r[i]);
-    const int row = 2 * q + i;
-    if (g == 0) {
-      mbuf[warp * kDecodeTRows + row] = m_r[i];
-      lbuf[warp * kDecodeTRows + row] = l;
-    }
-#pragma unroll
-    for (int d = 0; d < HD / 16; ++d)
-      *reinterpret_cast<float2*>(obuf + (warp * kDecodeTRows + row) * HD + 16 * d + 2 * g) =
-          make_float2(o[d][i], o[d][2 + i]);
-  }
-  __syncthreads();
-  if (warp != 0) return false;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = 2 * q + i;
-    float m = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kFlashWarps; ++w) m = fmaxf(m, mbuf[w * kDecodeTRows + row]);
-    const float m_use = m == -INFINITY ? 0.0f : m;
-    m_r[i] = m;
-    float f[kFlashWarps], l = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kFlashWarps; ++w) {
-      f[w] = expf(mbuf[w * kDecodeTRows + row] - m_use);
-      l += lbuf[w * kDecodeTRows + row] * f[w];
-    }
-    l_r[i] = g == 0 ? l : 0.0f;
-#pragma unroll
-    for (int d = 0; d < HD / 16; ++d) {
-      float x0 = 0.0f, x1 = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kFlashWarps; ++w) {
-        const float2 v = *reinterpret_cast<const float2*>(obuf + (w * kDecodeTRows + row) * HD + 16 * d + 2 * g);
-        x0 += v.x * f[w];
-        x1 += v.y * f[w];
-      }
-      o[d][i] = x0;
-      o[d][2 + i] = x1;
-    }
-  }
-  return true;
 }
 
 }  // namespace fp8lm::cuda::attention_detail

@@ -182,7 +182,6 @@ struct RowArgs {
   float* part_l;
   unsigned* merge_counters;  // [slot][kv head], or null: the reduce kernel merges
   bool prefetch;             // split mode: prefetch_cached_kv before the wait
-  AttentionOutQuant oq;      // the output quantized for o_proj here (attention_out_quant.h); counters null: not
 };
 
 // Sums v[0..GC) over the TG lanes of a thread group, scattering the results: after the call
@@ -448,14 +447,7 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
     }
     __syncthreads();
   }
-  if (direct) {
-    if (a.oq.counters != nullptr) {  // every thread's stores of the row's group heads are done
-      __threadfence();
-      __syncthreads();
-      if (warp == 0) out_row_done_warp(a.oq, a.out, row, a.group, lane);
-    }
-    return;
-  }
+  if (direct) return;
   if (a.merge_counters == nullptr) return;
 
   // The last of the row's p_hi − p_lo + 1 CTAs of this KV head to finish merges its heads
@@ -469,11 +461,6 @@ __global__ void __launch_bounds__(kRowThreads) row_attention_kernel(const RowArg
   __threadfence();
   for (int gi = warp; gi < a.group; gi += kRowWarps) merge_head_warp(a, slot, kvh * a.group + gi, row, p_lo, p_hi, lane);
   if (tid == 0) *counter = 0;
-  if (a.oq.counters != nullptr) {
-    __threadfence();
-    __syncthreads();
-    if (warp == 0) out_row_done_warp(a.oq, a.out, row, a.group, lane);
-  }
 }
 
 // Merges the partitions of the decode rows that have more than one: one warp per (slot, head).
@@ -489,7 +476,6 @@ __global__ void __launch_bounds__(32) reduce_kernel(const RowArgs a) {
   if (p_lo == p_hi) return;  // written directly
   const int64_t row = int64_t(a.seq_first_row[seq]) + t;
   merge_head_warp(a, slot, h, row, p_lo, p_hi, int(threadIdx.x));
-  if (a.oq.counters != nullptr) out_row_done_warp(a.oq, a.out, row, 1, int(threadIdx.x));
 }
 
 // ---- Tensor-core prefill -------------------------------------------------------------------
@@ -511,13 +497,13 @@ struct FlashSmem {
   static constexpr int kBytes = kStages + 4 * kStage;
 };
 
-// Each warp takes 16 of the CTA's 64 packed rows over every key tile. kMinCtas: the CTAs an SM
-// it is compiled for (__launch_bounds__): 1 lets the compiler take 230–240 registers at HD = 128
-// (two CTAs an SM); 3 (FP8 caches at HD = 128, FP8LM_CUDA_PREFILL_FP8_CTAS=3: ≤ 168 registers,
-// 72 bytes of spills) for A/B at short prompts, where a CTA holds one or two key tiles and its
-// latency is hidden only by other CTAs (issue 19: 412 µs a layer for 128 prompts of 128 tokens).
-template <int HD, KvElement E, int kMinCtas = 1>
-__global__ void __launch_bounds__(kFlashThreads, kMinCtas) flash_attention_kernel(const FlashArgs a) {
+// Each warp takes 16 of the CTA's 64 packed rows over every key tile. Compiled for one CTA an SM
+// (__launch_bounds__): the compiler takes 230–240 registers at HD = 128 (two CTAs an SM). The
+// HD = 128 FP8 form compiled for three CTAs an SM (≤ 168 registers, 72 bytes of spills), for
+// short prompts whose CTAs hold one or two key tiles, measured +0.3 % at 128/128, within the
+// spread (docs/results/issue19/README.md, session 10), and was retired in issue 40.
+template <int HD, KvElement E>
+__global__ void __launch_bounds__(kFlashThreads, 1) flash_attention_kernel(const FlashArgs a) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
   using S = FlashSmem<HD, E>;
@@ -772,38 +758,22 @@ void launch_rows_any(KvElement e, const RowArgs& a, unsigned blocks, cudaStream_
   }
 }
 
-template <int HD, KvElement E, int kMinCtas = 1>
+template <int HD, KvElement E>
 void launch_flash(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   constexpr int kBytes = FlashSmem<HD, E>::kBytes;
-  auto* kernel = flash_attention_kernel<HD, E, kMinCtas>;
+  auto* kernel = flash_attention_kernel<HD, E>;
   // A host call (not a stream operation: allowed while capturing a graph), per device.
   FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
   launch_dependent(kernel, dim3(blocks, unsigned(a.num_kv_heads)), kFlashThreads, kBytes, stream, a);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
-// FP8LM_CUDA_PREFILL_FP8_CTAS: 1 (the default: the registers the compiler takes) or 3 (A/B: the
-// HD = 128 FP8 prefill kernel compiled for three CTAs an SM), refused by name otherwise.
-int prefill_fp8_ctas() {
-  static const int v = env_choice("FP8LM_CUDA_PREFILL_FP8_CTAS", {"1", "3"}, "1", "paged attention") == "3" ? 3 : 1;
-  return v;
-}
-
-template <int HD, KvElement E>
-void launch_flash_fp8(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
-  // Only HD = 128 takes more than 168 registers at one CTA an SM (HD = 64: 150–168).
-  if constexpr (HD == 128) {
-    if (prefill_fp8_ctas() == 3) return launch_flash<HD, E, 3>(a, blocks, stream);
-  }
-  launch_flash<HD, E>(a, blocks, stream);
-}
-
 template <int HD>
 void launch_flash_e(KvElement e, const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   switch (e) {
     case KvElement::kBF16: launch_flash<HD, KvElement::kBF16>(a, blocks, stream); break;
-    case KvElement::kE4M3: launch_flash_fp8<HD, KvElement::kE4M3>(a, blocks, stream); break;
-    case KvElement::kE5M2: launch_flash_fp8<HD, KvElement::kE5M2>(a, blocks, stream); break;
+    case KvElement::kE4M3: launch_flash<HD, KvElement::kE4M3>(a, blocks, stream); break;
+    case KvElement::kE5M2: launch_flash<HD, KvElement::kE5M2>(a, blocks, stream); break;
     case KvElement::kF32: fail("paged attention", "no tensor-core path for an f32 cache");
     default: fail("paged attention", "no tensor-core path for kv element type " + std::to_string(int(e)));
   }
@@ -822,26 +792,19 @@ int sm_count() {
   return n;
 }
 
-// FP8LM_CUDA_DECODE_CTAS: the tensor-core decode kernel's CTAs per SM below which it splits the
-// context (default 4: two waves of two CTAs an SM), 1..64; another value is refused by name.
-int decode_ctas_per_sm() {
-  static const int v = int(env_whole_number("FP8LM_CUDA_DECODE_CTAS", 1, 64, 4, "paged attention"));
-  return v;
-}
+// The tensor-core decode kernel's CTAs per SM below which it splits the context into chunks (two
+// waves of two CTAs an SM). Measured on the H200 (Llama-3.1-8B, 1k context): 8 was slower at
+// batches 8–128 (BF16 55.6 / 83.7 / 129.2 / 214.7 µs; docs/results/issue19/README.md, session 7).
+constexpr int64_t kDecodeCtasPerSm = 4;
 
-// The fewest (sequence, KV head) pairs for which the decode rows of an FP8 cache take the
-// warp-per-pair kernel (paged_attention_decode_pairs.cu): 12 an SM (three CTAs of four pairs).
+// The fewest (sequence, KV head) pairs an SM for which the decode rows of an FP8 cache take the
+// warp-per-pair kernel (paged_attention_decode_pairs.cu): 12 (three CTAs of four pairs).
 // Measured on the H200 (Llama-3.1-8B, E4M3, docs/benchmarks.md): at 2,048 pairs (batch 256) and
 // more it beats the key-split CTAs at 1k context (145 against 224 µs) and at 192 positions
 // (39.5 against 85.3 µs; batch 1,024: 120.7 against 290.1); fewer pairs were not measured, so
-// they keep the key-split CTAs and their context split. FP8LM_CUDA_DECODE_PAIRS_MIN=N (A/B)
-// sets the threshold (0: always where the rows fit; a huge N: never).
-int64_t decode_pairs_min() {
-  static const int64_t env = env_whole_number("FP8LM_CUDA_DECODE_PAIRS_MIN", 0,
-                                               std::numeric_limits<int64_t>::max(), -1, "paged attention");
-  constexpr int64_t kPairsPerSm = 12;
-  return env >= 0 ? env : kPairsPerSm * sm_count();
-}
+// they keep the key-split CTAs and their context split. DecodeKernelChoice forces either kernel
+// (tests, bench_cuda_attention --decode-kernel).
+constexpr int64_t kDecodePairsPerSm = 12;
 
 // The decode kernels' rows per sequence: the decodes' own bound where the host gave one (0: no
 // decode rows), else every sequence's up to kDecodeMaxNewTokens.
@@ -849,9 +812,9 @@ int decode_tcap(const DeviceAttentionBatch& batch, int plan_tcap) {
   return batch.max_decode_new_tokens >= 0 ? std::min(batch.max_decode_new_tokens, plan_tcap) : plan_tcap;
 }
 
-// Whether the decode rows can take the transposed tiles (decode_mma_t.cuh): an FP8 cache, and
-// every decoding sequence's rows (tcap tokens × a group) within the MMA's N of kDecodeTRows.
-bool decode_rows_fit_transposed(KvElement element, int64_t tcap, int64_t group) {
+// Whether the decode rows fit the pair kernel's transposed tiles (decode_mma_t.cuh): an FP8 cache,
+// and every decoding sequence's rows (tcap tokens × a group) within the MMA's N of kDecodeTRows.
+bool decode_rows_fit_pairs(KvElement element, int64_t tcap, int64_t group) {
   return is_fp8(element) && tcap * group <= kDecodeTRows;
 }
 
@@ -872,11 +835,13 @@ bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const ba
 }
 
 bool paged_attention_decode_uses_pairs(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
-                                       KvElement element) {
+                                       KvElement element, DecodeKernelChoice choice) {
+  if (choice == DecodeKernelChoice::kKeySplit) return false;
   if (!is_fp8(element) || !paged_attention_decode_uses_mma(batch, params, element)) return false;
   const int tcap = decode_tcap(batch, std::min(batch.max_new_tokens, kDecodeMaxNewTokens));
-  return tcap > 0 && decode_rows_fit_transposed(element, tcap, params.num_heads / params.num_kv_heads) &&
-         int64_t(batch.num_seqs) * params.num_kv_heads >= decode_pairs_min();
+  return tcap > 0 && decode_rows_fit_pairs(element, tcap, params.num_heads / params.num_kv_heads) &&
+         (choice == DecodeKernelChoice::kPairs ||
+          int64_t(batch.num_seqs) * params.num_kv_heads >= kDecodePairsPerSm * sm_count());
 }
 
 bool paged_attention_prefill_uses_mma(int64_t head_dim, KvElement element) {
@@ -927,21 +892,8 @@ size_t paged_attention_workspace_bytes(const DeviceAttentionBatch& batch, const 
 void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAttentionBatch& batch,
                      const backend::AttentionParams& p, int block_size, const DeviceKvLayer& layer, void* workspace,
                      size_t workspace_bytes, cudaStream_t stream, unsigned* merge_counters,
-                     const AttentionOutQuant* out_quant) {
+                     DecodeKernelChoice decode_kernel) {
   check_attention(q, out, batch, p, block_size, layer, workspace, workspace_bytes);
-  if (out_quant != nullptr) {
-    const char* op = "paged_attention";
-    if (out_quant->counters == nullptr) fail(op, "out_quant without counters");
-    if (out_quant->heads != p.num_heads || int64_t(out_quant->p.k) != int64_t(p.num_heads) * p.head_dim)
-      fail(op, "out_quant is for rows of " + std::to_string(out_quant->heads) + " heads and " +
-                   std::to_string(out_quant->p.k) + " elements, not the output's");
-    if (!attention_out_quant_covers(out_quant->p))
-      fail(op, "out_quant: only a static scale, or dynamic scales per token or per group of 8 x 2^i elements "
-               "(at most 256) dividing the row, are quantized by the attention kernels");
-    if (batch.num_rows > kAttentionOutQuantRows)
-      fail(op, "out_quant: " + std::to_string(batch.num_rows) + " rows, more than the " +
-                   std::to_string(kAttentionOutQuantRows) + " counters");
-  }
   if (batch.num_rows == 0) return;
   const Plan plan = make_plan(batch, p);
   const bool fp8 = is_fp8(layer.element);
@@ -971,7 +923,6 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
   ra.parts = plan.parts;
   ra.tcap = plan.tcap;
   ra.seq_base = 0;
-  if (out_quant != nullptr) ra.oq = *out_quant;
   if (plan.workspace > 0) {
     auto* base = static_cast<unsigned char*>(workspace);
     const auto up16 = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
@@ -1032,14 +983,13 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
   fa.score_scale = score_scale;
   fa.v_scale = v_scale;
   fa.chunks = 1;
-  fa.oq = ra.oq;
 
   // 2. Decode rows on the tensor cores: one CTA per (sequence, 16 rows, KV head), and where
-  // those are fewer than FP8LM_CUDA_DECODE_CTAS (default 4) per SM, the context split into as
-  // many chunks as make them up (a chunk ≥ one 64-key tile), merged by the kernel's last chunk
-  // or the reduce kernel. Sized by the decode rows' own bound on new tokens where the host gave
-  // one (a step mixing prefills and one-token decodes: one row tile, the transposed forms);
-  // no launch where the step has no decode rows.
+  // those are fewer than kDecodeCtasPerSm per SM, the context split into as many chunks as make
+  // them up (a chunk ≥ one 64-key tile), merged by the kernel's last chunk or the reduce kernel.
+  // Sized by the decode rows' own bound on new tokens where the host gave one (a step mixing
+  // prefills and one-token decodes: one row tile, or the pair kernel); no launch where the step
+  // has no decode rows.
   const int dec_tcap = decode_tcap(batch, plan.tcap);
   if (decode_on_mma && dec_tcap > 0) {
     fa.tiles = int(cdiv(int64_t(dec_tcap) * plan.group, kKeySplitRows));
@@ -1048,7 +998,7 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     const int64_t max_tiles = cdiv(batch.max_context, kBN);
     int64_t chunk_tiles = max_tiles;
     const int64_t ctas = int64_t(batch.num_seqs) * fa.tiles * p.num_kv_heads;
-    const int64_t want = int64_t(decode_ctas_per_sm()) * sm_count();
+    const int64_t want = kDecodeCtasPerSm * sm_count();
     // The partials use the workspace sized for the SIMT kernel's partitions (as many as tiles),
     // whole batches only.
     if (ctas < want && plan.workspace > 0 && plan.group_seqs == batch.num_seqs)
@@ -1062,17 +1012,13 @@ void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAtt
     // tile, KV head); else the reduce kernel does.
     fa.merge_counters = merge_counters != nullptr && ctas <= kAttentionMergeCounters ? merge_counters : nullptr;
     // Decode rows on an FP8 cache whose sequences' rows fit 8 (one token × a group of ≤ 8) take
-    // the transposed tiles: one warp per (sequence, KV head) where pairs are many
-    // (decode_pairs_min), else the key-split CTAs with FP8LM_CUDA_DECODE_T=1 (faster at 192
-    // positions from batch 256, not measured below it: off by default there).
-    if (paged_attention_decode_uses_pairs(batch, p, layer.element)) {
+    // the pair kernel (one warp per (sequence, KV head), transposed tiles) where pairs are many
+    // (kDecodePairsPerSm), else the key-split CTAs.
+    if (paged_attention_decode_uses_pairs(batch, p, layer.element, decode_kernel)) {
       fa.num_seqs = batch.num_seqs;
       launch_pair_decode(int(p.head_dim), layer.element, fa, stream);
     } else {
-      static const bool transposed_on = env_opt_in("FP8LM_CUDA_DECODE_T");
-      const bool transposed = transposed_on && decode_rows_fit_transposed(layer.element, dec_tcap, plan.group);
-      launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles),
-                         transposed, stream);
+      launch_warp_decode(int(p.head_dim), layer.element, fa, unsigned(int64_t(batch.num_seqs) * fa.tiles), stream);
       if (fa.chunks > 1 && fa.merge_counters == nullptr) {
         ra.parts = fa.chunks;
         ra.partition = fa.chunk_tiles * kBN;

@@ -83,7 +83,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/cuda/attention_out_quant.h"
 #include "backend/paged_kv_types.h"
 
 namespace fp8lm::cuda {
@@ -117,7 +116,7 @@ struct DeviceAttentionBatch {
   // ≥ the new tokens of every sequence with at most kDecodeMaxNewTokens (the decode rows'
   // sequences); 0: there are none; −1: not known (taken as min(max_new_tokens,
   // kDecodeMaxNewTokens)). In a step that mixes prefills and decodes it sizes the decode
-  // kernels' grids by the decodes alone (and lets one-token decodes take the transposed tiles).
+  // kernels' grids by the decodes alone (and lets one-token decodes take the pair kernel).
   int max_decode_new_tokens = -1;
 };
 
@@ -141,10 +140,18 @@ bool paged_attention_prefill_uses_mma(int64_t head_dim, backend::KvElement eleme
 bool paged_attention_decode_uses_mma(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
                                      backend::KvElement element);
 
-// Whether those tensor-core decode rows take the warp-per-pair kernel (an FP8 cache, the decoding
-// sequences' rows fit 8, at least 12 (sequence, KV head) pairs an SM or FP8LM_CUDA_DECODE_PAIRS_MIN).
+// Which kernel takes the tensor-core decode rows of an FP8 cache whose decoding sequences' rows fit
+// 8 (one token × a GQA group of ≤ 8): kMeasured, the warp-per-pair kernel from 12 (sequence, KV
+// head) pairs an SM and the key-split CTAs below (the engine's choice, from measurements); kPairs,
+// the pair kernel at any batch; kKeySplit, the key-split CTAs at any batch. The last two let the
+// tests and bench_cuda_attention run either kernel on any problem; other decode rows are not
+// affected.
+enum class DecodeKernelChoice { kMeasured, kPairs, kKeySplit };
+
+// Whether those tensor-core decode rows take the warp-per-pair kernel under `choice`.
 bool paged_attention_decode_uses_pairs(const DeviceAttentionBatch& batch, const backend::AttentionParams& params,
-                                       backend::KvElement element);
+                                       backend::KvElement element,
+                                       DecodeKernelChoice choice = DecodeKernelChoice::kMeasured);
 
 // Writes each row's K and V (rows × num_kv_heads·head_dim, BF16, 16-byte aligned) into the cache
 // at its position (block = block_tables[seq][pos / block_size], slot = pos % block_size), rounded
@@ -184,14 +191,12 @@ inline constexpr int64_t kAttentionMergeCounters = 4096;
 // each sequence's seq_start_position into L2 before it waits for the kernel before it (a
 // programmatic dependent launch): those positions were stored by earlier steps, only the new
 // rows' by the kernel before.
-// `out_quant`: null, or the output also quantized for the projection after it, by the kernels
-// that write it (attention_out_quant.h): codes and scales bit for bit those of
-// quantize_fp8_dynamic / quantize_fp8_static of `out`; its counters: kAttentionOutQuantRows
-// zeroed counters (calls on one stream may share them), num_rows ≤ kAttentionOutQuantRows.
+// `decode_kernel`: which kernel takes FP8 decode rows that fit the pair kernel (above; the
+// engine passes kMeasured).
 // Throws fp8lm::Error naming a bad argument before launching anything.
 void paged_attention(const __nv_bfloat16* q, __nv_bfloat16* out, const DeviceAttentionBatch& batch,
                      const backend::AttentionParams& p, int block_size, const DeviceKvLayer& layer, void* workspace,
                      size_t workspace_bytes, cudaStream_t stream, unsigned* merge_counters = nullptr,
-                     const AttentionOutQuant* out_quant = nullptr);
+                     DecodeKernelChoice decode_kernel = DecodeKernelChoice::kMeasured);
 
 }  // namespace fp8lm::cuda

@@ -12,9 +12,8 @@
 // BF16 cache: BF16 MMAs over the padded tiles, as the prefill kernel. FP8 cache: the codes stay
 // codes in shared memory (half the bytes of a stage) and become FP16 in registers right before
 // FP16 MMAs (attention_mma.cuh's attend_tile_fp8: exact; no expansion pass through shared memory).
-// Pure decode steps on an FP8 cache (every sequence one new token, ≤ 8 query heads a KV head) can
-// run the same tiles transposed (FP8LM_CUDA_DECODE_T=1) (decode_mma_t.cuh: keys and dimensions as the MMAs' M, the 8 rows as
-// N), at half the MMAs and accumulators of a 16-row tile.
+// Pure decode steps on an FP8 cache with many (sequence, KV head) pairs take the pair kernel
+// instead (paged_attention_decode_pairs.cu).
 //
 // The split over the context (grid.z): at small batches one CTA per (sequence, KV head) would
 // leave most SMs idle, so the context is cut into chunks of whole tiles; rows spanning several
@@ -29,9 +28,7 @@
 
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/check.h"
-#include "backend/cuda/decode_mma_t.cuh"
 #include "backend/cuda/device_helpers.cuh"
-#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.cuh"
 #include "common/error.h"
 
@@ -40,33 +37,34 @@ namespace {
 
 constexpr int kWarpKeys = kBN / kFlashWarps;  // keys of a tile per warp
 
-// kMinCtas: the CTAs an SM the kernel is compiled for (__launch_bounds__). BF16: 1 (two CTAs an
-// SM by shared memory). FP8: 4 (≤ 128 registers, a few spills, 3 copy stages): left to itself the
+// The CTAs an SM the kernel is compiled for (__launch_bounds__). BF16: 1 (two CTAs an SM by
+// shared memory). FP8: 4 (≤ 128 registers, a few spills, 3 copy stages): left to itself the
 // compiler takes 189 registers, two CTAs an SM, and the kernel ran 17 % slower at batch 256 (H200,
-// 1k context: 253.4 against 216.3 µs; docs/benchmarks.md); FP8LM_CUDA_DECODE_FP8_CTAS=3 (A/B)
-// compiles it for three (≤ 168 registers, 4 stages).
-template <int HD, KvElement E, int kMinCtas>
+// 1k context: 253.4 against 216.3 µs; docs/benchmarks.md). A form for three CTAs an SM (≤ 168
+// registers, 4 stages) never measured faster (docs/results/issue19/README.md, sessions 7–8) and
+// was retired in issue 40.
+template <KvElement E>
+constexpr int kDecodeMinCtas = kIsFp8<E> ? 4 : 1;
+
+template <int HD, KvElement E>
 struct WarpDecodeSmem {
   static constexpr bool kFp8 = kIsFp8<E>;
   static constexpr int kStride = HD + 8;                   // bf16 elements per row of Q / a BF16 key
   static constexpr int kRow = kFp8 ? HD : kStride * 2;     // bytes per key in a copy stage
-  // Stages per warp: BF16 3 (2 tiles in flight; 109 KB a CTA at HD = 128: two CTAs an SM), FP8 4
-  // (3 in flight at half the bytes; 68 KB: three CTAs an SM), or 3 for four CTAs an SM (52 KB).
-  static constexpr int kStages = kFp8 && kMinCtas < 4 ? 4 : 3;
+  // Stages per warp: 3 (2 tiles in flight; at HD = 128, BF16 109 KB a CTA: two CTAs an SM; FP8
+  // 52 KB: four CTAs an SM).
+  static constexpr int kStages = 3;
   static constexpr int kStage = 2 * kWarpKeys * kRow;  // the warp's K then V keys of a tile
   static constexpr int kQ = kKeySplitRows * kStride * 2;
   static constexpr int kUsed = kQ + kFlashWarps * kStages * kStage;
   static constexpr int kBytes = kUsed > kKeySplitMergeBytes<HD> ? kUsed : kKeySplitMergeBytes<HD>;
 };
 
-// kT: the tiles transposed (decode_mma_t.cuh), for FP8 caches where every sequence's rows fit
-// kDecodeTRows (launch_warp_decode's `transposed`).
-template <int HD, KvElement E, int kMinCtas, bool kT>
-__global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(const FlashArgs a) {
-  static_assert(!kT || kIsFp8<E>, "the transposed tiles are FP8 steps");
+template <int HD, KvElement E>
+__global__ void __launch_bounds__(kFlashThreads, kDecodeMinCtas<E>) warp_decode_kernel(const FlashArgs a) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
-  using S = WarpDecodeSmem<HD, E, kMinCtas>;
+  using S = WarpDecodeSmem<HD, E>;
   constexpr bool kFp8 = S::kFp8;
   constexpr int kStages = S::kStages;
   extern __shared__ __align__(16) unsigned char wsmem[];
@@ -99,8 +97,7 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
   const int warp_key = warp * kWarpKeys;
 
   // This thread's rows: fragment rows lane / 4 and lane / 4 + 8.
-  const LaneRows rows =
-      lane_rows(kT ? r0 + 2 * (lane & 3) : r0 + lane / 4, kT ? 1 : 8, rows_total, G, start, a.window);
+  const LaneRows rows = lane_rows(r0 + lane / 4, 8, rows_total, G, start, a.window);
   const auto &pos_r = rows.pos, &lo_r = rows.lo;
   const auto &tok_r = rows.tok, &head_r = rows.head;
   const auto& ok_r = rows.ok;
@@ -140,11 +137,9 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
   int64_t next_offset = kStages - 1 < ntiles ? key_offset(jt_first + kStages - 1) : -1;
   cp_async_wait<kStages - 1>();  // the Q group
   __syncthreads();
-  uint32_t qf[HD / 16][kT ? 2 : 4];
+  uint32_t qf[HD / 16][4];
   float scale_r[2] = {a.score_scale, a.score_scale};
-  if constexpr (kT) {
-    fp8_qt_fragments<HD, S::kStride>(wsmem, lane, a.score_scale, qf, scale_r);
-  } else if constexpr (kFp8) {
+  if constexpr (kFp8) {
     fp8_q_fragments<HD, S::kStride>(wsmem, lane, a.score_scale, qf, scale_r);
   } else {
 #pragma unroll
@@ -152,10 +147,9 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
       ldmatrix_x4(qf[ks], smem_addr(wsmem + ((lane & 15) * S::kStride + ks * 16 + (lane >> 4) * 8) * 2));
   }
 
-  constexpr int kOTiles = kT ? HD / 16 : HD / 8;
-  float o[kOTiles][4];
+  float o[HD / 8][4];
 #pragma unroll
-  for (int nt = 0; nt < kOTiles; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
 
   for (int it = 0; it < ntiles; ++it) {
@@ -172,12 +166,8 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
     const unsigned char* kb = ring + (it % kStages) * S::kStage;
     const unsigned char* vb = kb + kWarpKeys * S::kRow;
     const int64_t jtile = (jt_first + it) * kBN;
-    // Rows past the sequence's (Q zero-filled, never written) need no mask in the transposed
-    // form: each is its own MMA column.
-    const bool full = (kT || !partial_rows) && jtile >= lo_last && jtile + kBN - 1 <= p_first;
-    if constexpr (kT) {
-      attend_tile_fp8_t<HD, E>(kb, vb, qf, scale_r, full, jtile + warp_key, lo_r, pos_r, lane, m_r, l_r, o);
-    } else if constexpr (kFp8) {
+    const bool full = !partial_rows && jtile >= lo_last && jtile + kBN - 1 <= p_first;
+    if constexpr (kFp8) {
       attend_tile_fp8<HD, E, kWarpKeys>(kb, vb, 0, qf, scale_r, full, jtile + warp_key, lo_r, pos_r, lane, m_r, l_r, o);
     } else {
       attend_tile<HD, kWarpKeys, S::kStride>(kb, vb, 0, qf, a.score_scale, full, jtile + warp_key, lo_r, pos_r, lane,
@@ -186,22 +176,16 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring: the merge reuses the space
-  if constexpr (kT) {
-    if (!merge_key_split_warps_t<HD>(wsmem, warp, lane, m_r, l_r, o)) return;
-  } else {
-    if (!merge_key_split_warps<HD>(wsmem, warp, lane, m_r, l_r, o)) return;
-  }
+  if (!merge_key_split_warps<HD>(wsmem, warp, lane, m_r, l_r, o)) return;
 
   // Warp 0 writes the rows: whole (normalized, BF16) where this chunk holds all of the row's
   // keys, else this chunk's partial state for the reduce kernel.
   const int q = lane & 3;
-  // The lanes that hold a row's state: the quad's first, or in the transposed form those of g = 0.
-  const bool state_lane = kT ? lane < 4 : q == 0;
+  const bool state_lane = q == 0;  // the lanes that hold a row's state: each quad's first
   const int64_t span = int64_t(a.chunk_tiles) * kBN;  // keys per chunk
-  int wrote[2] = {0, 0};  // heads of row i this lane arrives with (attention_out_quant.h)
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const float l = kT ? key_lanes_sum(l_r[i]) : quad_sum(l_r[i]);
+    const float l = quad_sum(l_r[i]);
     if (!ok_r[i]) continue;
     const int64_t c_lo = a.chunks > 1 ? lo_r[i] / span : 0, c_hi = a.chunks > 1 ? pos_r[i] / span : 0;
     if (chunk < c_lo || chunk > c_hi) continue;  // none of the row's keys here
@@ -211,16 +195,9 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
     const int64_t at = ((int64_t(seq) * a.tcap + tok_r[i]) * a.num_heads + h) * a.chunks + chunk;
     float* part = whole ? nullptr : a.part_o + at * HD;
 #pragma unroll
-    for (int pr = 0; pr < (kT ? HD / 16 : HD / 8); ++pr) {
+    for (int pr = 0; pr < HD / 8; ++pr) {
       float x0, x1;
-      int dim;
-      if constexpr (kT) {
-        dim = 16 * pr + 2 * (lane >> 2);
-        x0 = o[pr][i];
-        x1 = o[pr][2 + i];
-      } else {
-        dim = acc_pair<kFp8>(o, i, pr, q, x0, x1);
-      }
+      const int dim = acc_pair<kFp8>(o, i, pr, q, x0, x1);
       if (whole) {
         *reinterpret_cast<__nv_bfloat162*>(dst + dim) =
             __floats2bfloat162_rn((x0 * a.v_scale) / l, (x1 * a.v_scale) / l);
@@ -232,11 +209,6 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
       a.part_m[at] = m_r[i];
       a.part_l[at] = l;
     }
-    if (whole && state_lane) wrote[i] = 1;
-  }
-  if (a.oq.counters != nullptr) {
-    const int64_t rows[2] = {first_row + tok_r[0], first_row + tok_r[1]};
-    out_rows_done_warp<2>(a.oq, a.out, rows, wrote, lane);
   }
   if (a.chunks == 1 || a.merge_counters == nullptr) return;
 
@@ -257,54 +229,35 @@ __global__ void __launch_bounds__(kFlashThreads, kMinCtas) warp_decode_kernel(co
     merge_partials_warp(a.part_o, a.part_m, a.part_l, ((int64_t(seq) * a.tcap + tok) * a.num_heads + h) * a.chunks,
                         int(c_lo), int(c_hi), HD, a.v_scale, a.out + (first_row + tok) * q_stride + int64_t(h) * HD,
                         lane);
-    if (a.oq.counters != nullptr) out_row_done_warp(a.oq, a.out, first_row + tok, 1, lane);
   }
   if (lane == 0) *counter = 0;
 }
 
-template <int HD, KvElement E, int kMinCtas, bool kT = false>
+template <int HD, KvElement E>
 void launch(const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
-  constexpr int kBytes = WarpDecodeSmem<HD, E, kMinCtas>::kBytes;
-  auto* kernel = warp_decode_kernel<HD, E, kMinCtas, kT>;
+  constexpr int kBytes = WarpDecodeSmem<HD, E>::kBytes;
+  auto* kernel = warp_decode_kernel<HD, E>;
   // A host call (not a stream operation: allowed while capturing a graph), per device.
   FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
   launch_dependent(kernel, dim3(blocks, unsigned(a.num_kv_heads), unsigned(a.chunks)), kFlashThreads, kBytes, stream, a);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
-// FP8LM_CUDA_DECODE_FP8_CTAS: 4 (the default) or 3, refused by name otherwise.
-int fp8_ctas_per_sm() {
-  static const int v = env_choice("FP8LM_CUDA_DECODE_FP8_CTAS", {"3", "4"}, "4", "paged attention") == "3" ? 3 : 4;
-  return v;
-}
-
-// An FP8 cache's forms: transposed, or 16-row tiles compiled for 4 (default) or 3 CTAs an SM.
-template <int HD, KvElement E>
-void launch_fp8(const FlashArgs& a, unsigned blocks, bool transposed, int fp8_ctas, cudaStream_t stream) {
-  if (transposed) launch<HD, E, 4, true>(a, blocks, stream);
-  else if (fp8_ctas == 3) launch<HD, E, 3>(a, blocks, stream);
-  else launch<HD, E, 4>(a, blocks, stream);
-}
-
 template <int HD>
-void launch_e(KvElement e, const FlashArgs& a, unsigned blocks, bool transposed, cudaStream_t stream) {
-  const int fp8_ctas = fp8_ctas_per_sm();
+void launch_e(KvElement e, const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
   switch (e) {
-    case KvElement::kBF16: launch<HD, KvElement::kBF16, 1>(a, blocks, stream); break;
-    case KvElement::kE4M3: launch_fp8<HD, KvElement::kE4M3>(a, blocks, transposed, fp8_ctas, stream); break;
-    case KvElement::kE5M2: launch_fp8<HD, KvElement::kE5M2>(a, blocks, transposed, fp8_ctas, stream); break;
+    case KvElement::kBF16: launch<HD, KvElement::kBF16>(a, blocks, stream); break;
+    case KvElement::kE4M3: launch<HD, KvElement::kE4M3>(a, blocks, stream); break;
+    case KvElement::kE5M2: launch<HD, KvElement::kE5M2>(a, blocks, stream); break;
     default: throw Error("cuda paged attention: no warp decode kernel for kv element type " + std::to_string(int(e)));
   }
 }
 
 }  // namespace
 
-void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, bool transposed,
-                        cudaStream_t stream) {
-  if (transposed && (!is_fp8(element) || a.tiles != 1))
-    throw Error("cuda paged attention: the transposed decode tiles need an FP8 cache and one row tile a sequence");
-  if (head_dim == 64) launch_e<64>(element, a, blocks, transposed, stream);
-  else if (head_dim == 128) launch_e<128>(element, a, blocks, transposed, stream);
+void launch_warp_decode(int head_dim, KvElement element, const FlashArgs& a, unsigned blocks, cudaStream_t stream) {
+  if (head_dim == 64) launch_e<64>(element, a, blocks, stream);
+  else if (head_dim == 128) launch_e<128>(element, a, blocks, stream);
   else throw Error("cuda paged attention: no warp decode kernel for head_dim " + std::to_string(head_dim));
 }
 

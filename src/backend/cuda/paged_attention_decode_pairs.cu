@@ -147,11 +147,6 @@ __global__ void __launch_bounds__(kFlashThreads, 4) pair_decode_kernel(const Fla
     for (int d = 0; d < HD / 16; ++d)
       *reinterpret_cast<__nv_bfloat162*>(dst + 16 * d) = __floats2bfloat162_rn(o[d][i] * f, o[d][2 + i] * f);
   }
-  if (a.oq.counters != nullptr) {  // each row arrives once, from a lane of g = 0 (lane = q)
-    const int64_t rows[2] = {first_row + tok_r[0], first_row + tok_r[1]};
-    const int heads[2] = {lane < 4 && ok_r[0] ? 1 : 0, lane < 4 && ok_r[1] ? 1 : 0};
-    out_rows_done_warp<2>(a.oq, a.out, rows, heads, lane);
-  }
 }
 
 template <int HD, KvElement E>
