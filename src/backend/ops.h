@@ -306,16 +306,6 @@ class Ops {
     (void)x, (void)router_logits, (void)experts, (void)routing, (void)out;
     throw_no_moe("moe");
   }
-  // moe(x, …, out), then add_rms_norm(h, out, w, eps, normed, next): the MoE block's sum
-  // taken straight into the residual add and the next norm. A backend may fuse the two (the
-  // CUDA backend sums each row's expert outputs inside the norm kernel: the same bits) and
-  // leave `out` unwritten. normed may be x.
-  virtual void moe_add_rms_norm(Tensor x, Tensor router_logits, const Weight& experts, const MoeRouting& routing,
-                                Tensor out, Tensor h, const Weight& w, float eps, Tensor normed,
-                                const Weight* next = nullptr) {
-    moe(x, router_logits, experts, routing, out);
-    add_rms_norm(h, out, w, eps, normed, next);
-  }
   // Stores the new K/V into the cache, then attends over the cached positions
   // (sequences: step.sequences). `next`: the linear that reads `out` next, as rms_norm's.
   virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& params, KvCache& cache,

@@ -279,19 +279,10 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h), or in an MoE
     // layer h += Σ p_e · expert_e(x) over the experts the router picks.
     ops_.add_rms_norm(h, proj, *l.post_attention_norm, eps, x, l.gate_up.get());
-    const bool last_layer = i + 1 == c.num_hidden_layers;
-    // On one rank the MoE block's sum goes straight into the next layer's residual add + norm.
-    const bool moe_into_norm = l.experts && tp_size_ == 1 && !last_layer;
     if (l.experts) {
       if (observer_ != nullptr && !l.observed_gate.empty()) observe_experts(i, l, x);
       ops_.linear(x, *l.router, router_logits);
-      if (moe_into_norm) {
-        const Layer& next = layers_[size_t(i) + 1];
-        ops_.moe_add_rms_norm(x, router_logits, *l.experts, routing_, proj, h, *next.input_norm, eps, x,
-                              next.qkv.get());
-      } else {
-        ops_.moe(x, router_logits, *l.experts, routing_, proj);
-      }
+      ops_.moe(x, router_logits, *l.experts, routing_, proj);
     } else {
       observe(i, LinearInput::kGateUp, x);
       if (l.gate_up) {
@@ -305,9 +296,8 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       observe(i, LinearInput::kDown, act);
       ops_.linear(act, *l.down, proj);
     }
-    if (moe_into_norm) continue;
     if (tp_size_ > 1) ops_.all_reduce_sum(proj);  // down_proj (each expert's too) is row-parallel
-    if (!last_layer) {
+    if (i + 1 < c.num_hidden_layers) {
       const Layer& next = layers_[size_t(i) + 1];
       ops_.add_rms_norm(h, proj, *next.input_norm, eps, x, next.qkv.get());
     } else {

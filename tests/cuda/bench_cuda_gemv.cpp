@@ -404,9 +404,9 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::printf("\n%-13s %3s %-9s %-6s %9s %9s %7s %9s %8s %-8s %8s %7s %9s %9s %7s %8s %7s %9s\n", "shape", "m",
-              "weights", "acts", "fp8 us", "GB/s", "%4.29", "bf16 us", "speedup", "plan", "pdl us", "pdl %", "q+gemv us",
-              "fused us", "fused %", "bulk us", "bulk %", "bulk+q us");
+  std::printf("\n%-13s %3s %-9s %-6s %9s %9s %7s %9s %8s %-8s %8s %7s %9s %9s %7s\n", "shape", "m", "weights",
+              "acts", "fp8 us", "GB/s", "%4.29", "bf16 us", "speedup", "plan", "pdl us", "pdl %", "q+gemv us",
+              "fused us", "fused %");
   for (const Shape& s : shapes) {
     Activations act(s.k);
     // cuBLASLt BF16 baseline buffers.
@@ -454,8 +454,7 @@ int main(int argc, char** argv) {
           const Fp8GemvPlan plan = fp8lm::cuda::fp8_gemv_plan(a);
           // W8A8 from BF16 activations, both ways the engine can run it (PDL on the GEMV):
           // the quantization kernel then the GEMV on its codes, or the GEMV quantizing x itself.
-          double sep_us = 0, fused_us = 0, bulk_fused_us = 0;
-          const Fp8GemvPlan bulk{8, 0, true};  // the bulk-copy ring kernel, its own K splits
+          double sep_us = 0, fused_us = 0;
           if (a8) {
             const Fp8ActQuant q = layout == WeightScaleLayout::kTensor    ? Fp8ActQuant::tensor()
                                   : layout == WeightScaleLayout::kChannel ? Fp8ActQuant::token()
@@ -474,21 +473,16 @@ int main(int argc, char** argv) {
             fused.quantize_x = true;
             fused.x_rule = fp8lm::cuda::dynamic_scale_rule(q);
             fused_us = time_fp8(fused, w, nullptr, 50, stream);
-            bulk_fused_us = time_fp8(fused, w, &bulk, 50, stream);
           }
-          const double bulk_us = time_fp8(ap, w, &bulk, 50, stream);
-          const Fp8GemvPlan bulk_plan = fp8lm::cuda::fp8_gemv_plan(ap, &bulk);
           const char* acts = a8 ? (layout == WeightScaleLayout::kTensor    ? "tensor"
                                    : layout == WeightScaleLayout::kChannel ? "token"
                                                                            : "group")
                                 : "bf16";
           const auto pct_of = [&](double t) { return t > 0 ? 100.0 * double(s.n * s.k) / (t * 1e-6) / (kCopyTBps * 1e12) : 0.0; };
-          std::printf(
-              "%-13s %3lld %-9s %-6s %9.2f %9.0f %6.1f%% %9.2f %7.2fx {%d, %d} %8.2f %6.1f%% %9.2f %9.2f %6.1f%% %8.2f %6.1f%% "
-              "%9.2f\n",
-              s.name, (long long)m, layout_name(layout), acts, us, gbps, pct, bf16_us[mi], speedup, plan.row_tiles,
-              plan.k_splits, us_pdl, pct_of(us_pdl), sep_us, fused_us, pct_of(fused_us), bulk_us, pct_of(bulk_us),
-              bulk_fused_us);
+          std::printf("%-13s %3lld %-9s %-6s %9.2f %9.0f %6.1f%% %9.2f %7.2fx {%d, %d} %8.2f %6.1f%% %9.2f %9.2f "
+                      "%6.1f%%\n",
+                      s.name, (long long)m, layout_name(layout), acts, us, gbps, pct, bf16_us[mi], speedup,
+                      plan.row_tiles, plan.k_splits, us_pdl, pct_of(us_pdl), sep_us, fused_us, pct_of(fused_us));
           rows.push_back({{"shape", s.name},
                           {"n", s.n},
                           {"k", s.k},
@@ -507,10 +501,7 @@ int main(int argc, char** argv) {
                           {"fp8_pdl_pct_of_4_29_tbps", 100.0 * double(s.n * s.k) / (us_pdl * 1e-6) / (kCopyTBps * 1e12)},
                           {"speedup_vs_bf16_pdl", bf16_us[mi] / us_pdl},
                           {"quantize_then_gemv_pdl_us", sep_us},
-                          {"gemv_quantizing_x_pdl_us", fused_us},
-                          {"bulk_pdl_us", bulk_us},
-                          {"bulk_plan", {bulk_plan.bulk, bulk_plan.k_splits}},
-                          {"bulk_quantizing_x_pdl_us", bulk_fused_us}});
+                          {"gemv_quantizing_x_pdl_us", fused_us}});
         }
       }
       if (sweep) {

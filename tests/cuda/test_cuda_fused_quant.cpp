@@ -1,13 +1,13 @@
 // Producers that quantize their own output (quantization fused into the kernel that makes the
-// activation): rms_norm / add_rms_norm with a RowQuantOutput (model_kernels.h) and
-// silu_mul_fused_quantize (quant_kernels.h) against the two-kernel sequence they replace — the
-// producer, then quantize_fp8_dynamic / quantize_fp8_static of its BF16 output — every BF16
-// output, FP8 code and scale bit. Both halves of that reference are checked against the CPU
-// elsewhere (test_cuda_model_kernels, test_cuda_quant). Random inputs with outliers, a zero row
-// and NaN/inf rows; static, per-token (with and without FBGEMM's bound), group-128 and group-64
-// scales, E4M3 and E5M2; rows of 1–33; widths held in registers, a width that takes the norm's
-// streaming kernel (where the norm falls back to quantizing afterwards), and an odd width (the
-// scalar path). A dynamic per-tensor scale is refused by name. Needs a Hopper GPU.
+// activation): rms_norm / add_rms_norm with a RowQuantOutput (model_kernels.h) against the
+// two-kernel sequence they replace — the norm, then quantize_fp8_dynamic / quantize_fp8_static
+// of its BF16 output — every BF16 output, FP8 code and scale bit. Both halves of that reference
+// are checked against the CPU elsewhere (test_cuda_model_kernels, test_cuda_quant). Random
+// inputs with outliers, a zero row and NaN/inf rows; static, per-token (with and without
+// FBGEMM's bound), group-128 and group-64 scales, E4M3 and E5M2; rows of 1–33; widths held in
+// registers, a width that takes the norm's streaming kernel (where the norm falls back to
+// quantizing afterwards), and an odd width (the scalar path). A dynamic per-tensor scale is
+// refused by name. Needs a Hopper GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -152,38 +152,6 @@ TEST(CudaFusedQuant, NormsQuantizeAsTheQuantizationKernel) {
   }
 }
 
-TEST(CudaFusedQuant, SiluMulQuantizesAsTheQuantizationKernel) {
-  REQUIRE_HOPPER();
-  auto rng = make_rng();
-  const Dev<float> static_scale(std::vector<float>{0.03125f});
-  for (const int64_t cols : {14336, 1024, 40000, 100}) {
-    for (const int64_t rows : {1, 3, 33}) {
-      const std::vector<uint16_t> gate_up = random_rows(rng, rows, 2 * cols, true);
-      for (const Quant& qc : producer_quants(static_scale.ptr)) {
-        const size_t nscales = size_t(std::max<int64_t>(qc.q.scale_count(rows, cols), 1));
-        auto run = [&](bool fused) {
-          const Dev<uint16_t> gu(gate_up);
-          Dev<uint16_t> out(size_t(rows * cols));
-          Dev<uint8_t> codes(size_t(rows * cols));
-          Dev<float> scales(nscales);
-          codes.fill_bytes(0xA5);
-          scales.fill_bytes(0);
-          if (fused) {
-            cuda::silu_mul_fused_quantize(bf(gu), rows, cols, bf(out), qc.q, codes.ptr, scales.ptr, nullptr);
-          } else {
-            cuda::silu_mul_fused(bf(gu), rows, cols, bf(out), nullptr);
-            quantize_after(bf(out), rows, cols, qc.q, codes.ptr, scales.ptr);
-          }
-          FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
-          return Outputs{out.download(), {}, codes.download(), scales.download()};
-        };
-        expect_equal("silu_mul " + qc.name + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]",
-                     run(true), run(false));
-      }
-    }
-  }
-}
-
 TEST(CudaFusedQuant, DynamicTensorScaleIsRefusedByName) {
   REQUIRE_HOPPER();
   Dev<uint16_t> x(size_t(4 * 64)), out(size_t(4 * 64));
@@ -196,9 +164,6 @@ TEST(CudaFusedQuant, DynamicTensorScaleIsRefusedByName) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("per-tensor"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(cuda::silu_mul_fused_quantize(bf(x), 4, 32, bf(out), cuda::Fp8ActQuant::tensor(), codes.ptr,
-                                             scales.ptr, nullptr),
-               Error);
 }
 
 }  // namespace

@@ -305,7 +305,7 @@ std::vector<uint16_t> run_gpu_quantizing(DeviceCase& d, Workspace& ws, const cud
 }
 
 bool same_plan(const cuda::Fp8GemvPlan& a, const cuda::Fp8GemvPlan& b) {
-  return a.row_tiles == b.row_tiles && a.k_splits == b.k_splits && a.bulk == b.bulk;
+  return a.row_tiles == b.row_tiles && a.k_splits == b.k_splits;
 }
 
 // The plan a call runs: `requested`, or the automatic one, as fp8_gemv resolves it.
@@ -397,22 +397,6 @@ void run_sweep(Act act) {
             if (act != Act::kBf16)
               failures += expect_quantizing_matches(c, d, ws, resolved(d.args, &plan), planned, what);
           }
-          // The bulk-copy ring kernel: the plain kernel's bytes at the same {8 row tiles, K
-          // splits} (where k allows it: else both are the plain kernel), and with its own splits.
-          for (int sp : {1, 3}) {
-            const cuda::Fp8GemvPlan asked{8, sp, true};
-            const cuda::Fp8GemvPlan bulk = resolved(d.args, &asked);
-            const std::vector<uint16_t> got = run_gpu(d, ws, &asked);
-            failures += check(c, got, bulk.bulk ? "bulk plan" : "bulk plan (fell back)");
-            const cuda::Fp8GemvPlan plain{8, bulk.k_splits, false};
-            if (bulk.bulk && same_plan(resolved(d.args, &plain), plain)) {
-              EXPECT_EQ(got, run_gpu(d, ws, &plain)) << "bulk {8, " << bulk.k_splits << "} differs: " << describe(p);
-            }
-            EXPECT_EQ(run_gpu(d, ws, &asked, true), got) << "bulk, programmatic launch differs: " << describe(p);
-            if (act != Act::kBf16) failures += expect_quantizing_matches(c, d, ws, bulk, got, "bulk plan");
-          }
-          const cuda::Fp8GemvPlan bulk_auto{8, 0, true};
-          failures += check(c, run_gpu(d, ws, &bulk_auto), "bulk plan, automatic splits");
           // A static per-tensor scale (the dynamic one, given): the same codes, so the same bytes.
           if (act == Act::kTensor)
             failures += expect_quantizing_matches(c, d, ws, auto_plan, first, "static scale", d.x_scale.as<float>());
@@ -458,8 +442,6 @@ TEST(CudaGemv, EdgeCodes) {
         DeviceCase d(c);
         const std::vector<uint16_t> got = run_gpu(d, ws, nullptr);
         EXPECT_EQ(check(c, got, "edge codes"), 0);
-        const cuda::Fp8GemvPlan bulk{8, 0, true};
-        EXPECT_EQ(check(c, run_gpu(d, ws, &bulk), "edge codes, bulk plan"), 0);
         if (act != Act::kBf16) {
           EXPECT_EQ(expect_quantizing_matches(c, d, ws, resolved(d.args, nullptr), got, "edge codes"), 0);
         }
@@ -526,12 +508,6 @@ TEST(CudaGemv, BadArgumentsAreNamedErrors) {
                  a.x_rule.fmax = 0.0f;
                })),
                "the scale rule needs fmax > 0");
-  // SiLU·mul while staging is compiled into the grouped kernels only (it slowed every other one).
-  expect_error(run(with([&](auto& a) {
-                 quantizing(a);
-                 a.x_silu_gate_up = true;
-               })),
-               "x_silu_gate_up is fp8_gemv_grouped's only");
   static const cuda::Fp8GemvPlan split{8, 4};
   expect_error(run(with([](auto& a) { a.workspace = nullptr; }), &split), "needs a zero-filled workspace of");
   expect_error(run(with([](auto& a) { a.workspace_bytes = 16; }), &split), "needs a zero-filled workspace of");

@@ -60,7 +60,9 @@ struct Loaded {
   static constexpr int kBlockSize = 16;
 };
 
-std::unique_ptr<Loaded> load(backend::Device device, const std::string& fixture, const std::string& quant) {
+// options: the CUDA backend's (the CPU's ignore them).
+std::unique_ptr<Loaded> load(backend::Device device, const std::string& fixture, const std::string& quant,
+                             const cuda::CudaOpsOptions& options = {}) {
   io::LoadOverrides o;
   if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
   auto l = std::make_unique<Loaded>();
@@ -69,7 +71,7 @@ std::unique_ptr<Loaded> load(backend::Device device, const std::string& fixture,
   if (device == backend::Device::kCpu)
     l->ops = std::make_unique<cpu::CpuOps>(4);
   else
-    l->ops = std::make_unique<cuda::CudaOps>();
+    l->ops = std::make_unique<cuda::CudaOps>(options);
   l->model = std::make_unique<model::LlamaModel>(l->spec.config, w, *l->ops);
   l->cache = l->ops->make_kv_cache(l->model->kv_cache_shape(Loaded::kBlockSize, 64),
                                    model::kv_layer_formats(l->spec.config, l->spec.kv_cache(), w.k_scales, w.v_scales));
@@ -281,28 +283,11 @@ TEST(CudaMoeModel, GroupedEqualsPerExpert) {
   }
 }
 
-// The grouped path's two opt-in fusions — the combine inside the next add + RMSNorm, SiLU·mul
-// inside the down GEMV's staging — give the logits of the unfused kernels, bit for bit.
-TEST(CudaMoeModel, FusionsAreBitIdentical) {
-  REQUIRE_HOPPER();
-  const MoeReference& ref = reference("qwen3_moe");
-  for (const char* quant : {"", "fp8:channel", "fp8:block", "fp8:tensor"}) {
-    SCOPED_TRACE(*quant ? quant : "bf16");
-    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_COMBINE_IN_NORM", "1", 1), 0);
-    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_SILU_IN_DOWN", "1", 1), 0);
-    auto fused = load(backend::Device::kCuda, "qwen3_moe", quant);
-    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_COMBINE_IN_NORM"), 0);
-    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_SILU_IN_DOWN"), 0);
-    auto plain = load(backend::Device::kCuda, "qwen3_moe", quant);
-    const Trace a = trace(*fused, ref.prompt, ref.fed), b = trace(*plain, ref.prompt, ref.fed);
-    EXPECT_EQ(max_abs_diff(a, b), 0.0);
-  }
-}
-
-// The experts as grouped CUTLASS GEMMs (FP8LM_CUDA_MOE_GEMM_MIN_ROWS=0: every block, prefill
-// and decode) against the grouped GEMV / per-expert forms (FP8LM_CUDA_MOE_GEMM=0) and the CPU,
-// for the W8A8 schemes it takes on these shapes (per tensor, per channel, compressed-tensors'
-// static scales; the fixtures are too narrow for 128 × 128 blocks: test_cuda_grouped_gemm.cpp).
+// The experts as grouped CUTLASS GEMMs (CudaOpsOptions::moe_gemm_min_rows = 0: every block,
+// prefill and decode) against the grouped GEMV / per-expert forms (FP8LM_CUDA_MOE_GEMM=0) and
+// the CPU, for the W8A8 schemes it takes on these shapes (per tensor, per channel,
+// compressed-tensors' static scales; the fixtures are too narrow for 128 × 128 blocks:
+// test_cuda_grouped_gemm.cpp).
 TEST(CudaMoeModel, GemmEqualsPerExpert) {
   REQUIRE_HOPPER();
   struct GemmCase {
@@ -314,9 +299,9 @@ TEST(CudaMoeModel, GemmEqualsPerExpert) {
                            GemmCase{"ct_fp8_static_mixtral", "mixtral", ""}}) {
     SCOPED_TRACE(std::string(c.fixture) + " " + c.quant);
     const MoeReference& ref = reference(c.scale_fixture);
-    ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GEMM_MIN_ROWS", "0", 1), 0);
-    auto gemm = load(backend::Device::kCuda, c.fixture, c.quant);
-    ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GEMM_MIN_ROWS"), 0);
+    cuda::CudaOpsOptions every_block;
+    every_block.moe_gemm_min_rows = 0;
+    auto gemm = load(backend::Device::kCuda, c.fixture, c.quant, every_block);
     ASSERT_EQ(setenv("FP8LM_CUDA_MOE_GEMM", "0", 1), 0);
     auto without = load(backend::Device::kCuda, c.fixture, c.quant);
     ASSERT_EQ(unsetenv("FP8LM_CUDA_MOE_GEMM"), 0);

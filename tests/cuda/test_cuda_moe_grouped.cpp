@@ -28,7 +28,6 @@
 #include "backend/cuda/bf16_gemv_grouped.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/fp8_gemv.h"
-#include "backend/cuda/model_kernels.h"
 #include "backend/cuda/moe_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
@@ -353,60 +352,6 @@ TEST(CudaMoeGroup, GroupedGemvEqualsTheGemvSlotBySlot) {
   // K past what one block's shared memory stages for 16 rows: the grouped split-K (Mixtral's down).
   check_grouped_gemv(64, 8, 2, 256, 14336, WL::kChannel, Act::kCodesToken, rng);
   check_grouped_gemv(3, 8, 2, 128, 1024, WL::kTensor, Act::kW8A16, rng);
-}
-
-// The down GEMV staging SiLU·mul itself (Fp8GemvArgs::x_silu_gate_up, the engine's form at one
-// or two rows a slot) equals, byte for byte, silu_mul_fused first and the GEMV quantizing its
-// output: the same BF16 values quantized the same way.
-TEST(CudaMoeGroup, GroupedGemvStagesSiluMulAsSiluMulFused) {
-  REQUIRE_HOPPER();
-  std::mt19937 rng(17);
-  std::normal_distribution<float> normal(0.0f, 2.0f);
-  const int experts = 16, top_k = 4;
-  for (const int64_t rows : {1, 2})
-    for (const bool group : {false, true}) {
-      const int64_t n = 256, k = 768;
-      SCOPED_TRACE("rows " + std::to_string(rows) + (group ? " group scales" : " token scales"));
-      DeviceVector<uint16_t> logits(random_logits(rows, experts, rng));
-      const auto gp = route_group(logits, rows, experts, top_k);
-      const Grouping& g = *gp;
-      const int64_t pairs = rows * top_k;
-      const auto wl = group ? cuda::WeightScaleLayout::kBlock128 : cuda::WeightScaleLayout::kChannel;
-      const size_t nscales = group ? size_t((n / 128) * (k / 128)) : size_t(n);
-      const RandomExperts ex(experts, n, k, nscales, rng);
-      const DeviceVector<const void*>& d_table = *ex.table;
-      std::vector<uint16_t> gate_up(size_t(pairs * 2 * k));
-      for (uint16_t& v : gate_up) v = float_to_bf16(normal(rng));
-      DeviceVector<uint16_t> d_gate_up(gate_up), d_act{size_t(pairs * k)};
-      const auto* gu = reinterpret_cast<const __nv_bfloat16*>(d_gate_up.ptr);
-      cuda::silu_mul_fused(gu, pairs, k, reinterpret_cast<__nv_bfloat16*>(d_act.ptr), nullptr);
-
-      cuda::Fp8GemvGroups gr;
-      gr.slots = g.d_slots.ptr;
-      gr.max_slots = g.max_slots;
-      gr.w = reinterpret_cast<const uint8_t* const*>(d_table.ptr);
-      gr.w_scale = reinterpret_cast<const float* const*>(d_table.ptr + experts);
-      gr.rows = pairs;
-      auto run = [&](bool silu) {
-        cuda::Fp8GemvArgs a;
-        a.m = rows, a.n = n, a.k = k, a.w_layout = wl;
-        a.x = silu ? gu : reinterpret_cast<const __nv_bfloat16*>(d_act.ptr);
-        a.quantize_x = true;
-        a.x_silu_gate_up = silu;
-        a.x_layout = group ? cuda::ActivationScaleLayout::kGroup128 : cuda::ActivationScaleLayout::kToken;
-        DeviceVector<uint16_t> d_y{size_t(pairs * n)};
-        a.y = reinterpret_cast<__nv_bfloat16*>(d_y.ptr);
-        const size_t wsb = std::max(cuda::fp8_gemv_grouped_workspace_bytes(a, gr), size_t(1) << 20);
-        DeviceVector<uint8_t> workspace(std::vector<uint8_t>(wsb, 0));
-        a.workspace = workspace.ptr, a.workspace_bytes = wsb;
-        cuda::fp8_gemv_grouped(a, gr, nullptr);
-        FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
-        return d_y.download();
-      };
-      const std::vector<uint16_t> separate = run(false), staged = run(true);
-      EXPECT_TRUE(separate == staged);
-      EXPECT_TRUE(std::any_of(staged.begin(), staged.end(), [](uint16_t v) { return v != 0; }));
-    }
 }
 
 TEST(CudaMoeGroup, Bf16GroupedGemvMatchesTheHost) {

@@ -69,7 +69,6 @@ CudaOps::CudaOps(CudaOpsOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->stream = Stream();
   impl_->gemm = std::make_unique<CublasLtGemm>(size_t(64) << 20, &impl_->allocator);
   impl_->fused_merge = env_switch_on("FP8LM_CUDA_FUSED_MERGE");
-  impl_->moe_combine_in_norm = env_opt_in("FP8LM_CUDA_MOE_COMBINE_IN_NORM");
   impl_->cutlass_measured = env_switch_on("FP8LM_CUDA_CUTLASS");
   impl_->attention_counters = DeviceBuffer(impl_->allocator, size_t(kAttentionMergeCounters) * 4, impl_->stream);
   FP8LM_CUDA_CHECK(cudaMemsetAsync(impl_->attention_counters.get(), 0, impl_->attention_counters.bytes(), impl_->stream));
@@ -458,27 +457,6 @@ void CudaOps::add_rms_norm(Tensor h, Tensor delta, const backend::Weight& w, flo
                      q ? &*q : nullptr);
 }
 
-// The grouped MoE path with its combine inside the residual add + norm (the same bits as moe()
-// then add_rms_norm()); elsewhere the two. The prequantized codes for `next` are taken before
-// the MoE block's temporaries, so that they outlive them, and recorded again after it.
-void CudaOps::moe_add_rms_norm(Tensor x, Tensor router_logits, const backend::Weight& experts,
-                               const backend::MoeRouting& routing, Tensor out, Tensor h, const backend::Weight& w,
-                               float eps, Tensor normed, const backend::Weight* next) {
-  const VectorWeight& g = as<VectorWeight>(w, "norm weight");
-  const bool fused = impl_->moe_combine_in_norm && routing.top_k >= 1 &&
-                     moe_recordable(experts, x.rows, routing.top_k) && g.size == h.cols &&
-                     moe_combine_add_rms_norm_takes(out.data, h.data, normed.data, g.values.as<float>(), h.cols);
-  if (!fused) return Ops::moe_add_rms_norm(x, router_logits, experts, routing, out, h, w, eps, normed, next);
-  require_shape(h, x.rows, x.cols, "moe_add_rms_norm");
-  require_shape(normed, h.rows, h.cols, "moe_add_rms_norm");
-  require_shape(out, h.rows, h.cols, "moe_add_rms_norm");
-  const std::optional<RowQuantOutput> q = prequantize_for(*impl_, next, normed);
-  const Impl::Prequantized pre = impl_->prequantized;
-  MoeNormAfter after{h, normed, g.values.as<float>(), eps, q ? &*q : nullptr};
-  moe_grouped(x, router_logits, experts, routing, out, &after);
-  impl_->prequantized = pre;
-}
-
 void CudaOps::head_rms_norm(Tensor x, int64_t head_dim, const backend::Weight& w, float eps) {
   OpTimer timer(*impl_, "head_rms_norm", x.rows);
   const VectorWeight& g = as<VectorWeight>(w, "head norm weight");
@@ -570,9 +548,9 @@ void CudaOps::silu_mul(Tensor gate, Tensor up, Tensor out) {
 void CudaOps::silu_mul_fused(Tensor gate_up, Tensor out) {
   OpTimer timer(*impl_, "silu_mul_fused", out.rows);
   require_shape(gate_up, out.rows, 2 * out.cols, "silu_mul_fused");
-  // Not fused with the down projection's quantization: silu_mul_fused_quantize (one CTA per
-  // row, so that the row's amax is the CTA's) measured slower than this element-wise kernel +
-  // the quantization kernel at every size (docs/benchmarks.md, issue 18's second round).
+  // Not fused with the down projection's quantization: a fused kernel (one CTA per row, so that
+  // the row's amax is the CTA's) measured slower than this element-wise kernel + the
+  // quantization kernel at every size, and was removed (docs/results/issue18/README.md, item 8).
   cuda::silu_mul_fused(B(gate_up), out.rows, out.cols, B(out), impl_->stream);
 }
 

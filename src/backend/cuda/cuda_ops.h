@@ -41,12 +41,14 @@
 
 namespace fp8lm::cuda {
 
-struct RowQuantOutput;  // model_kernels.h
 class RankLink;        // rank_link.h
 
 struct CudaOpsOptions {
   int device = 0;
   bool cuda_graphs = true;  // record and replay decode steps
+  // Routed pairs an expert has on average from which MoE blocks run the grouped GEMM instead of
+  // the grouped GEMV; unset: kMoeGemmMinRows (cuda_ops_moe.cpp). Tests give 0: every block.
+  std::optional<int64_t> moe_gemm_min_rows;
 };
 
 class CudaOps final : public backend::Ops {
@@ -122,10 +124,6 @@ class CudaOps final : public backend::Ops {
                  const backend::Weight* next = nullptr) override;
   void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
            const backend::MoeRouting& routing, backend::Tensor out) override;
-  void moe_add_rms_norm(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
-                        const backend::MoeRouting& routing, backend::Tensor out, backend::Tensor h,
-                        const backend::Weight& w, float eps, backend::Tensor normed,
-                        const backend::Weight* next) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
@@ -161,15 +159,6 @@ class CudaOps final : public backend::Ops {
 
   struct Impl;  // defined in cuda_ops.cpp
 
-  // What moe_add_rms_norm has the grouped path do instead of writing out: the combine inside
-  // the residual add + norm (model_kernels.h moe_combine_add_rms_norm).
-  struct MoeNormAfter {
-    backend::Tensor h, normed;
-    const float* w = nullptr;
-    float eps = 0.0f;
-    const RowQuantOutput* quant = nullptr;
-  };
-
  private:
   // upload_linear of `w`, whose elements are those of `parts` stacked along n (`w` itself, or
   // weights::stack_rows(parts): each part copied to its rows of the device buffer).
@@ -177,7 +166,7 @@ class CudaOps final : public backend::Ops {
                                                       std::span<const weights::LinearWeight> parts);
   // moe()'s grouped path (cuda_ops_moe.cpp), where moe_recordable.
   void moe_grouped(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
-                   const backend::MoeRouting& routing, backend::Tensor out, const MoeNormAfter* after = nullptr);
+                   const backend::MoeRouting& routing, backend::Tensor out);
   // The experts of either path as grouped GEMMs over routed pairs in grouped order (cuda_ops_moe.cpp).
   // xs and ys: BF16 on the device.
   void moe_experts_gemm(const backend::Weight& experts, const void* xs, int64_t pairs, const int32_t* expert_start,

@@ -173,10 +173,6 @@ struct CudaOps::Impl {
   // per-channel FP8 GEMMs stay on cuBLASLt at every row count instead of taking CUTLASS where
   // the plan's measured ranges say (linear_plan.cpp). bench_cuda_gemm compares the kernels alone.
   bool cutlass_measured = true;
-  // moe_add_rms_norm fuses the grouped MoE block's combine into the norm: opt-in
-  // (FP8LM_CUDA_MOE_COMBINE_IN_NORM=1), as it measured no faster on the H200 (one kernel a layer
-  // fewer, the same decode tok/s within 0.2 %).
-  bool moe_combine_in_norm = false;
 
   // The step's metadata: int32 [ids | positions | row_seq | first_row | num_tokens | start | block tables | logit rows].
   DeviceBuffer meta;

@@ -34,7 +34,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,12 +73,6 @@ struct MoeWeight final : backend::Weight {
   // above then exist), and the fewest routed pairs an expert has on average for which it runs
   // instead of the grouped GEMV (the GEMV reads each weight once per 16 rows on CUDA cores).
   std::optional<CutlassGroupedScales> gemm_scales;
-  // Fused gate/up, W8A8 down, no call-wide scale over the SiLU·mul output to take first: the
-  // grouped down GEMV may stage SiLU·mul itself. Opt-in (FP8LM_CUDA_MOE_SILU_IN_DOWN=1): on the
-  // H200 it measured no faster on Qwen3-30B-A3B and Mixtral's batch-1 decode fell from 163.8 to
-  // 142.8 tok/s with it and the combine fusion on (each block recomputes SiLU·mul over the
-  // whole 14,336-wide row for its amax).
-  bool silu_in_down = false;
   int64_t gemm_min_rows = 0;
   bool gemm_for(int64_t pairs) const { return gemm_scales && pairs >= gemm_min_rows * experts(); }
   int64_t experts() const { return int64_t(down.size()); }
@@ -194,23 +187,10 @@ void call_scale(CudaOps::Impl& m, const bf16* x, int64_t rows, int64_t cols, Fp8
   quantize_fp8_dynamic(x, rows, cols, q, codes, scale, m.stream);
 }
 
-// Whether the grouped down GEMV computes SiLU·mul itself while it quantizes its input (the
-// values silu_mul_fused writes: bit-identical, one kernel fewer): where the block allows it
-// (silu_in_down) and the GEMV quantizes while staging (slots of at most kGemvQuantizeRows rows).
-bool silu_in_staging(const MoeWeight& w, int64_t slot_rows) {
-  return w.silu_in_down && slot_rows <= kGemvQuantizeRows;
-}
-
-// Each row's routed outputs summed into out, or (after) straight into the residual add + norm.
-void combine(CudaOps::Impl& m, const bf16* ys, int64_t h, const MoeGroups& g, int64_t rows, int top_k, Tensor out,
-             const CudaOps::MoeNormAfter* after) {
-  if (after == nullptr) {
-    OpTimer part(m, "  of which: combine", rows);
-    return moe_combine(ys, h, g.pos, g.weights, rows, top_k, B(out), m.stream);
-  }
-  OpTimer part(m, "  of which: combine + add_rms_norm", rows);
-  moe_combine_add_rms_norm(ys, g.pos, g.weights, top_k, B(after->h), after->w, after->eps, rows, h, B(after->normed),
-                           m.stream, after->quant);
+// Each row's routed outputs summed into out.
+void combine(CudaOps::Impl& m, const bf16* ys, int64_t h, const MoeGroups& g, int64_t rows, int top_k, Tensor out) {
+  OpTimer part(m, "  of which: combine", rows);
+  moe_combine(ys, h, g.pos, g.weights, rows, top_k, B(out), m.stream);
 }
 
 // The grouped path takes FP8 experts whose plans the GEMV runs (every W8A16 / W8A8 scheme) with
@@ -265,11 +245,10 @@ DeviceBuffer pointer_table(CudaOps::Impl& m, const std::vector<std::unique_ptr<b
 // One projection of every slot (fp8_gemv_grouped): x [*, k] BF16 read through x_rows (null:
 // in grouped order), y [pairs, n]. The activations quantized as the experts' plan says: by the
 // GEMV while it stages them where a slot holds at most kGemvQuantizeRows rows (linear()'s
-// rule), else first, over x's rows (before the gather: each row once). silu_gate_up (the
-// GEMV quantizing, silu_in_staging): x is gate/up [*, 2k], staged as SiLU·mul.
+// rule), else first, over x's rows (before the gather: each row once).
 void grouped_linear(CudaOps::Impl& m, const LinearWeight& first, const DeviceBuffer& table, int64_t experts,
                     const bf16* x, int64_t x_rows_count, const int32_t* x_rows, const MoeGroups& groups,
-                    int64_t pairs, int64_t slot_rows, bf16* y, bool silu_gate_up = false) {
+                    int64_t pairs, int64_t slot_rows, bf16* y) {
   const LinearPlan& p = first.plan;
   const auto* const* ptrs = table.as<const void*>();
   if (!p.fp8) {
@@ -306,9 +285,7 @@ void grouped_linear(CudaOps::Impl& m, const LinearWeight& first, const DeviceBuf
     a.x_layout = p.x_layout;
     a.x_scale = p.act_quant.static_scale;  // null: dynamic
     a.x_rule = p.act_rule;
-    a.x_silu_gate_up = silu_gate_up;
   } else {
-    if (silu_gate_up) throw Error("cuda ops: internal: SiLU·mul in the staging of a GEMV that does not quantize");
     const CudaOps::Impl::QuantizedInput q = m.quantize_input(p, x, x_rows_count, first.k);
     a.x_codes = q.codes;
     a.x_scale = q.scales;
@@ -329,9 +306,9 @@ bool CudaOps::supports_moe() const { return true; }
 constexpr int64_t kBf16GroupedMaxRowsPerExpert = 8;
 
 // Routed pairs an expert has on average from which the grouped GEMM runs the experts instead
-// of the grouped GEMV (FP8LM_CUDA_MOE_GEMM_MIN_ROWS overrides it, for the sweep that sets it):
-// on the H200 the GEMV was faster at 4 an expert (Qwen3-30B-A3B batch 64: 4,279 vs 3,952 tok/s),
-// the GEMM at 16 (batch 256: 12,065 vs 10,296).
+// of the grouped GEMV (CudaOpsOptions::moe_gemm_min_rows overrides it, for tests): on the H200
+// the GEMV was faster at 4 an expert (Qwen3-30B-A3B batch 64: 4,279 vs 3,952 tok/s), the GEMM
+// at 16 (batch 256: 12,065 vs 10,296).
 constexpr int64_t kMoeGemmMinRows = 8;
 
 bool CudaOps::moe_recordable(const backend::Weight& experts, int64_t rows, int top_k) const {
@@ -390,12 +367,8 @@ std::unique_ptr<backend::Weight> CudaOps::upload_moe_experts(std::span<const wei
   const auto& in0 = static_cast<const LinearWeight&>(m->gate_up.empty() ? *m->gate[0] : *m->gate_up[0]);
   if (env_switch_on("FP8LM_CUDA_MOE_GEMM") && gemm_scales_of(down0) && gemm_scales_of(down0) == gemm_scales_of(in0)) {
     m->gemm_scales = gemm_scales_of(down0);
-    m->gemm_min_rows = env_whole_number("FP8LM_CUDA_MOE_GEMM_MIN_ROWS", 0, std::numeric_limits<int64_t>::max(),
-                                        kMoeGemmMinRows, "moe");
+    m->gemm_min_rows = impl_->options.moe_gemm_min_rows.value_or(kMoeGemmMinRows);
   }
-  const LinearPlan& down_plan = down0.plan;
-  m->silu_in_down = env_opt_in("FP8LM_CUDA_MOE_SILU_IN_DOWN") && !m->gate_up.empty() && down_plan.fp8 &&
-                    down_plan.activation != ActivationQuant::kNone && !m->act_wide;
   if (m->grouped || m->gemm_scales) {
     if (!m->gate_up.empty()) m->gate_up_table = pointer_table(*impl_, m->gate_up);
     if (!m->gate.empty()) m->gate_table = pointer_table(*impl_, m->gate);
@@ -477,7 +450,7 @@ void CudaOps::moe(Tensor x, Tensor router_logits, const backend::Weight& experts
 }
 
 void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight& experts,
-                          const backend::MoeRouting& routing, Tensor out, const MoeNormAfter* after) {
+                          const backend::MoeRouting& routing, Tensor out) {
   const MoeWeight& w = as<MoeWeight>(experts, "MoE experts");
   Impl& m = *impl_;
   const int64_t num_experts = w.experts(), h = w.hidden, width = w.width, rows = x.rows;
@@ -512,7 +485,7 @@ void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight&
     if (w.x_wide) call_scale(m, B(x), rows, h, w.x_format, w.x_scale.as<float>());
     auto* ys = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
     moe_experts_gemm(experts, xs, pairs, g.expert_start, ys);
-    return combine(m, ys, h, g, rows, k, out, after);
+    return combine(m, ys, h, g, rows, k, out);
   }
 
   // Gate/up over the routed rows of x (through perm), SiLU·mul over all pairs.
@@ -520,14 +493,13 @@ void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight&
   auto* act = static_cast<bf16*>(m.take(size_t(pairs * width) * 2));
   auto* hbuf = static_cast<bf16*>(m.take(size_t(pairs * 2 * width) * 2));
   const auto& first = [](const auto& list) -> const LinearWeight& { return static_cast<const LinearWeight&>(*list[0]); };
-  const bool silu_in_down = silu_in_staging(w, slot_rows);
   if (!w.gate_up.empty()) {
     {
       OpTimer part(m, "  of which: gate_up", rows);
       grouped_linear(m, first(w.gate_up), w.gate_up_table, num_experts, B(x), rows, g.perm, g, pairs, slot_rows,
                      hbuf);
     }
-    if (!silu_in_down) silu_mul_fused(Tensor{hbuf, pairs, 2 * width}, Tensor{act, pairs, width});
+    silu_mul_fused(Tensor{hbuf, pairs, 2 * width}, Tensor{act, pairs, width});
   } else {
     {
       OpTimer part(m, "  of which: gate, up", rows);
@@ -543,10 +515,9 @@ void CudaOps::moe_grouped(Tensor x, Tensor router_logits, const backend::Weight&
   auto* ys = static_cast<bf16*>(m.take(size_t(pairs * h) * 2));
   {
     OpTimer part(m, "  of which: down", rows);
-    grouped_linear(m, first(w.down), w.down_table, num_experts, silu_in_down ? hbuf : act, pairs, nullptr, g, pairs,
-                   slot_rows, ys, silu_in_down);
+    grouped_linear(m, first(w.down), w.down_table, num_experts, act, pairs, nullptr, g, pairs, slot_rows, ys);
   }
-  combine(m, ys, h, g, rows, k, out, after);
+  combine(m, ys, h, g, rows, k, out);
 }
 
 }  // namespace fp8lm::cuda

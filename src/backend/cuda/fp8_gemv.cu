@@ -16,9 +16,7 @@
 // last block of a row group (a counter, not atomics on data) sums them in split order.
 #include "backend/cuda/fp8_gemv.h"
 
-#include <cuda.h>  // CUtensorMap and its enums (types only: the encoder comes from the runtime)
 #include <cuda_bf16.h>
-#include <cudaTypedefs.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -31,11 +29,9 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_helpers.cuh"
-#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quantize_device.cuh"
 #include "common/error.h"
-#include "numerics/silu.h"
 
 namespace fp8lm::cuda {
 namespace {
@@ -48,8 +44,6 @@ constexpr size_t kSmemLimit = 110 * 1024;  // two blocks per multiprocessor (228
 constexpr int kMaxSplits = 64;
 constexpr int64_t kCounterSlots = 16384;  // row groups a split-K call may have
 constexpr size_t kCounterBytes = size_t(kCounterSlots) * 4;
-
-__device__ __forceinline__ int64_t cdiv_dev(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct Params {
   int m, n;
@@ -69,8 +63,6 @@ struct Params {
   int x_layout;  // ActivationScaleLayout
   bool x_vec;    // activations can be read 16 bytes at a time
   bool quant;    // BF16 activations quantized to E4M3 while staged (Fp8GemvArgs::quantize_x)
-  bool x_silu;   // quant: x holds gate | up rows of 2k, staged as bf16(silu(gate)·up) (x_silu_gate_up;
-                 // the grouped kernel's kSilu instances only)
   Fp8ScaleRule rule;  // quant, dynamic scales
   bool pdl;      // launched as a programmatic dependent of the previous kernel
   const __nv_bfloat16* bias;
@@ -87,7 +79,6 @@ struct Params {
   const uint8_t* const* w_table;
   const float* const* w_scale_table;
   const __nv_bfloat16* const* bias_table;
-  CUtensorMap w_map;   // the bulk kernel's view of w: [n rows, k bytes], 128 × 128-byte swizzled boxes
 };
 
 constexpr int kWTensor = int(WeightScaleLayout::kTensor);
@@ -99,10 +90,6 @@ constexpr int kXGroup = int(ActivationScaleLayout::kGroup128);
 
 // The row of x (and of its token / group scales) that staged row `tok` reads.
 __device__ __forceinline__ int64_t src_row(const Params& p, int tok) { return p.x_rows ? p.x_rows[tok] : tok; }
-
-// The block's compute threads (kThreads) only: the bulk kernel's producer warp never joins
-// (the plain kernel has no other threads, so this is its __syncthreads()).
-__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
 
 // 16 weight codes at K = kpos … kpos + 15 of one row (zeros past k).
 template <bool kVec>
@@ -185,7 +172,7 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
       cp_async16(raw + tok * raw_stride + i * kSize, src + (src_row(p, tok) * k + (in ? kg : 0)) * kSize, in ? 16 : 0);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    consumer_sync();
+    __syncthreads();
     for (int idx = threadIdx.x; idx < p.m * units; idx += kThreads) {
       const int tok = idx / units, i = (idx % units) * kPer;
       const uint4 v = *reinterpret_cast<const uint4*>(raw + tok * raw_stride + i * kSize);
@@ -233,25 +220,13 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
 
 // 8 BF16 activations x[tok, kg … kg + 7] as floats, zeros past k. A plain load: x was
 // written by the kernel before (visible after griddepcontrol.wait), so not through the
-// read-only path. kSilu (x_silu): SiLU·mul of gate and up is a compile-time choice, because its
-// code, inlined at every unrolled load, doubled the kernels and cost the dense batch-1 GEMVs
-// 4–16 % when it was a runtime branch of every kernel (docs/benchmarks.md, issue 22 session 15).
-template <bool kSilu>
+// read-only path.
 __device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, float (&v)[8]) {
   const int n = int(max(int64_t(0), min(int64_t(8), p.k - kg)));  // elements of the row here
-  if constexpr (kSilu) {  // silu_mul_fused's arithmetic and BF16 rounding (model_kernels' silu8)
-    const auto* g = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * 2 * p.k + kg;
-    float u[8];
-    if (p.x_vec && n == 8) load8<true>(g, 8, v), load8<true>(g + p.k, 8, u);
-    else load8<false>(g, n, v), load8<false>(g + p.k, n, u);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = j < n ? round_bf16(silu_mul_f32(v[j], u[j])) : 0.0f;
-  } else {
-    const auto* x = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * p.k + kg;
-    // x_vec: k % 8 == 0 and x 16-byte aligned, so a vector is wholly in or past the row.
-    if (p.x_vec && n == 8) load8<true>(x, 8, v);
-    else load8<false>(x, n, v);
-  }
+  const auto* x = static_cast<const uint16_t*>(p.x) + src_row(p, tok) * p.k + kg;
+  // x_vec: k % 8 == 0 and x 16-byte aligned, so a vector is wholly in or past the row.
+  if (p.x_vec && n == 8) load8<true>(x, 8, v);
+  else load8<false>(x, n, v);
 }
 
 // Quantize-while-staging (p.quant): the block's K range of BF16 x becomes E4M3 codes,
@@ -260,7 +235,6 @@ __device__ __forceinline__ void load_x8(const Params& p, int tok, int64_t kg, fl
 // amax of whole rows (every block reads them: K·m BF16 values from L2), per 1 × 128 group
 // from the chunk itself (written to the group-scale area as stage_x's caller does), or the
 // static scale. `tok_scale` (shared, one per row of x) receives the row scales.
-template <bool kSilu>
 __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0, int len, float* tok_scale,
                                   unsigned* tok_amax) {
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
@@ -272,7 +246,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
     // Row amaxes: consecutive vectors of a row go to consecutive threads; each thread
     // folds its run of one row and flushes when the row changes (max is order-free).
     if (threadIdx.x < kMaxGemvRows) tok_amax[threadIdx.x] = 0;
-    consumer_sync();
+    __syncthreads();
     const int nv = int((p.k + 7) / 8);
     const int total = p.m * nv;
     int cur = -1;
@@ -281,7 +255,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
     for (int idx = threadIdx.x; idx < total; idx += kThreads) {
       const int tok = idx / nv;
       float v[8];
-      load_x8<kSilu>(p, tok, int64_t(idx - tok * nv) * 8, v);
+      load_x8(p, tok, int64_t(idx - tok * nv) * 8, v);
       if (tok != cur) {
         if (cur >= 0) atomicMax(tok_amax + cur, __float_as_uint(a));
         cur = tok;
@@ -291,7 +265,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
       for (int j = 0; j < 8; ++j) a = fmaxf(a, fabsf(v[j]));  // fmaxf skips NaN
     }
     if (cur >= 0) atomicMax(tok_amax + cur, __float_as_uint(a));
-    consumer_sync();
+    __syncthreads();
   }
   if (!group && threadIdx.x < p.m) {
     float s;
@@ -305,7 +279,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
     }
     tok_scale[threadIdx.x] = s;
   }
-  consumer_sync();
+  __syncthreads();
 
   // A warp takes two chunks of one row at a time (lanes 0–15 the first, 16–31 the second,
   // 8 values each), loading two such units before converting them.
@@ -320,7 +294,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
       const int u = u0 + i * kWarps;
       const int tok = u / cpairs, j = 2 * (u % cpairs) + half;
       if (u < units && j < len) {
-        load_x8<kSilu>(p, tok, int64_t(cc0 + j) * kChunk + hl * 8, v[i]);
+        load_x8(p, tok, int64_t(cc0 + j) * kChunk + hl * 8, v[i]);
       } else {
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[i][e] = 0.0f;
@@ -352,16 +326,16 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
   }
 }
 
-// ---- Pieces both kernels share ------------------------------------------------------------
+// ---- Staging, the per-warp arithmetic, the split-K sum -------------------------------------
 
 // Stages the activations of K chunks [cc0, cc0 + len) at `xb` (stage_x or, quantizing,
 // stage_x_quantized; group scales given with E4M3 codes are copied beside them). Ends with
-// the compute threads synchronized.
-template <bool kA8, bool kSilu = false>
+// the block synchronized.
+template <bool kA8>
 __device__ void stage_item(const Params& p, unsigned char* xb, int cc0, int len, float* tok_scale,
                            unsigned* tok_amax) {
   if (kA8 && p.quant) {
-    stage_x_quantized<kSilu>(p, xb, cc0, len, tok_scale, tok_amax);
+    stage_x_quantized(p, xb, cc0, len, tok_scale, tok_amax);
   } else {
     stage_x<kA8>(p, xb, int64_t(cc0) * kChunk, len * kChunk);
   }
@@ -372,7 +346,7 @@ __device__ void stage_item(const Params& p, unsigned char* xb, int cc0, int len,
       dst[tok * p.max_len + j] = p.x_scale[src_row(p, tok) * p.chunks + cc0 + j];
     }
   }
-  consumer_sync();
+  __syncthreads();
 }
 
 // What a lane needs to multiply a 16-row weight tile (rows rowA = row0 + g, rowB = row0 + g + 8)
@@ -476,12 +450,12 @@ __device__ __forceinline__ void scale_total(float (&tot)[kMT][4], const TileScal
 
 // Split K: the last of a row group's blocks to finish (a counter per group, not atomics on
 // data) sums the partials in split order, adds the bias and writes y. Called by every
-// compute thread once the block's partials for rows [row0, row0 + rows) are written.
+// thread once the block's partials for rows [row0, row0 + rows) are written.
 __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows, bool* s_last) {
   __threadfence();
-  consumer_sync();
+  __syncthreads();
   if (threadIdx.x == 0) *s_last = atomicAdd(p.counters + p.counter_base + group, 1u) == unsigned(p.splits - 1);
-  consumer_sync();
+  __syncthreads();
   if (!*s_last) return;
   __threadfence();
   for (int idx = threadIdx.x; idx < p.m * rows; idx += kThreads) {
@@ -496,12 +470,12 @@ __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows
   if (threadIdx.x == 0) p.counters[p.counter_base + group] = 0;  // ready for the next call
 }
 
-// ---- The register-streaming kernel ----------------------------------------------------------
+// ---- The kernels -----------------------------------------------------------------------------
 
 // kA8: E4M3 activations (FP16 MMA) or BF16 ones (BF16 MMA); kMT: 8-row activation tiles (m ≤ 8·kMT);
 // kPerBlock: a scale varies along K, so every 128-chunk's sum is scaled on its own;
 // kVec: k % 16 == 0 and the weights 16-byte aligned (else byte loads).
-template <bool kA8, int kMT, bool kPerBlock, bool kVec, bool kSilu = false>
+template <bool kA8, int kMT, bool kPerBlock, bool kVec>
 __device__ __forceinline__ void gemv_body(const Params& p) {
   constexpr int kStages = kMT == 1 ? 4 : 3;  // chunks in flight per warp (registers: 16 per chunk)
   extern __shared__ __align__(16) unsigned char smem[];
@@ -552,7 +526,7 @@ __device__ __forceinline__ void gemv_body(const Params& p) {
     if (wc0 + s < wc1) load(s, wc0 + s);
   pdl_wait();
 
-  stage_item<kA8, kSilu>(p, smem, cc0, len, s_tok_scale, s_tok_amax);
+  stage_item<kA8>(p, smem, cc0, len, s_tok_scale, s_tok_amax);
   const TileScales<kA8, kMT> ts(p, xs, rowA, rowB, g, t, s_tok_scale);
 
   float tot[kMT][4] = {};
@@ -629,7 +603,7 @@ __device__ __forceinline__ bool bind_slot(Params& q) {
     q.x_rows += first;
   } else {
     const bool codes = kA8 && !q.quant;
-    q.x = static_cast<const unsigned char*>(q.x) + int64_t(first) * q.k * (codes ? 1 : q.x_silu ? 4 : 2);
+    q.x = static_cast<const unsigned char*>(q.x) + int64_t(first) * q.k * (codes ? 1 : 2);
     if (q.x_layout == kXToken && !q.quant) q.x_scale += first;
     if (q.x_layout == kXGroup && !q.quant) q.x_scale += int64_t(first) * q.chunks;
   }
@@ -637,195 +611,14 @@ __device__ __forceinline__ bool bind_slot(Params& q) {
 }
 
 // The grouped form: the slot table comes from the kernel before, so the wait comes first
-// (no weight prefetch ahead of it: which weights is not known until then). kSilu: x_silu.
-template <bool kA8, int kMT, bool kPerBlock, bool kSilu>
+// (no weight prefetch ahead of it: which weights is not known until then).
+template <bool kA8, int kMT, bool kPerBlock>
 __global__ void __launch_bounds__(kThreads, 2) gemv_grouped_kernel(const Params p) {
   pdl_release();
   pdl_wait();
   Params q = p;
   if (!bind_slot<kA8>(q)) return;
-  gemv_body<kA8, kMT, kPerBlock, true, kSilu>(q);
-}
-
-// ---- The bulk-copy ring kernel ----------------------------------------------------------------
-//
-// The weights reach shared memory through the tensor-memory accelerator (TMA) instead of
-// through registers: a producer lane keeps a ring of kBulkStages slabs (kBulkRows rows ×
-// kBulkSlabChunks chunks) in flight on mbarriers — one 2-D tensor-map box (128 rows × 128
-// bytes, the 128-byte swizzle) per chunk — and the 8 compute warps (one 16-row tile each) read
-// them from shared memory. (The first form issued one cp.async.bulk of 256 bytes per row, 128
-// per slab, and streamed at 13–21 % of the bandwidth: the copy engine's per-request cost.) More bytes in flight
-// per multiprocessor and no load instructions on the compute warps. The grid is persistent:
-// at most one block per multiprocessor walks the work items (a 128-row group × a K split),
-// and the producer streams the next item's weights while the compute warps finish the
-// current one and stage its activations. Same per-warp arithmetic and summation order as
-// gemv_kernel with row_tiles = 8 and the same K splits: the same bytes.
-constexpr int kBulkRows = kWarps * 16;
-constexpr int kBulkSlabChunks = 2;
-constexpr int kBulkBoxBytes = kBulkRows * kChunk;  // one tensor-map box: 128 rows × 128 bytes, swizzled
-constexpr int kBulkStageBytes = kBulkSlabChunks * kBulkBoxBytes;
-constexpr int kBulkStages = 4;
-constexpr int kBulkAlign = 1024;  // the 128-byte swizzle repeats every 1024 bytes: boxes start on it
-constexpr size_t kBulkRingBytes = size_t(kBulkStages) * kBulkStageBytes + kBulkAlign;  // + the alignment slack
-constexpr size_t kBulkSmemLimit = 226 * 1024;  // 227 KB per block, less the static shared memory
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// One box of the weight's tensor map (x: the K byte, y: the row of its first element) into
-// shared memory, completing `bar`'s transaction bytes; rows and bytes past the weight's ends
-// arrive as zeros.
-__device__ __forceinline__ void tma_box(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
-          "r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// The 16 bytes at K offset 16·q (q < 8) of row `r` of a swizzled box: the 128-byte swizzle
-// XORs the 16-byte unit with the row's index mod 8, so the 8 rows g = 0…7 a warp reads at one
-// q fall on 8 different unit slots (every bank once: no conflicts).
-__device__ __forceinline__ const uint4* box_unit(const unsigned char* box, int r, int q) {
-  return reinterpret_cast<const uint4*>(box + r * kChunk + ((q ^ (r & 7)) << 4));
-}
-
-// Work item `item` → its row group and K chunk range.
-struct BulkItem {
-  int group, split, c0, c1;
-  __device__ __forceinline__ BulkItem(const Params& p, int item)
-      : group(item / p.splits),
-        split(item % p.splits),
-        c0(int(int64_t(split) * p.chunks / p.splits)),
-        c1(int(int64_t(split + 1) * p.chunks / p.splits)) {}
-};
-
-template <bool kA8, int kMT, bool kPerBlock>
-__global__ void __launch_bounds__(kThreads + 32, 1) gemv_bulk_kernel(const __grid_constant__ Params p) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  // The ring on a 1024-byte boundary (kBulkRingBytes holds the slack), then the activations.
-  unsigned char* smem = smem_raw + ((kBulkAlign - (smem_addr(smem_raw) & (kBulkAlign - 1))) & (kBulkAlign - 1));
-  __shared__ __align__(8) uint64_t full[kBulkStages], empty[kBulkStages];
-  __shared__ bool s_last;
-  __shared__ float s_tok_scale[kMaxGemvRows];
-  __shared__ unsigned s_tok_amax[kMaxGemvRows];
-  unsigned char* ring = smem;
-  unsigned char* xb = smem_raw + kBulkRingBytes;
-  const uint16_t* xs = reinterpret_cast<const uint16_t*>(xb);
-  const float* xsc = reinterpret_cast<const float*>(xb + p.xsc_offset);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int items = int(cdiv_dev(p.n, kBulkRows)) * p.splits;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kBulkStages; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, kWarps);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  pdl_release();
-
-  if (warp == kWarps) {  // the producer: weights are constants, so no wait for the kernel before
-    if (lane != 0) return;
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.w_map)) : "memory");
-    int i = 0;
-    for (int item = blockIdx.x; item < items; item += gridDim.x) {
-      const BulkItem it(p, item);
-      const int row0 = it.group * kBulkRows;
-      for (int c = it.c0; c < it.c1; c += kBulkSlabChunks, ++i) {
-        const int st = i % kBulkStages;
-        if (i >= kBulkStages) mbar_wait(empty + st, unsigned((i / kBulkStages - 1) & 1));
-        const int here = min(kBulkSlabChunks, it.c1 - c);
-        // A box's transaction bytes are the whole box, zeros past the ends included.
-        mbar_expect_tx(full + st, unsigned(here * kBulkBoxBytes));
-        for (int j = 0; j < here; ++j)
-          tma_box(ring + size_t(st) * kBulkStageBytes + size_t(j) * kBulkBoxBytes, &p.w_map, (c + j) * kChunk, row0,
-                  full + st);
-      }
-    }
-    return;
-  }
-
-  pdl_wait();
-  const int g = lane >> 2, t = lane & 3;
-  int i = 0;
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
-    const BulkItem it(p, item);
-    const int64_t cta_row0 = int64_t(it.group) * kBulkRows;
-    const int64_t row0 = cta_row0 + warp * 16;
-    const int len = it.c1 - it.c0;
-    consumer_sync();  // the previous item's activations are no longer read
-    stage_item<kA8>(p, xb, it.c0, len, s_tok_scale, s_tok_amax);
-    const int64_t last = int64_t(p.n) - 1;
-    const int64_t rowA = min(row0 + g, last), rowB = min(row0 + g + 8, last);
-    const TileScales<kA8, kMT> ts(p, xs, rowA, rowB, g, t, s_tok_scale);
-    const int64_t wblock_row = (min(row0, last) / 128) * p.chunks;
-    float tot[kMT][4] = {};
-    for (int c = it.c0; c < it.c1; c += kBulkSlabChunks, ++i) {
-      const int st = i % kBulkStages;
-      mbar_wait(full + st, unsigned((i / kBulkStages) & 1));
-      const unsigned char* slab = ring + size_t(st) * kBulkStageBytes;
-      const int here = min(kBulkSlabChunks, it.c1 - c);
-      const int r = warp * 16 + g;  // rows r and r + 8 of the box
-      for (int j = 0; j < here; ++j) {
-        uint4 w[2][2];
-        const unsigned char* box = slab + size_t(j) * kBulkBoxBytes;
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {  // past k the box holds zeros (the tensor map's fill)
-          w[0][u] = *box_unit(box, r, 4 * u + t);
-          w[1][u] = *box_unit(box, r + 8, 4 * u + t);
-        }
-        if constexpr (kPerBlock) {
-          float acc[kMT][4] = {};
-          mma_chunk<kA8, kMT>(acc, w, ts, (c + j - it.c0) * kChunk);
-          const float swb = p.w_layout == kWBlock ? __ldg(p.w_scale + wblock_row + c + j) : 1.0f;
-          fold_chunk<kA8, kMT>(tot, acc, p, ts, swb, xsc, c + j - it.c0);
-        } else {
-          mma_chunk<kA8, kMT>(tot, w, ts, (c + j - it.c0) * kChunk);
-        }
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty + st);
-    }
-    if constexpr (!kPerBlock) scale_total<kA8, kMT>(tot, ts);
-
-    // Each warp owns its 16 rows over the item's whole K range: no reduction across warps
-    // (gemv_kernel's, with one warp column, adds its one partial to 0.0f: so here).
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int tok = 8 * mt + 2 * t + (j & 1);
-        const int64_t row = row0 + g + 8 * (j >> 1);
-        if (tok >= p.m || row >= p.n) continue;
-        float v = __fadd_rn(0.0f, tot[mt][j]);
-        if (p.splits == 1) {
-          if (p.bias) v = __fadd_rn(v, __bfloat162float(p.bias[row]));
-          p.y[tok * p.n + row] = __float2bfloat16_rn(v);
-        } else {
-          p.partial[(int64_t(it.split) * p.split_rows + tok) * p.n + row] = v;
-        }
-      }
-    if (p.splits > 1) finish_splits(p, it.group, cta_row0, kBulkRows, &s_last);
-  }
+  gemv_body<kA8, kMT, kPerBlock, true>(q);
 }
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -867,7 +660,7 @@ Layout smem_layout(int64_t m, int64_t chunks, int splits, bool x_group, bool a8)
 Fp8GemvPlan clamp_plan(Fp8GemvPlan plan, int64_t chunks) {
   int rt = 1;
   while (rt * 2 <= std::min(plan.row_tiles, kWarps)) rt *= 2;
-  plan.row_tiles = plan.bulk ? kWarps : rt;  // the bulk kernel's warps are one column of 16-row tiles
+  plan.row_tiles = rt;
   plan.k_splits = int(std::clamp<int64_t>(plan.k_splits, 1, std::min<int64_t>(chunks, kMaxSplits)));
   return plan;
 }
@@ -955,24 +748,6 @@ Fp8GemvPlan choose_plan(int64_t m, int64_t n, int64_t k, bool x_group, bool a8, 
   return best;
 }
 
-// The bulk kernel's K splits: the busiest block's weight bytes (items are spread over at most
-// one block per multiprocessor) plus, per split, the partials' round trip and the last block's
-// sum (the same ~1.5 µs and bytes the plain model charges).
-int choose_bulk_splits(int64_t m, int64_t n, int64_t k, double sms) {
-  const int64_t chunks = cdiv(k, kChunk);
-  const double groups = double(cdiv(n, kBulkRows));
-  int best = 1;
-  double best_cost = std::numeric_limits<double>::infinity();
-  for (int s = 1; s <= std::min<int64_t>(chunks, kMaxSplits); ++s) {
-    const double items = groups * s;
-    const double per_block = std::ceil(items / sms) * double(kBulkRows) * double(k) / s;
-    double t = per_block / 3.0e4;  // µs at ~30 GB/s per multiprocessor (4 TB/s over 132)
-    if (s > 1) t += 1.5 + 2.0 * s * double(m) * double(n) * 4 / 3.8e6;
-    if (t < best_cost) best_cost = t, best = s;
-  }
-  return best;
-}
-
 void validate(const Fp8GemvArgs& a, bool grouped = false) {
   auto fail = [](const std::string& what) { throw Error("fp8_gemv: " + what); };
   if (a.m < 1 || a.m > kMaxGemvRows)
@@ -985,7 +760,6 @@ void validate(const Fp8GemvArgs& a, bool grouped = false) {
   if (int(a.w_layout) > kWBlock) fail("unknown weight scale layout");
   const bool a16 = a.x != nullptr, a8 = a.x_codes != nullptr;
   if (a16 == a8) fail("give exactly one of x (BF16, W8A16 or quantize_x) and x_codes (E4M3, W8A8)");
-  if (a.x_silu_gate_up && !grouped) fail("x_silu_gate_up is fp8_gemv_grouped's only (the experts' down projection)");
   if (a.quantize_x) {
     if (!a16) fail("quantize_x quantizes BF16 x: give x, not x_codes");
     if (a.x_layout == ActivationScaleLayout::kNone || int(a.x_layout) > kXGroup)
@@ -997,7 +771,6 @@ void validate(const Fp8GemvArgs& a, bool grouped = false) {
       fail("quantize_x: the scale rule needs fmax > 0 and floors and cap >= 0");
     return;
   }
-  if (a.x_silu_gate_up) fail("x_silu_gate_up is a form of quantize_x");
   if (a16 && a.x_layout != ActivationScaleLayout::kNone)
     fail("BF16 activations take no scales (x_layout must be kNone)");
   if (a8 && (a.x_layout == ActivationScaleLayout::kNone || int(a.x_layout) > kXGroup))
@@ -1005,45 +778,31 @@ void validate(const Fp8GemvArgs& a, bool grouped = false) {
   if (a8 && a.x_scale == nullptr) fail("E4M3 activations need x_scale");
 }
 
-// Launches `kernel` (opting it in, once per device, to `smem_limit` bytes of dynamic shared
+// Launches `kernel` (opting it in, once per device, to kSmemLimit bytes of dynamic shared
 // memory: more than 48 KB needs it), as a programmatic dependent launch when p.pdl.
 template <class Kernel>
-void launch_kernel(Kernel kernel, std::atomic<uint64_t>& configured, size_t smem_limit, dim3 grid, int threads,
-                   size_t smem, const Params& p, cudaStream_t stream) {
+void launch_kernel(Kernel kernel, std::atomic<uint64_t>& configured, dim3 grid, size_t smem, const Params& p,
+                   cudaStream_t stream) {
   int dev = 0;
   FP8LM_CUDA_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = uint64_t(1) << (dev & 63);
   if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_limit)));
+    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemLimit)));
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
-  launch_maybe_dependent(p.pdl, kernel, grid, dim3(unsigned(threads)), smem, stream, p);
+  launch_maybe_dependent(p.pdl, kernel, grid, dim3(unsigned(kThreads)), smem, stream, p);
 }
 
 template <bool kA8, int kMT, bool kPerBlock, bool kVec>
 void launch(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
-  launch_kernel(gemv_kernel<kA8, kMT, kPerBlock, kVec>, configured, kSmemLimit, grid, kThreads, smem, p, stream);
+  launch_kernel(gemv_kernel<kA8, kMT, kPerBlock, kVec>, configured, grid, smem, p, stream);
 }
 
 template <bool kA8, int kMT, bool kPerBlock>
-void launch_bulk(const Params& p, int blocks, size_t smem, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured{0};
-  launch_kernel(gemv_bulk_kernel<kA8, kMT, kPerBlock>, configured, kBulkSmemLimit, dim3(unsigned(blocks)),
-                kThreads + 32, smem, p, stream);
-}
-
-template <bool kA8, int kMT>
-void launch_bulk_mt(const Params& p, int blocks, size_t smem, cudaStream_t stream, bool per_block) {
-  if (per_block) launch_bulk<kA8, kMT, true>(p, blocks, smem, stream);
-  else launch_bulk<kA8, kMT, false>(p, blocks, smem, stream);
-}
-
-template <bool kA8, int kMT, bool kPerBlock, bool kSilu>
 void launch_grouped(const Params& p, dim3 grid, size_t smem, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
-  launch_kernel(gemv_grouped_kernel<kA8, kMT, kPerBlock, kSilu>, configured, kSmemLimit, grid, kThreads, smem, p,
-                stream);
+  launch_kernel(gemv_grouped_kernel<kA8, kMT, kPerBlock>, configured, grid, smem, p, stream);
 }
 
 template <bool kA8, int kMT>
@@ -1061,56 +820,11 @@ void launch_mt(const Params& p, dim3 grid, size_t smem, cudaStream_t stream, boo
 bool fp16_path(const Fp8GemvArgs& a) { return a.x_codes != nullptr || a.quantize_x; }
 bool group_scales(const Fp8GemvArgs& a) { return fp16_path(a) && a.x_layout == ActivationScaleLayout::kGroup128; }
 
-// The driver's tensor-map encoder, through the runtime (no link against the driver library).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    FP8LM_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || f == nullptr)
-      throw Error("fp8_gemv: the CUDA driver has no cuTensorMapEncodeTiled (needed by the bulk plan)");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// w [n, k] bytes as the bulk kernel reads it: boxes of kChunk bytes × kBulkRows rows, the
-// 128-byte swizzle, zeros past the ends. Needs k % 16 == 0 and w 16-byte aligned (bulk_possible).
-CUtensorMap weight_tensor_map(const Fp8GemvArgs& a) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {cuuint64_t(a.k), cuuint64_t(a.n)};
-  const cuuint64_t strides[1] = {cuuint64_t(a.k)};  // bytes from one row to the next
-  const cuuint32_t box[2] = {cuuint32_t(kChunk), cuuint32_t(kBulkRows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(a.w), dims,
-                                          strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("fp8_gemv: cuTensorMapEncodeTiled refused the weight [" + std::to_string(a.n) + ", " +
-                std::to_string(a.k) + "] (CUresult " + std::to_string(int(r)) + ")");
-  return map;
-}
-
-bool bulk_possible(const Fp8GemvArgs& a) {
-  return a.k % 16 == 0 && aligned16(a.w);  // whole 16-byte row segments
-}
-
 Fp8GemvPlan resolve_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* plan) {
   const int64_t chunks = cdiv(a.k, kChunk);
   const bool x_group = group_scales(a);
-  if (plan && plan->bulk && bulk_possible(a)) {
-    Fp8GemvPlan p = *plan;
-    if (p.k_splits <= 0) p.k_splits = choose_bulk_splits(a.m, a.n, a.k, multiprocessors());  // 0: chosen here
-    p = clamp_plan(p, chunks);
-    while (kBulkRingBytes + smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kBulkSmemLimit &&
-           p.k_splits < chunks)
-      ++p.k_splits;
-    if (kBulkRingBytes + smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes <= kBulkSmemLimit)
-      return p;
-  }
-  Fp8GemvPlan p = plan && !plan->bulk ? clamp_plan(*plan, chunks)
-                                      : choose_plan(a.m, a.n, a.k, x_group, a.x_codes != nullptr, a.quantize_x);
+  Fp8GemvPlan p = plan ? clamp_plan(*plan, chunks)
+                       : choose_plan(a.m, a.n, a.k, x_group, a.x_codes != nullptr, a.quantize_x);
   // Shared memory bounds the K range of one block: split further if needed.
   while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
     ++p.k_splits;
@@ -1151,7 +865,6 @@ Params make_params(const Fp8GemvArgs& a, const Fp8GemvPlan& pl, const Layout& l)
   p.x_scale = a.x_scale;
   p.x_layout = int(a.x_layout);
   p.quant = a.quantize_x;
-  p.x_silu = a.quantize_x && a.x_silu_gate_up;
   p.rule = a.x_rule;
   const auto addr = reinterpret_cast<uintptr_t>(p.x);
   p.x_vec = addr % 16 == 0 && a.k % (raw_codes ? 16 : 8) == 0;
@@ -1167,25 +880,15 @@ Params make_params(const Fp8GemvArgs& a, const Fp8GemvPlan& pl, const Layout& l)
   return p;
 }
 
-// The grouped form's plan (fp8_gemv_grouped). By default the cost model's plan for the weight
-// rows of every slot that may run (n × min(rows, max_slots): one slot per routed pair at most),
-// read as one GEMV of m rows; FP8LM_CUDA_MOE_GROUPED_PLAN=simple (A/B) takes warp columns of
-// about two chunks each and no K split instead. Either way K is split further where shared
-// memory needs it, and blocks grow taller where the slots' row groups would outrun the counters.
+// The grouped form's plan (fp8_gemv_grouped): the cost model's plan for the weight rows of
+// every slot that may run (n × min(rows, max_slots): one slot per routed pair at most), read as
+// one GEMV of m rows; K split further where shared memory needs it, and blocks taller where the
+// slots' row groups would outrun the counters.
 Fp8GemvPlan grouped_plan(const Fp8GemvArgs& a, const Fp8GemvGroups& g) {
   const int64_t chunks = cdiv(a.k, kChunk);
   const bool x_group = group_scales(a);
-  static const bool simple = env_choice("FP8LM_CUDA_MOE_GROUPED_PLAN", {"model", "simple"}, "model",
-                                        "fp8_gemv_grouped") == "simple";
-  Fp8GemvPlan p;
-  if (simple) {
-    int wcols = 1;
-    while (wcols < kWarps && wcols < cdiv(chunks, 2)) wcols *= 2;
-    p = {kWarps / wcols, 1, false};
-  } else {
-    const int64_t slots = std::min<int64_t>(g.rows, g.max_slots);
-    p = choose_plan(a.m, a.n * slots, a.k, x_group, a.x_codes != nullptr, a.quantize_x);
-  }
+  const int64_t slots = std::min<int64_t>(g.rows, g.max_slots);
+  Fp8GemvPlan p = choose_plan(a.m, a.n * slots, a.k, x_group, a.x_codes != nullptr, a.quantize_x);
   auto fit_smem = [&] {
     while (smem_layout(a.m, chunks, p.k_splits, x_group, a.x_codes != nullptr).bytes > kSmemLimit && p.k_splits < chunks)
       ++p.k_splits;
@@ -1246,27 +949,13 @@ void fp8_gemv(const Fp8GemvArgs& a, cudaStream_t stream, const Fp8GemvPlan* plan
   const int64_t chunks = cdiv(a.k, kChunk);
   const bool x_group = group_scales(a);
   const Layout l = smem_layout(a.m, chunks, pl.k_splits, x_group, raw_codes);
-  if (!pl.bulk && l.bytes > kSmemLimit)
-    throw Error("fp8_gemv: k = " + std::to_string(a.k) + " needs too much shared memory");
+  if (l.bytes > kSmemLimit) throw Error("fp8_gemv: k = " + std::to_string(a.k) + " needs too much shared memory");
 
-  Params p = make_params(a, pl, l);
+  const Params p = make_params(a, pl, l);
   const bool per_block = a.w_layout == WeightScaleLayout::kBlock128 || x_group;
   const bool vec = a.k % 16 == 0 && aligned16(a.w);
   const dim3 grid(unsigned(cdiv(a.n, 16 * pl.row_tiles)), unsigned(pl.k_splits));
   const int mt = a.m > 8 ? 2 : 1;
-  if (pl.bulk) {
-    p.w_map = weight_tensor_map(a);
-    const int blocks = int(std::min<int64_t>(cdiv(a.n, kBulkRows) * pl.k_splits, multiprocessors()));
-    const size_t smem = kBulkRingBytes + l.bytes;
-    if (a8) {
-      if (mt == 1) launch_bulk_mt<true, 1>(p, blocks, smem, stream, per_block);
-      else launch_bulk_mt<true, 2>(p, blocks, smem, stream, per_block);
-    } else {
-      if (mt == 1) launch_bulk_mt<false, 1>(p, blocks, smem, stream, per_block);
-      else launch_bulk_mt<false, 2>(p, blocks, smem, stream, per_block);
-    }
-    return;
-  }
   if (a8) {
     if (mt == 1) launch_mt<true, 1>(p, grid, l.bytes, stream, per_block, vec);
     else launch_mt<true, 2>(p, grid, l.bytes, stream, per_block, vec);
@@ -1312,16 +1001,8 @@ void fp8_gemv_grouped(const Fp8GemvArgs& a, const Fp8GemvGroups& g, cudaStream_t
   auto go = [&](auto a8_tag, auto mt_tag) {
     constexpr bool kA8 = decltype(a8_tag)::value;
     constexpr int kMT = decltype(mt_tag)::value;
-    // SiLU·mul while staging quantizes (kA8 only): its own instances, so that no other kernel carries it.
-    if constexpr (kA8) {
-      if (p.x_silu) {
-        if (per_block) launch_grouped<kA8, kMT, true, true>(p, grid, l.bytes, stream);
-        else launch_grouped<kA8, kMT, false, true>(p, grid, l.bytes, stream);
-        return;
-      }
-    }
-    if (per_block) launch_grouped<kA8, kMT, true, false>(p, grid, l.bytes, stream);
-    else launch_grouped<kA8, kMT, false, false>(p, grid, l.bytes, stream);
+    if (per_block) launch_grouped<kA8, kMT, true>(p, grid, l.bytes, stream);
+    else launch_grouped<kA8, kMT, false>(p, grid, l.bytes, stream);
   };
   using T = std::true_type;
   using F = std::false_type;

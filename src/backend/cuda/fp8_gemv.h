@@ -77,11 +77,6 @@ struct Fp8GemvArgs {
   ActivationScaleLayout x_layout = ActivationScaleLayout::kNone;
   bool quantize_x = false;
   Fp8ScaleRule x_rule;  // quant_kernels.h dynamic_scale_rule of the activation scheme
-  // quantize_x with fp8_gemv_grouped only: x is [m, 2k] BF16 — a fused gate/up output, gate's
-  // k columns then up's — and the row quantized is bf16(silu_mul_f32(gate, up)), the values
-  // silu_mul_fused writes, so the result is bit-identical to SiLU·mul first (one kernel and one
-  // round trip fewer). fp8_gemv refuses it: its kernels are compiled without that path.
-  bool x_silu_gate_up = false;
 
   const __nv_bfloat16* bias = nullptr;  // [n] or null
   __nv_bfloat16* y = nullptr;           // [m, n] row-major
@@ -103,21 +98,13 @@ struct Fp8GemvArgs {
 // How the work is cut: each block of 8 warps covers rows_per_cta = 16·row_tiles output
 // rows (row_tiles ∈ {1, 2, 4, 8}; the other 8 / row_tiles warps split the block's K range)
 // and one of k_splits ranges of K (partials summed by the last block to finish).
-//
-// bulk: the bulk-copy ring kernel instead — weights brought into shared memory by the copy
-// engine (cp.async.bulk) in a ring a producer warp keeps full, a persistent grid of at most
-// one block per multiprocessor walking 128-row × K-split work items (row_tiles is then 8).
-// Needs k % 16 == 0 and 16-byte aligned weights; otherwise the plan falls back to the plain
-// kernel. Same arithmetic and order as the plain kernel at {8, k_splits}: the same bytes.
-// k_splits = 0 with bulk: chosen to balance the items over the multiprocessors.
 struct Fp8GemvPlan {
   int row_tiles = 8;
   int k_splits = 1;
-  bool bulk = false;
 };
 
 // The plan fp8_gemv runs for these arguments on the current device: its own choice, or
-// `requested` as clamped to what the sizes allow (and a bulk plan's fallback).
+// `requested` as clamped to what the sizes allow.
 Fp8GemvPlan fp8_gemv_plan(const Fp8GemvArgs& a, const Fp8GemvPlan* requested = nullptr);
 
 // Workspace the call needs (0 when the plan does not split K). With `plan` null, for

@@ -99,40 +99,17 @@ struct NormArgs {
   int nv = 0;  // cdiv(cols, 8)
   bool quant = false;  // the normed rows also quantized (RowQuantOutput; register kernel only)
   RowParams q;
-  // moe_combine_add_rms_norm: delta is each row's routed outputs y[pos] summed with their
-  // weights, moe_combine's arithmetic (register kernel, 16-byte vectors only).
-  const uint16_t* comb_y = nullptr;
-  const int32_t* comb_pos = nullptr;
-  const float* comb_w = nullptr;
-  int top_k = 0;
 };
 
-// The row's values at e0..e0+7; kAdd: bf16(h + delta), also written back to h; kCombine: delta
-// is bf16(Σ_j w_j · y[pos_j]) over the row's routed pairs in order, each product rounded to
-// float32 then added from 0 (moe_combine's values, bit for bit).
-template <bool kVec, bool kAdd, bool kCombine = false>
+// The row's values at e0..e0+7; kAdd: bf16(h + delta), also written back to h.
+template <bool kVec, bool kAdd>
 __device__ __forceinline__ void norm_input(const NormArgs& a, int64_t row, int e0, float (&v)[8]) {
   const int64_t off = row * a.cols + e0;
   const int n = a.cols - e0;
   load8<kVec>(a.x + off, n, v);
   if constexpr (kAdd) {
     float d[8];
-    if constexpr (kCombine) {
-      static_assert(kVec, "the fused combine reads 16-byte vectors");
-#pragma unroll
-      for (int j = 0; j < 8; ++j) d[j] = 0.0f;
-      for (int t = 0; t < a.top_k; ++t) {
-        float y[8];
-        load8<true>(a.comb_y + int64_t(a.comb_pos[row * a.top_k + t]) * a.cols + e0, 8, y);
-        const float wt = a.comb_w[row * a.top_k + t];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) d[j] = __fadd_rn(d[j], __fmul_rn(y[j], wt));
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) d[j] = round_bf16(d[j]);
-    } else {
-      load8<kVec>(a.delta + off, n, d);
-    }
+    load8<kVec>(a.delta + off, n, d);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = round_bf16(__fadd_rn(v[j], d[j]));
     store8<kVec>(a.h + off, n, v);
@@ -148,7 +125,7 @@ __device__ __forceinline__ void norm_output(const NormArgs& a, int64_t row, int 
 }
 
 // The row in registers: VPT vectors of 8 per thread.
-template <int VPT, bool kVec, bool kAdd, bool kCombine = false>
+template <int VPT, bool kVec, bool kAdd>
 __global__ void __launch_bounds__(kNormMaxThreads) rms_norm_kernel(NormArgs a) {
   pdl_wait();  // launch.cuh: nothing of the stream is touched before it
   pdl_release();
@@ -160,7 +137,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) rms_norm_kernel(NormArgs a) {
   for (int i = 0; i < VPT; ++i) {
     const int e0 = (i * int(blockDim.x) + int(threadIdx.x)) * 8;
     if (e0 < a.cols) {
-      norm_input<kVec, kAdd, kCombine>(a, row, e0, v[i]);
+      norm_input<kVec, kAdd>(a, row, e0, v[i]);
     } else {
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
@@ -654,7 +631,7 @@ void check_head_dim(const char* op, int64_t head_dim) {
 
 // Returns false where the rows take the streaming kernel, which does not quantize (a.quant:
 // the caller quantizes out afterwards).
-template <bool kVec, bool kAdd, bool kCombine = false>
+template <bool kVec, bool kAdd>
 bool launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
   // Up to 4 vectors per thread in CTAs of up to 256 threads, then up to 512
   // threads with 4, then 8 (quant_kernels' measurements on the H200: 2 × 256
@@ -665,9 +642,7 @@ bool launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
     while (vpt < 8 && cdiv(a.nv, vpt) > kNormMaxThreads) vpt *= 2;
   const int threads = std::max(32, round_up32(cdiv(a.nv, vpt)));
   const auto grid = static_cast<unsigned>(rows);
-  if constexpr (kCombine) {  // the register kernel only (moe_combine_add_rms_norm_takes)
-    if (threads > kNormMaxThreads) fail("moe_combine_add_rms_norm", "rows too wide for the register kernel");
-  } else if (detail::model_kernel_tuning().force_streaming_norm || threads > kNormMaxThreads) {
+  if (detail::model_kernel_tuning().force_streaming_norm || threads > kNormMaxThreads) {
     const int st = std::min(kNormStreamThreads, std::max(32, round_up32(a.nv)));
     NormArgs plain = a;
     plain.quant = false;
@@ -677,10 +652,10 @@ bool launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
   }
   const size_t smem = a.quant ? size_t(a.q.ngroups) * sizeof(unsigned) : 0;
   switch (vpt) {
-    case 1: launch_dependent(rms_norm_kernel<1, kVec, kAdd, kCombine>, grid, threads, smem, stream, a); break;
-    case 2: launch_dependent(rms_norm_kernel<2, kVec, kAdd, kCombine>, grid, threads, smem, stream, a); break;
-    case 4: launch_dependent(rms_norm_kernel<4, kVec, kAdd, kCombine>, grid, threads, smem, stream, a); break;
-    default: launch_dependent(rms_norm_kernel<8, kVec, kAdd, kCombine>, grid, threads, smem, stream, a); break;
+    case 1: launch_dependent(rms_norm_kernel<1, kVec, kAdd>, grid, threads, smem, stream, a); break;
+    case 2: launch_dependent(rms_norm_kernel<2, kVec, kAdd>, grid, threads, smem, stream, a); break;
+    case 4: launch_dependent(rms_norm_kernel<4, kVec, kAdd>, grid, threads, smem, stream, a); break;
+    default: launch_dependent(rms_norm_kernel<8, kVec, kAdd>, grid, threads, smem, stream, a); break;
   }
   check_launch();
   return true;
@@ -688,23 +663,16 @@ bool launch_norm_vec(const NormArgs& a, int64_t rows, cudaStream_t stream) {
 
 // The norm, and with `quant` the quantization of its output: in the same kernel where the rows
 // take the register kernel, else by the quantization kernel right after (the same bits).
-template <bool kAdd, bool kCombine = false>
+template <bool kAdd>
 void launch_norm(NormArgs a, int64_t rows, const RowQuantOutput* quant, cudaStream_t stream) {
-  const char* op = kCombine ? "moe_combine_add_rms_norm" : kAdd ? "add_rms_norm" : "rms_norm";
+  const char* op = kAdd ? "add_rms_norm" : "rms_norm";
   if (quant != nullptr) {
     a.q = row_quant_params(op, rows, a.cols, quant->q, quant->codes, quant->scales);
     a.quant = true;
   }
   const bool vec = a.cols % 8 == 0 && aligned16(a.x) && aligned16(a.w) && aligned16(a.out) &&
-                   (!kAdd || kCombine || aligned16(a.delta)) && (!kCombine || aligned16(a.comb_y)) &&
-                   (quant == nullptr || aligned16(quant->codes));
-  bool fused = false;
-  if constexpr (kCombine) {
-    if (!vec) fail(op, "needs cols % 8 == 0 and 16-byte aligned rows (moe_combine_add_rms_norm_takes)");
-    fused = launch_norm_vec<true, true, true>(a, rows, stream);
-  } else {
-    fused = vec ? launch_norm_vec<true, kAdd>(a, rows, stream) : launch_norm_vec<false, kAdd>(a, rows, stream);
-  }
+                   (!kAdd || aligned16(a.delta)) && (quant == nullptr || aligned16(quant->codes));
+  const bool fused = vec ? launch_norm_vec<true, kAdd>(a, rows, stream) : launch_norm_vec<false, kAdd>(a, rows, stream);
   if (quant == nullptr || fused) return;
   const auto* out = reinterpret_cast<const __nv_bfloat16*>(a.out);
   if (quant->q.static_scale != nullptr)
@@ -966,35 +934,6 @@ void add_rms_norm(__nv_bfloat16* h, const __nv_bfloat16* delta, const float* w, 
   a.cols = int(cols);
   a.nv = int(cdiv(cols, 8));
   launch_norm<true>(a, rows, quant, stream);
-}
-
-bool moe_combine_add_rms_norm_takes(const void* y, const void* h, const void* out, const float* w, int64_t cols) {
-  return cols > 0 && cols % 8 == 0 && cdiv(cdiv(cols, 8), 8) <= kNormMaxThreads && aligned16(y) && aligned16(h) &&
-         aligned16(out) && aligned16(w);
-}
-
-void moe_combine_add_rms_norm(const __nv_bfloat16* y, const int32_t* pos, const float* weights, int top_k,
-                              __nv_bfloat16* h, const float* w, float eps, int64_t rows, int64_t cols,
-                              __nv_bfloat16* out, cudaStream_t stream, const RowQuantOutput* quant) {
-  constexpr const char* op = "moe_combine_add_rms_norm";
-  check_shape(op, rows, cols);
-  if (rows == 0 || cols == 0) return;
-  check_ptrs(op, {{y, "y"}, {pos, "pos"}, {weights, "weights"}, {h, "h"}, {w, "weight"}, {out, "out"}});
-  if (top_k < 1) fail(op, "top_k must be >= 1");
-  if (!moe_combine_add_rms_norm_takes(y, h, out, w, cols)) fail(op, "these rows take moe_combine + add_rms_norm");
-  NormArgs a;
-  a.x = bits(h);
-  a.h = bits(h);
-  a.w = w;
-  a.out = bits(out);
-  a.eps = eps;
-  a.cols = int(cols);
-  a.nv = int(cdiv(cols, 8));
-  a.comb_y = bits(y);
-  a.comb_pos = pos;
-  a.comb_w = weights;
-  a.top_k = top_k;
-  launch_norm<true, true>(a, rows, quant, stream);
 }
 
 void head_rms_norm(__nv_bfloat16* x, int64_t rows, int64_t cols, int64_t head_dim, const float* w, float eps,

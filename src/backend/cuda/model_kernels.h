@@ -82,14 +82,6 @@ void rms_norm(const __nv_bfloat16* x, const float* w, float eps, int64_t rows, i
 // written, by the same thread, so out may alias delta (or x for rms_norm).
 void add_rms_norm(__nv_bfloat16* h, const __nv_bfloat16* delta, const float* w, float eps, int64_t rows,
                   int64_t cols, __nv_bfloat16* out, cudaStream_t stream, const RowQuantOutput* quant = nullptr);
-// moe_combine (moe_kernels.h) then add_rms_norm in one kernel: delta = bf16(Σ_j weights[r·top_k + j]
-// · y[pos[r·top_k + j], :]) as moe_combine computes it, then h = bf16(h + delta) and out =
-// rms_norm(h): the same bits as the two kernels, without delta's round trip. Where
-// moe_combine_add_rms_norm_takes (16-byte vectors, rows the register kernel holds).
-bool moe_combine_add_rms_norm_takes(const void* y, const void* h, const void* out, const float* w, int64_t cols);
-void moe_combine_add_rms_norm(const __nv_bfloat16* y, const int32_t* pos, const float* weights, int top_k,
-                              __nv_bfloat16* h, const float* w, float eps, int64_t rows, int64_t cols,
-                              __nv_bfloat16* out, cudaStream_t stream, const RowQuantOutput* quant = nullptr);
 // rms_norm over every head_dim-wide slice of each row, in place, with the
 // head_dim weights w (Qwen3's q/k norm). Row r starts at x + r · ld (ld = 0:
 // cols). head_dim ≤ 1024. One group of ≤ 32 lanes per head.

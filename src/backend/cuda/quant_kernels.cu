@@ -59,8 +59,7 @@ constexpr int kMaxCells = 12000;           // scale cells per row in shared memo
 
 // ---- the value producer ------------------------------------------------------------
 
-// The kernels read a row's values through an Op (load), so that an op that
-// computes them on the fly (a fused RMSNorm or SiLU·mul) can reuse them.
+// The kernels read a row's values through an Op (load): PlainOp, the values in memory.
 template <typename T>
 struct PlainOp {
   const T* x;
@@ -297,24 +296,6 @@ bool vec_ok(int64_t k, const void* x, const uint8_t* codes) {
   return k % 8 == 0 && aligned(x, 16) && aligned(codes, 8);
 }
 
-// silu(gate) · up of a fused gate/up row ([m, 2k], gate first), rounded to BF16 and written to
-// `out` as model_kernels' silu_mul_fused does (the same silu_mul_f32), and those BF16 values
-// handed on for quantization. The streaming kernel calls it twice per element: the same bits.
-struct SiluMulGateUpOp {
-  const uint16_t* gate_up;
-  uint16_t* out;
-  template <bool kVec>
-  __device__ __forceinline__ void load(int64_t row, int k, int e0, float (&v)[8]) const {
-    const uint16_t* g = gate_up + row * 2 * int64_t(k) + e0;
-    float u[8];
-    load8<kVec>(g, k - e0, v);
-    load8<kVec>(g + k, k - e0, u);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = round_bf16(silu_mul_f32(v[j], u[j]));
-    store8<kVec>(out + row * int64_t(k) + e0, k - e0, v);
-  }
-};
-
 template <typename T>
 void quantize_impl(const T* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes, float* scales,
                    cudaStream_t stream, const char* name) {
@@ -362,17 +343,6 @@ RowParams row_quant_params(const char* op, int64_t m, int64_t k, const Fp8ActQua
   if (q.static_scale == nullptr && q.granularity == Granularity::kTensor)
     fail(op, "a dynamic per-tensor scale needs every row's amax first: it is not quantized by the producer");
   return make_params(op, m, k, q, codes, scales);
-}
-
-void silu_mul_fused_quantize(const __nv_bfloat16* gate_up, int64_t rows, int64_t cols, __nv_bfloat16* out,
-                             const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream) {
-  constexpr const char* op = "silu_mul_fused_quantize";
-  const RowParams p = row_quant_params(op, rows, cols, q, codes, scales);
-  if (rows * cols == 0) return;
-  if (gate_up == nullptr || out == nullptr) fail(op, "gate_up or out is null");
-  const SiluMulGateUpOp sop{reinterpret_cast<const uint16_t*>(gate_up), reinterpret_cast<uint16_t*>(out)};
-  const bool vec = cols % 8 == 0 && aligned(gate_up, 16) && aligned(out, 16) && aligned(codes, 8);
-  launch_rows(sop, rows, p, vec, stream);
 }
 
 void quantize_fp8_dynamic(const __nv_bfloat16* x, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,

@@ -80,16 +80,9 @@ void quantize_fp8_static(const float* x, int64_t m, int64_t k, const float* scal
 // checked as quantize_fp8_dynamic / quantize_fp8_static check theirs (fp8lm::Error names what
 // is wrong). One pass only: static, per token or per group — a dynamic per-tensor scale needs
 // every row's amax first and is refused.
+// The producer that uses them: model_kernels.h's rms_norm / add_rms_norm with a RowQuantOutput.
 RowParams row_quant_params(const char* op, int64_t m, int64_t k, const Fp8ActQuant& q, uint8_t* codes,
                            float* scales);
-
-// silu_mul_fused (model_kernels.h) and the quantization of its output in one kernel: `out`
-// exactly as silu_mul_fused writes it, `codes` and `scales` exactly as quantize_fp8_dynamic /
-// quantize_fp8_static of `out` write them. gate_up [rows, 2·cols] (gate first), out [rows,
-// cols]. q: static, per token or per group (a dynamic per-tensor scale is refused: two passes).
-// (RMSNorm's fused form is model_kernels.h's rms_norm / add_rms_norm with a RowQuantOutput.)
-void silu_mul_fused_quantize(const __nv_bfloat16* gate_up, int64_t rows, int64_t cols, __nv_bfloat16* out,
-                             const Fp8ActQuant& q, uint8_t* codes, float* scales, cudaStream_t stream);
 
 namespace detail {
 // Launch shape of the row kernels, for tests and benchmarks (not thread-safe;
