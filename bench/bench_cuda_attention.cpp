@@ -32,8 +32,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/attention/paged_attention.h"
 #include "decode_attention_workload.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // The linear layers of Llama-3.1-8B and -70B through fp8lm's cuBLASLt GEMMs
-// (src/backend/cuda/cublaslt_gemm.h) on the GPU: BF16, FP8 per-tensor, FP8
+// (src/backend/cuda/gemm/cublaslt_gemm.h) on the GPU: BF16, FP8 per-tensor, FP8
 // outer-vector (per-token × per-channel) and FP8 block (1×128 × 128×128), at
 // M = 1 … 16384 tokens.
 //
@@ -16,7 +16,7 @@
 // Timed is GemmArgs → run(), i.e. with the activation-scale transposition
 // block scaling needs (fp8lm's [m, L] → cuBLASLt's [L, m]); "block*" is the
 // same GEMM with the scales already in cuBLASLt's layout. "CUTLASS stream-K / ping-pong" are
-// the configurations of the per-token × per-channel GEMM of src/backend/cuda/cutlass_fp8_gemm.h
+// the configurations of the per-token × per-channel GEMM of src/backend/cuda/gemm/cutlass_fp8_gemm.h
 // (issue 19), when built, on cuBLASLt outer-vec's operands, each at every M (the engine takes
 // them only in linear_plan.cpp's measured ranges).
 //
@@ -40,11 +40,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/cublaslt_gemm.h"
-#include "backend/cuda/cutlass_fp8_gemm.h"
-#include "backend/cuda/device_memory.h"
-#include "backend/cuda/stream.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/gemm/cublaslt_gemm.h"
+#include "backend/cuda/gemm/cutlass_fp8_gemm.h"
+#include "backend/cuda/common/device_memory.h"
+#include "backend/cuda/common/stream.h"
 
 using namespace fp8lm;
 using namespace fp8lm::cuda;

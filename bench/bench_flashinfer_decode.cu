@@ -19,7 +19,7 @@
 // samples of one call between two events.
 //
 // One cache, both kernels: fp8lm's cache layer is K and V arrays of [block][KV head][position]
-// [head_dim] (backend/cuda/paged_attention.h), which is FlashInfer's HND paged layout with
+// [head_dim] (backend/cuda/attention/paged_attention.h), which is FlashInfer's HND paged layout with
 // separate k_data / v_data: its paged_kv_t is built over the same device arrays, and its page
 // indices are fp8lm's block-table array itself (sequence s owns entries [s·P, (s + 1)·P), P
 // blocks a sequence: indptr[s] = s·P, last_page_len = C + 1 − 16·(P − 1)).
@@ -89,9 +89,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/device_memory.h"
-#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/common/device_memory.h"
+#include "backend/cuda/attention/paged_attention.h"
 #include "decode_attention_workload.h"
 
 #ifndef FP8LM_FLASHINFER_VERSION

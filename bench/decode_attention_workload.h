@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/device_memory.h"
-#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/common/device_memory.h"
+#include "backend/cuda/attention/paged_attention.h"
 
 namespace fp8lm::bench {
 

@@ -13,8 +13,11 @@ Rules (docs/architecture.md explains the layers):
   3. No cycle among files.
   4. No cycle among modules (x.h + x.cpp as one node) unless MODULE_CYCLES_ALLOWED lists it.
   5. FP8LM_WITH_CUDA appears only under IFDEF_CUDA_ALLOWED.
-  6. (--cmake) Rules 1-2 applied to target_link_libraries edges between fp8lm_* targets, and a
-     target compiles the sources of one component only.
+  6. Inside a component that SUBLAYERS lists, rule 1 again over its sub-folders: a file includes
+     its own sub-folder or a lower one, never a peer's or a higher one.
+  7. (--cmake) Rules 1-2 applied to target_link_libraries edges between fp8lm_* targets, a
+     target compiles the sources of one component only, and in a SUBLAYERS component each
+     sub-folder's CMake fragment lists only the sources of its own folder.
 An include resolves against the including file's folder, then src/; one that resolves nowhere is
 an error (a stale path after a move).
 """
@@ -34,6 +37,12 @@ LAYERS = [["common"], ["numerics"], ["spec"], ["io"], ["tokenizer", "chat", "wei
 SEALED = {"backend/cpu": {"backend/factory"}, "backend/cuda": {"backend/factory"}}
 # (includer, included) → why this one edge may break rules 1-2.
 EXCEPTIONS = {("src/cli/info_command.cpp", "src/backend/cuda/device_info.h"): "info reports the CUDA devices"}
+# Component → its sub-folders bottom → top, as LAYERS ranks the components ("" is the component's
+# own folder). The CUDA backend (docs/architecture.md, "The CUDA backend's folders"): shared
+# device helpers, the quantization kernels the other families quantize with, the op families
+# side by side, CudaOps on top of them, and the NCCL ranks that each hold a CudaOps.
+SUBLAYERS = {"backend/cuda": [["common"], ["quant"], ["attention", "elementwise", "gemm", "gemv", "moe", "sampling"],
+                              [""], ["comm"]]}
 # Paths (a folder ends in /) where FP8LM_WITH_CUDA may appear: the one place that picks a backend.
 IFDEF_CUDA_ALLOWED = {"src/backend/factory/", "src/cli/info_command.cpp", "src/backend/cuda/"}
 # Module cycles (paths without extension) that are allowed, each with its reason.
@@ -58,6 +67,30 @@ def component(rel):
         if "/".join(parts[:n]) in RANK:
             return "/".join(parts[:n])
     return None
+
+
+def subpart(rel, comp):
+    """The sub-folder of `comp` that holds rel ('' for the component's own folder)."""
+    below = rel.split("/")[1 + len(comp.split("/")):-1]
+    return below[0] if below else ""
+
+
+def sub_rank(comp, part):
+    return next((r for r, group in enumerate(SUBLAYERS[comp]) if part in group), None)
+
+
+def sub_problems(comp, includer, target):
+    """Rule 6: why includer → target, both inside `comp`, breaks its sub-folders' order."""
+    a, b = subpart(includer, comp), subpart(target, comp)
+    ra, rb = sub_rank(comp, a), sub_rank(comp, b)
+    if a == b or ra is None or rb is None:
+        return []
+    name = lambda part, r: f"{comp}/{part}".rstrip("/") + f" (sub-rank {r})"
+    if rb > ra:
+        return [f"{name(a, ra)} includes {target} ({name(b, rb)}): upward include"]
+    if rb == ra:
+        return [f"{name(a, ra)} includes {target} ({name(b, rb)}): peers never include each other"]
+    return []
 
 
 def stem(rel):
@@ -171,8 +204,12 @@ def check_sources(root, notes):
     files, includes, macro_lines = scan(root)
     out = []
     for rel in files:
-        if component(rel) is None:
+        comp = component(rel)
+        if comp is None:
             out.append(Violation(rel, "is in no component of LAYERS: add its folder to the table", None))
+        elif comp in SUBLAYERS and sub_rank(comp, subpart(rel, comp)) is None:
+            out.append(Violation(rel, f"is in no sub-folder of SUBLAYERS['{comp}']: add its folder to the table",
+                                 None))
     resolved = []
     for rel, no, written, target in includes:
         if target is None:
@@ -182,6 +219,10 @@ def check_sources(root, notes):
         resolved.append((rel, no, target))
         a, b = component(rel), component(target)
         if a is None or b is None:
+            continue
+        if a == b and a in SUBLAYERS:
+            for why in sub_problems(a, rel, target):
+                out.append(Violation(f"{rel}:{no}", why, f"{rel} -> {target}"))
             continue
         why = edge_problems(a, b, rel, target)
         if why:
@@ -236,7 +277,7 @@ def cmake_commands(text):
 def check_cmake(root):
     src = root / "src"
     cmake_files = [p for p in [src / "CMakeLists.txt"] if p.is_file()] + sorted(src.rglob("*.cmake"))
-    sources, links = defaultdict(set), []
+    sources, links, out = defaultdict(set), [], []
     for path in cmake_files:
         rel = path.relative_to(root).as_posix()
         here = os.path.dirname(rel)
@@ -246,11 +287,15 @@ def check_cmake(root):
                     a = a.replace("${CMAKE_CURRENT_LIST_DIR}", here).replace("${CMAKE_CURRENT_SOURCE_DIR}", "src")
                     if "$" in a or not a.endswith(SOURCE_SUFFIXES):
                         continue  # generated (binary dir) or a keyword
-                    p = os.path.normpath(a if a.startswith("src/") else os.path.join("src", a))
-                    sources[args[0]].add(Path(p).as_posix())
+                    p = Path(os.path.normpath(a if a.startswith("src/") else os.path.join("src", a))).as_posix()
+                    sources[args[0]].add(p)
+                    owner = component(p)
+                    if owner in SUBLAYERS and component(rel) == owner and os.path.dirname(p) != here:
+                        out.append(Violation(f"{rel}:{line}", f"lists {p}, outside its own folder {here}: each "
+                                             f"folder of {owner} lists its sources in its own fragment", None))
             elif cmd == "target_link_libraries" and args:
                 links += [(f"{rel}:{line}", args[0], dep) for dep in args[1:] if dep.startswith("fp8lm")]
-    out, comp = [], {}
+    comp = {}
     for target, files in sorted(sources.items()):
         comps = sorted({component(f) or "?" for f in files})
         if len(comps) > 1:

@@ -1,4 +1,4 @@
-// Benchmark of the FP8 decode GEMV (src/backend/cuda/fp8_gemv.h) against cuBLASLt's BF16
+// Benchmark of the FP8 decode GEMV (src/backend/cuda/gemv/fp8_gemv.h) against cuBLASLt's BF16
 // GEMM on Llama-3.1-8B's linear shapes, m = 1 … 16 (docs/benchmarks.md, issue 8).
 //
 //   bench_cuda_gemv [results.json] [--sweep | --fit [--70b]]
@@ -32,9 +32,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/fp8_gemv.h"
-#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/gemv/fp8_gemv.h"
+#include "backend/cuda/quant/quant_kernels.h"
 
 namespace {
 

@@ -14,7 +14,7 @@ gtest_discover_tests(test_cuda_moe DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
 add_executable(test_cuda_moe_grouped cuda/test_cuda_moe_grouped.cpp)
 target_link_libraries(test_cuda_moe_grouped PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_test_support)
 gtest_discover_tests(test_cuda_moe_grouped DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
-# Tensor parallelism on CUDA ranks (src/backend/cuda/nccl_group.h, CudaOps' collectives).
+# Tensor parallelism on CUDA ranks (src/backend/cuda/comm/nccl_group.h, CudaOps' collectives).
 add_executable(test_cuda_tensor_parallel cuda/test_cuda_tensor_parallel.cpp)
 target_link_libraries(test_cuda_tensor_parallel PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_cpu fp8lm_test_support)
 target_include_directories(test_cuda_tensor_parallel SYSTEM PRIVATE ${FP8LM_NCCL_INCLUDE_DIR})

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/device_info.h"
 
 namespace fp8lm::test {

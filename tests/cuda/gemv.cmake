@@ -1,4 +1,4 @@
-# The FP8 decode GEMV (src/backend/cuda/fp8_gemv.h): its test against the CPU linear layer
+# The FP8 decode GEMV (src/backend/cuda/gemv/fp8_gemv.h): its test against the CPU linear layer
 # and its benchmark against cuBLASLt's BF16 GEMM (docs/benchmarks.md, issue 8).
 add_executable(test_cuda_gemv cuda/test_cuda_gemv.cpp)
 target_link_libraries(test_cuda_gemv PRIVATE fp8lm_cuda fp8lm_cpu fp8lm_test_support)

@@ -1,4 +1,4 @@
-# The per-row model kernels (backend/cuda/model_kernels.h) against the CPU
+# The per-row model kernels (backend/cuda/elementwise/model_kernels.h) against the CPU
 # backend's ops and RopeTable. Runs on a Hopper GPU; elsewhere every
 # test reports SKIPPED.
 add_executable(test_cuda_model_kernels ${CMAKE_CURRENT_LIST_DIR}/test_cuda_model_kernels.cpp)

@@ -1,4 +1,4 @@
-# Sampling on the GPU (src/backend/cuda/sampling_kernels.h, CudaOps::sample_rows)
+# Sampling on the GPU (src/backend/cuda/sampling/sampling_kernels.h, CudaOps::sample_rows)
 # against the host row math (backend/sampling.h). Runs on a Hopper GPU;
 # elsewhere every test reports SKIPPED.
 add_executable(test_cuda_sampling cuda/test_cuda_sampling.cpp)

@@ -1,4 +1,4 @@
-// The CUDA paged KV cache stores and paged attention (src/backend/cuda/paged_attention.h)
+// The CUDA paged KV cache stores and paged attention (src/backend/cuda/attention/paged_attention.h)
 // against the CPU reference (src/backend/cpu/kv_cache.h + attention.h) on the same BF16-rounded
 // inputs: head_dim 24 / 64 / 80 / 96 / 128 / 256, GQA ratios 1 / 3 / 4 / 5 / 6 / 8 / 16, block
 // sizes 8 / 16 / 32, KV elements BF16 / F32 / E4M3 / E5M2 (scales ≠ 1), sliding windows
@@ -77,8 +77,8 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/kv_cache.h"
-#include "backend/cuda/check.h"
-#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/attention/paged_attention.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <thread>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/device_info.h"
 #include "cuda/cuda_test_util.h"
-#include "backend/cuda/fp8_cast.h"
+#include "backend/cuda/quant/fp8_cast.h"
 #include "numerics/cast.h"
 
 namespace fp8lm {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/model_kernels.h"
-#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/elementwise/model_kernels.h"
+#include "backend/cuda/quant/quant_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "numerics/fp8_format.h"

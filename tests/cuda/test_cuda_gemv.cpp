@@ -1,4 +1,4 @@
-// The FP8 decode GEMV (src/backend/cuda/fp8_gemv.h) against fp8lm's CPU linear layer
+// The FP8 decode GEMV (src/backend/cuda/gemv/fp8_gemv.h) against fp8lm's CPU linear layer
 // (src/backend/cpu/linear.h) with the same codes and scales: every weight scale layout ×
 // BF16 activations (W8A16) and E4M3 activations per tensor / token / 1×128 group (W8A8),
 // m ∈ {1, 2, 5, 16}, n ∈ {1, 100, 4096}, k ∈ {128, 200, 4096, 4100} (k not a multiple of
@@ -38,12 +38,12 @@
 #include <vector>
 
 #include "backend/cpu/linear.h"
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/device_info.h"
 #include "common/thread_pool.h"
 #include "cuda/cuda_test_util.h"
-#include "backend/cuda/fp8_gemv.h"
-#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/gemv/fp8_gemv.h"
+#include "backend/cuda/quant/quant_kernels.h"
 #include "common/error.h"
 #include "numerics/fp8_format.h"
 

@@ -1,4 +1,4 @@
-// The grouped CUTLASS FP8 GEMM (src/backend/cuda/cutlass_fp8_grouped_gemm.h) against a float64
+// The grouped CUTLASS FP8 GEMM (src/backend/cuda/gemm/cutlass_fp8_grouped_gemm.h) against a float64
 // product on the host, group by group: every row of group g multiplied by w_g with the scheme's
 // scales — per row × per channel, one × one, per row × one (kOuter), 1 × 128 groups × 128 × 128
 // blocks (kBlock) — including empty groups, groups of one row and groups over several 128-row
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cutlass_fp8_grouped_gemm.h"
+#include "backend/cuda/gemm/cutlass_fp8_grouped_gemm.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "numerics/fp8_format.h"

@@ -1,4 +1,4 @@
-// The CUDA per-row model kernels (backend/cuda/model_kernels.h) against the CPU
+// The CUDA per-row model kernels (backend/cuda/elementwise/model_kernels.h) against the CPU
 // backend (cpu::CpuOps) and RopeTable, fed the same BF16 values widened
 // to float, the CPU's float result rounded to BF16 (float_to_bf16). Inputs are
 // fresh random data on every run — the seed is printed; FP8LM_TEST_SEED=<n>
@@ -74,13 +74,13 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/linear.h"
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_kernels.h"
-#include "backend/cuda/model_kernels.h"
-#include "backend/cuda/paged_attention.h"
-#include "backend/cuda/qkv_rope_kernels.h"
-#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/elementwise/model_kernels.h"
+#include "backend/cuda/attention/paged_attention.h"
+#include "backend/cuda/attention/qkv_rope_kernels.h"
+#include "backend/cuda/quant/quant_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "numerics/fp8_format.h"

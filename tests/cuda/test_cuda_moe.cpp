@@ -33,7 +33,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/moe.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/moe/moe_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/model_trace.h"

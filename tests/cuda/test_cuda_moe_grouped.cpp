@@ -1,4 +1,4 @@
-// The grouped MoE path's kernels (src/backend/cuda/moe_kernels.h moe_route_group, moe_route_sort,
+// The grouped MoE path's kernels (src/backend/cuda/moe/moe_kernels.h moe_route_group, moe_route_sort,
 // fp8_gemv.h fp8_gemv_grouped) against the per-call forms they group:
 //
 // * moe_route_group routes every row as moe_route does (the same experts and weights, a row's
@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/bf16_gemv_grouped.h"
-#include "backend/cuda/check.h"
-#include "backend/cuda/fp8_gemv.h"
-#include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/gemv/bf16_gemv_grouped.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/gemv/fp8_gemv.h"
+#include "backend/cuda/moe/moe_kernels.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"
 #include "numerics/fp8_format.h"

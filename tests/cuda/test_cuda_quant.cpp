@@ -1,4 +1,4 @@
-// The CUDA quantization kernels (backend/cuda/quant_kernels.h) against the CPU
+// The CUDA quantization kernels (backend/cuda/quant/quant_kernels.h) against the CPU
 // reference, every FP8 byte and every scale bit: plain dynamic (tensor, token,
 // token with an upper bound, groups of several sizes) and static quantization
 // of BF16 and float32 inputs; and silu.h's exp and silu_mul_f32 on the device
@@ -28,10 +28,10 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/device_info.h"
 #include "cuda/cuda_test_util.h"
-#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/quant/quant_kernels.h"
 #include "numerics/silu.h"
 #include "common/error.h"
 #include "numerics/fp8_format.h"

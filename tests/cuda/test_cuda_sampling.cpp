@@ -1,4 +1,4 @@
-// Sampling on the GPU (backend/cuda/sampling_kernels.h, CudaOps::sample_rows)
+// Sampling on the GPU (backend/cuda/sampling/sampling_kernels.h, CudaOps::sample_rows)
 // against the host row math (backend/sampling.h, itself checked against
 // transformers' logits processors in tests/cpp/test_sampler.cpp), on the same
 // BF16 logits: vocabularies of 128256 (Llama 3) and 1009 (small, odd), three
@@ -36,9 +36,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/sampling_kernels.h"
+#include "backend/cuda/sampling/sampling_kernels.h"
 #include "backend/sampling.h"
 #include "common/error.h"
 #include "cuda/cuda_test_util.h"

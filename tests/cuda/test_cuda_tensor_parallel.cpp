@@ -34,10 +34,10 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/thread_group.h"
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/nccl_group.h"
-#include "backend/cuda/nccl_library.h"
+#include "backend/cuda/comm/nccl_group.h"
+#include "backend/cuda/comm/nccl_library.h"
 #include "backend/factory/make_ops.h"
 #include "common/error.h"
 #include "cpp/model_fixtures.h"

@@ -171,6 +171,54 @@ def test_cmake_link_edges(tmp_path):
             "(backend/cpu, rank 7): peers never include each other") in r.stdout
 
 
+# The CUDA backend's sub-folders (SUBLAYERS): families over common/ and quant/, CudaOps above them,
+# comm/ above CudaOps.
+CUDA_FOLDERS = {
+    "src/backend/cuda/common/check.h": [],
+    "src/backend/cuda/quant/quant_kernels.h": ["backend/cuda/common/check.h"],
+    "src/backend/cuda/gemv/fp8_gemv.h": ["backend/cuda/quant/quant_kernels.h", "backend/cuda/common/check.h"],
+    "src/backend/cuda/attention/paged_attention.h": ["backend/cuda/common/check.h"],
+    "src/backend/cuda/comm/nccl_group.h": ["backend/cuda/cuda_ops.h"],
+}
+
+
+def test_cuda_folders_in_order_pass(tmp_path):
+    r = check(tree(tmp_path, {**CLEAN, **CUDA_FOLDERS, "src/backend/cuda/cuda_ops.cpp":
+                              ["backend/cuda/cuda_ops.h", "backend/cuda/cuda_ops_impl.h",
+                               "backend/cuda/gemv/fp8_gemv.h", "backend/cuda/attention/paged_attention.h"]}))
+    assert r.returncode == 0, r.stdout
+
+
+def test_cuda_family_including_a_peer_or_cuda_ops_fails(tmp_path):
+    r = check(tree(tmp_path, {**CLEAN, **CUDA_FOLDERS,
+                              "src/backend/cuda/gemv/fp8_gemv.cu": ["backend/cuda/attention/paged_attention.h"],
+                              "src/backend/cuda/quant/quant_kernels.cu": ["backend/cuda/cuda_ops.h"],
+                              "src/backend/cuda/misc/x.h": []}))
+    assert r.returncode == 1
+    assert ("error: src/backend/cuda/gemv/fp8_gemv.cu:1: backend/cuda/gemv (sub-rank 2) includes "
+            "src/backend/cuda/attention/paged_attention.h (backend/cuda/attention (sub-rank 2)): "
+            "peers never include each other") in r.stdout
+    assert ("error: src/backend/cuda/quant/quant_kernels.cu:1: backend/cuda/quant (sub-rank 1) includes "
+            "src/backend/cuda/cuda_ops.h (backend/cuda (sub-rank 3)): upward include") in r.stdout
+    assert ("error: src/backend/cuda/misc/x.h: is in no sub-folder of SUBLAYERS['backend/cuda']") in r.stdout
+
+
+def test_cuda_fragment_listing_another_folder_fails(tmp_path):
+    root = tree(tmp_path, {**CLEAN, **CUDA_FOLDERS,
+                           "src/backend/cuda/cuda.cmake": "add_library(fp8lm_cuda STATIC ${CMAKE_CURRENT_LIST_DIR}/"
+                                                          "cuda_ops.cpp)\ninclude(gemv/gemv.cmake)\n",
+                           "src/backend/cuda/gemv/gemv.cmake": "target_sources(fp8lm_cuda PRIVATE\n"
+                                                               "  ${CMAKE_CURRENT_LIST_DIR}/fp8_gemv.cu\n"
+                                                               "  ${CMAKE_CURRENT_LIST_DIR}/../moe/moe.cu)\n",
+                           "src/backend/cuda/gemv/fp8_gemv.cu": ["fp8_gemv.h"],
+                           "src/backend/cuda/moe/moe.cu": []})
+    r = check(root, "--cmake")
+    assert r.returncode == 1
+    assert ("error: src/backend/cuda/gemv/gemv.cmake:1: lists src/backend/cuda/moe/moe.cu, outside its own "
+            "folder src/backend/cuda/gemv") in r.stdout
+    assert "gemv.cmake:1: lists src/backend/cuda/gemv/fp8_gemv.cu" not in r.stdout
+
+
 def test_graph_marks_wrong_arrows(tmp_path):
     r = check(tree(tmp_path, {**CLEAN, "src/engine/runtime.cpp": ["backend/cpu/cpu_ops.h"]}), "--graph")
     assert r.returncode == 0

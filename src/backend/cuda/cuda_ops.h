@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/device_memory.h"
+#include "backend/cuda/common/device_memory.h"
 #include "backend/ops.h"
 
 namespace fp8lm::cuda {

@@ -16,15 +16,15 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/gemm/cublaslt_gemm.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/device_memory.h"
+#include "backend/cuda/common/device_memory.h"
 #include "backend/cuda/rank_link.h"
-#include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/gemv/fp8_gemv.h"
 #include "backend/cuda/linear_plan.h"
-#include "backend/cuda/paged_attention.h"
-#include "backend/cuda/stream.h"
+#include "backend/cuda/attention/paged_attention.h"
+#include "backend/cuda/common/stream.h"
 #include "common/error.h"
 #include "numerics/fp8_format.h"
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/fp8_convert.cuh"
-#include "backend/cuda/launch.cuh"
+#include "backend/cuda/common/check.h"
+#include "backend/cuda/common/fp8_convert.cuh"
+#include "backend/cuda/common/launch.cuh"
 #include "common/error.h"
 
 namespace fp8lm::cuda {

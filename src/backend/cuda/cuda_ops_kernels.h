@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/gemv/fp8_gemv.h"
 
 namespace fp8lm::cuda {
 

@@ -40,17 +40,17 @@
 #include <tuple>
 #include <vector>
 
-#include "backend/cuda/bf16_gemv_grouped.h"
-#include "backend/cuda/check.h"
+#include "backend/cuda/gemv/bf16_gemv_grouped.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
-#include "backend/cuda/cutlass_fp8_grouped_gemm.h"
-#include "backend/cuda/env_switch.h"
-#include "backend/cuda/fp8_gemv.h"
+#include "backend/cuda/gemm/cutlass_fp8_grouped_gemm.h"
+#include "backend/cuda/common/env_switch.h"
+#include "backend/cuda/gemv/fp8_gemv.h"
 #include "backend/cuda/linear_plan.h"
-#include "backend/cuda/model_kernels.h"
-#include "backend/cuda/moe_kernels.h"
-#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/elementwise/model_kernels.h"
+#include "backend/cuda/moe/moe_kernels.h"
+#include "backend/cuda/quant/quant_kernels.h"
 #include "common/error.h"
 
 namespace fp8lm::cuda {

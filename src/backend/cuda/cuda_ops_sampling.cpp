@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/common/check.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/sampling_kernels.h"
-#include "backend/cuda/stream.h"
+#include "backend/cuda/sampling/sampling_kernels.h"
+#include "backend/cuda/common/stream.h"
 #include "common/error.h"
 
 namespace fp8lm::cuda {

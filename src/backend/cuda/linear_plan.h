@@ -12,10 +12,10 @@
 #include <span>
 #include <string>
 
-#include "backend/cuda/cublaslt_gemm.h"
-#include "backend/cuda/cutlass_fp8_gemm_args.h"
-#include "backend/cuda/fp8_gemv.h"
-#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/gemm/cublaslt_gemm.h"
+#include "backend/cuda/gemm/cutlass_fp8_gemm_args.h"
+#include "backend/cuda/gemv/fp8_gemv.h"
+#include "backend/cuda/quant/quant_kernels.h"
 #include "spec/quant_scheme.h"
 #include "weights/linear_weight.h"
 

@@ -7,7 +7,7 @@
 #include "common/error.h"
 #ifdef FP8LM_WITH_CUDA  // the CUDA backend exists only in a -DFP8LM_CUDA=ON build
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/nccl_group.h"
+#include "backend/cuda/comm/nccl_group.h"
 #endif
 
 namespace fp8lm::backend {

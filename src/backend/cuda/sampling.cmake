@@ -1,5 +1,0 @@
-# Sampling on the device (sampling_kernels.h) and the op that runs it
-# (CudaOps::sample_rows, cuda_ops_sampling.cpp).
-target_sources(fp8lm_cuda PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/sampling_kernels.cu
-  ${CMAKE_CURRENT_LIST_DIR}/cuda_ops_sampling.cpp)
