@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the FP8 GEMV's plan cost model (src/backend/cuda/fp8_gemv.cu: plan_cost_us) to the
+"""Fits the FP8 GEMV's plan cost model (src/backend/cuda/gemv/fp8_gemv.cu: plan_cost_us) to the
 H200 measurements of `bench_cuda_gemv RESULTS.json --fit` (every plan, launched as the engine
 launches them), and says how well the model's choice does before and after.
 
