@@ -44,13 +44,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct LatencyFlags {
+// The measurement's parameters (output_len, warmup, iters, max_batched_tokens) and the command's own.
+struct LatencyFlags : LatencyRun {
   int64_t batch_size = 1;
   int64_t input_len = 128;
-  int64_t output_len = 128;
-  int64_t warmup = 1;
-  int64_t iters = 3;
-  int64_t max_batched_tokens = 16384;
   std::string json;
   bool profile = false;
 };
@@ -250,10 +247,7 @@ LatencyProfile run_profiled_iteration(engine::Runtime& rt, const std::vector<std
 
 void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& lf) {
   check_positive("--batch-size", lf.batch_size);
-  check_positive("--input-len", lf.input_len);
-  check_positive("--output-len", lf.output_len);
-  check_positive("--iters", lf.iters);
-  if (lf.warmup < 0) throw Error("--warmup: " + std::to_string(lf.warmup) + " is negative");
+  check_latency_flags(lf.input_len, lf);
   engine::RuntimeOptions options = rf.options();
   const io::LoadOverrides overrides = mf.overrides();
 
@@ -274,7 +268,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   const auto prompts = synthetic_prompts(*rt, lf.batch_size, lf.input_len);
   ProgressBar bar("bench latency", "iterations (warm-up included)");
   const LatencySummary summary = measure_latency(
-      *rt, prompts, {lf.output_len, lf.max_batched_tokens, lf.warmup, lf.iters},
+      *rt, prompts, lf,
       [&](int64_t done, int64_t total, double last_s) {
         char detail[48] = "";
         if (last_s >= 0) std::snprintf(detail, sizeof detail, "last %.3f s", last_s);
@@ -466,13 +460,8 @@ void add_bench_command(CLI::App& app) {
   add_max_model_len_flag(cmd, *rf);
   auto lf = std::make_shared<LatencyFlags>();
   cmd->add_option("--batch-size", lf->batch_size, "Sequences run together (default 1)");
-  cmd->add_option("--input-len", lf->input_len, "Prompt tokens per sequence (default 128)");
-  cmd->add_option("--output-len", lf->output_len, "Tokens generated per sequence (default 128)");
-  cmd->add_option("--warmup", lf->warmup, "Untimed iterations first (default 1)");
-  cmd->add_option("--iters", lf->iters, "Timed iterations; medians are reported (default 3)");
-  cmd->add_option("--max-num-batched-tokens", lf->max_batched_tokens,
-                  "Most prompt tokens one prefill forward call takes (whole prompts; default 16384)");
-  cmd->add_option("--json", lf->json, "Also write every number and the configuration to this JSON file");
+  add_latency_flags(cmd, lf->input_len, *lf);
+  add_json_file_flag(cmd, lf->json);
   cmd->add_flag("--profile", lf->profile,
                 "One more iteration with every op timed: where each prefill and decode step's time goes, and the "
                 "decode step's share of the weight-bandwidth roofline");

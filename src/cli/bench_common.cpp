@@ -97,6 +97,20 @@ void check_positive(const char* flag, int64_t v) {
   if (v <= 0) throw Error(std::string(flag) + ": " + std::to_string(v) + " must be at least 1");
 }
 
+void add_length_flags(CLI::App* cmd, int64_t& input_len, int64_t& output_len, const std::string& each) {
+  cmd->add_option("--input-len", input_len, "Prompt tokens per " + each + " (default 128)");
+  cmd->add_option("--output-len", output_len, "Tokens generated per " + each + ", EOS ignored (default 128)");
+}
+
+void check_lengths(int64_t input_len, int64_t output_len) {
+  check_positive("--input-len", input_len);
+  check_positive("--output-len", output_len);
+}
+
+void add_json_file_flag(CLI::App* cmd, std::string& file, const std::string& what) {
+  cmd->add_option("--json", file, "Also write " + what + " and the configuration to this JSON file");
+}
+
 std::string model_dir_name(const std::string& model) {
   std::filesystem::path model_path = std::filesystem::path(model).lexically_normal();
   if (model_path.filename().empty()) model_path = model_path.parent_path();  // "models/m/" → "models/m"

@@ -1,5 +1,6 @@
-// What the benchmarks (bench latency, bench throughput) share: the synthetic
-// prompts they draw, how they describe the weights and the machine.
+// What the benchmarks (bench latency, throughput, sweep, serve) share: the flags they
+// have in common, the synthetic prompts they draw, how they describe the weights and
+// the machine.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,13 @@
 #include "engine/runtime.h"
 
 namespace fp8lm::cli {
+
+// --input-len and --output-len (default 128 each), the synthetic prompts' tokens and the tokens
+// generated for each, per `each` ("sequence", "request"); check_lengths() refuses either below 1.
+void add_length_flags(CLI::App* cmd, int64_t& input_len, int64_t& output_len, const std::string& each);
+void check_lengths(int64_t input_len, int64_t output_len);
+// --json FILE: "Also write <what> and the configuration to this JSON file".
+void add_json_file_flag(CLI::App* cmd, std::string& file, const std::string& what = "every number");
 
 // `batch` deterministic prompts of `input_len` ids drawn uniformly from the
 // vocabulary (fixed seed: the same prompts every run), never a special token or

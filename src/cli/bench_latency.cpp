@@ -153,4 +153,18 @@ void prepare_latency_options(engine::RuntimeOptions& options, int64_t context, i
   options.max_num_seqs = max_batch;
 }
 
+void add_latency_flags(CLI::App* cmd, int64_t& input_len, LatencyRun& run, const std::string& each) {
+  add_length_flags(cmd, input_len, run.output_len, "sequence");
+  cmd->add_option("--warmup", run.warmup, "Untimed iterations first" + each + " (default 1)");
+  cmd->add_option("--iters", run.iters, "Timed iterations" + each + "; medians are reported (default 3)");
+  cmd->add_option("--max-num-batched-tokens", run.max_batched_tokens,
+                  "Most prompt tokens one prefill forward call takes (whole prompts; default 16384)");
+}
+
+void check_latency_flags(int64_t input_len, const LatencyRun& run) {
+  check_lengths(input_len, run.output_len);
+  check_positive("--iters", run.iters);
+  if (run.warmup < 0) throw Error("--warmup: " + std::to_string(run.warmup) + " is negative");
+}
+
 }  // namespace fp8lm::cli

@@ -1,9 +1,10 @@
 // The latency measurement of `bench latency`, shared with `bench sweep`: one
 // batch of prompts prefilled (TTFT) and decoded (TPOT) on a loaded runtime,
-// warm-up and timed iterations, medians. Nothing here prints; the commands
-// format what it returns.
+// warm-up and timed iterations, medians, and the flags that set them. Nothing
+// here prints; the commands format what it returns.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -51,6 +52,12 @@ struct LatencyRun {
   int64_t warmup = 1;
   int64_t iters = 3;
 };
+
+// The lengths (add_length_flags), --warmup, --iters and --max-num-batched-tokens into `run`;
+// `each` qualifies the iterations (", per batch size"). check_latency_flags() refuses the
+// lengths and --iters below 1, --warmup below 0, naming the flag.
+void add_latency_flags(CLI::App* cmd, int64_t& input_len, LatencyRun& run, const std::string& each = "");
+void check_latency_flags(int64_t input_len, const LatencyRun& run);
 
 // `warmup` untimed then `iters` timed iterations; `progress(done, total, last)`
 // after each (`last`: the iteration's seconds, timed ones only, else < 0).

@@ -312,8 +312,7 @@ Summary summarize(std::vector<double> v) {
 
 void run_serve_bench(const ServeBenchFlags& f) {
   check_positive("--num-prompts", f.num_prompts);
-  check_positive("--input-len", f.input_len);
-  check_positive("--output-len", f.output_len);
+  check_lengths(f.input_len, f.output_len);
   if (f.max_concurrency_given) check_positive("--max-concurrency", f.max_concurrency);
   if (f.vocab_size != 0 && f.vocab_size <= kFirstId)
     throw Error("--vocab-size: " + std::to_string(f.vocab_size) + " must be above " + std::to_string(kFirstId) +
@@ -559,13 +558,12 @@ void add_bench_serve_command(CLI::App& bench) {
                   "Requests per second, Poisson arrivals; inf sends every request at once (default inf)");
   CLI::Option* conc =
       cmd->add_option("--max-concurrency", f->max_concurrency, "Most requests in flight at once (default: no limit)");
-  cmd->add_option("--input-len", f->input_len, "Prompt tokens per request (default 128)");
-  cmd->add_option("--output-len", f->output_len, "Tokens generated per request, EOS ignored (default 128)");
+  add_length_flags(cmd, f->input_len, f->output_len, "request");
   cmd->add_option("--vocab-size", f->vocab_size, "Prompt ids are drawn from [10, V) (default: [10, 1010))");
   cmd->add_option("--api-key", f->api_key, "Sent as 'Authorization: Bearer KEY'");
   cmd->add_option("--seed", f->seed, "Seeds the prompts and the arrival times (default 0)");
   cmd->add_option("--timeout", f->timeout_s, "Seconds a request may wait for the server's next bytes (default 600)");
-  cmd->add_option("--json", f->json, "Also write every number (per request too) and the configuration to this JSON file");
+  add_json_file_flag(cmd, f->json, "every number (per request too)");
   cmd->add_option("--label", f->label,
                   "The server's configuration (e.g. fp8+kv), written to the JSON for bench report to name its results by");
   cmd->callback([f, conc] {

@@ -52,14 +52,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct SweepFlags {
+// Each batch size's measurement parameters (output_len, warmup, iters, max_batched_tokens) and the sweep's own.
+struct SweepFlags : LatencyRun {
   std::string configs = "bf16 fp8 fp8+kv";
   std::string batch_sizes = "1,8,32,64,128,256";
   int64_t input_len = 128;
-  int64_t output_len = 128;
-  int64_t warmup = 1;
-  int64_t iters = 3;
-  int64_t max_batched_tokens = 16384;
   std::string roofline_bandwidth;
   std::string baseline;
   std::string out_dir;
@@ -181,10 +178,7 @@ void run_sweep(const ModelFlags& mf, const RunFlags& rf, const SweepFlags& sf) {
   if (sf.out_dir.empty()) throw Error("--out-dir: required (the directory for sweep.json and report.html)");
   const std::vector<report::ConfigSpec> configs = parse_configs(sf.configs);
   const std::vector<int64_t> batches = parse_batch_sizes(sf.batch_sizes);
-  check_positive("--input-len", sf.input_len);
-  check_positive("--output-len", sf.output_len);
-  check_positive("--iters", sf.iters);
-  if (sf.warmup < 0) throw Error("--warmup: " + std::to_string(sf.warmup) + " is negative");
+  check_latency_flags(sf.input_len, sf);
   if (!sf.baseline.empty() && std::none_of(configs.begin(), configs.end(),
                                            [&](const report::ConfigSpec& c) { return c.name == sf.baseline; }))
     throw Error("--baseline: '" + sf.baseline + "' is not one of --configs");
@@ -288,7 +282,7 @@ void run_sweep(const ModelFlags& mf, const RunFlags& rf, const SweepFlags& sf) {
       const int64_t batch = batches[bi];
       const auto prompts = synthetic_prompts(*rt, batch, sf.input_len);
       const LatencySummary s = measure_latency(
-          *rt, prompts, {sf.output_len, sf.max_batched_tokens, sf.warmup, sf.iters},
+          *rt, prompts, sf,
           [&](int64_t done, int64_t, double) {
             bar.update(int64_t(bi) * per_batch + done, all, "batch " + std::to_string(batch));
           });
@@ -365,6 +359,10 @@ void run_report(const ReportFlags& f) {
   std::printf("wrote %s\n", f.out.c_str());
 }
 
+void add_baseline_flag(CLI::App* cmd, std::string& baseline) {
+  cmd->add_option("--baseline", baseline, "The configuration the others are compared with (default bf16, else the first)");
+}
+
 }  // namespace
 
 void add_bench_sweep_command(CLI::App& bench) {
@@ -378,16 +376,11 @@ void add_bench_sweep_command(CLI::App& bench) {
                   "Configurations, each loaded once: bf16 (the checkpoint's weights) or a --quantization value (fp8, "
                   "fp8:block, …), +kv for an FP8 KV cache or +kv=DTYPE (default \"bf16 fp8 fp8+kv\")");
   cmd->add_option("--batch-sizes", sf->batch_sizes, "Batch sizes measured on each (default 1,8,32,64,128,256)");
-  cmd->add_option("--input-len", sf->input_len, "Prompt tokens per sequence (default 128)");
-  cmd->add_option("--output-len", sf->output_len, "Tokens generated per sequence (default 128)");
-  cmd->add_option("--warmup", sf->warmup, "Untimed iterations first, per batch size (default 1)");
-  cmd->add_option("--iters", sf->iters, "Timed iterations per batch size; medians are reported (default 3)");
-  cmd->add_option("--max-num-batched-tokens", sf->max_batched_tokens,
-                  "Most prompt tokens one prefill forward call takes (whole prompts; default 16384)");
+  add_latency_flags(cmd, sf->input_len, *sf, ", per batch size");
   cmd->add_option("--roofline-bandwidth", sf->roofline_bandwidth,
                   "Memory bandwidth of the decode roofline in bytes/s: 4.29T, 800G (default on cuda: the H200's "
                   "measured 4.29T; on the CPU: none)");
-  cmd->add_option("--baseline", sf->baseline, "The configuration the others are compared with (default bf16, else the first)");
+  add_baseline_flag(cmd, sf->baseline);
   cmd->add_option("--out-dir", sf->out_dir, "Directory for sweep.json and report.html (created)")->required();
   cmd->callback([mf, rf, sf] { run_sweep(*mf, *rf, *sf); });
 }
@@ -404,7 +397,7 @@ void add_bench_report_command(CLI::App& bench) {
   cmd->add_option("--roofline-bandwidth", f->roofline_bandwidth,
                   "Memory bandwidth of the decode roofline in bytes/s: 4.29T, 800G (default: the sweep's; for results "
                   "from cuda the H200's measured 4.29T)");
-  cmd->add_option("--baseline", f->baseline, "The configuration the others are compared with (default bf16, else the first)");
+  add_baseline_flag(cmd, f->baseline);
   cmd->add_option("--title", f->title, "The page's title (default: fp8lm bench report: MODEL)");
   cmd->add_option("--svg-dir", f->svg_dir, "Also write each chart as DIR/<chart>.svg (for documents)");
   cmd->callback([f] { run_report(*f); });

@@ -45,10 +45,8 @@ struct ThroughputFlags {
   int64_t num_prompts = 32;
   int64_t input_len = 128;
   int64_t output_len = 128;
-  int64_t max_num_seqs = engine::SchedulerConfig{}.max_num_seqs;
+  SchedulerFlags scheduler;
   int64_t max_num_batched_tokens = engine::SchedulerConfig{}.max_num_batched_tokens;
-  bool enable_prefix_caching = false;
-  bool async_scheduling = engine::SchedulerConfig{}.async_scheduling;
   int64_t prefix_len = 0;  // leading tokens every prompt shares
   std::string json;
 };
@@ -63,18 +61,17 @@ struct ThroughputFlags {
 
 void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFlags& tf) {
   check_positive("--num-prompts", tf.num_prompts);
-  check_positive("--input-len", tf.input_len);
-  check_positive("--output-len", tf.output_len);
-  check_positive("--max-num-seqs", tf.max_num_seqs);
+  check_lengths(tf.input_len, tf.output_len);
+  check_positive("--max-num-seqs", tf.scheduler.max_num_seqs);
   check_positive("--max-num-batched-tokens", tf.max_num_batched_tokens);
-  engine::SchedulerConfig sched{tf.max_num_batched_tokens, tf.max_num_seqs, tf.enable_prefix_caching,
-                                tf.async_scheduling};
+  engine::SchedulerConfig sched{tf.max_num_batched_tokens, tf.scheduler.max_num_seqs,
+                                tf.scheduler.enable_prefix_caching, tf.scheduler.async_scheduling};
   if (tf.prefix_len < 0 || tf.prefix_len > tf.input_len)
     throw Error("--prefix-len: " + std::to_string(tf.prefix_len) + " must be between 0 and --input-len (" +
                 std::to_string(tf.input_len) + ")");
-  if (tf.max_num_batched_tokens < tf.max_num_seqs)
+  if (tf.max_num_batched_tokens < tf.scheduler.max_num_seqs)
     throw Error("--max-num-batched-tokens: " + std::to_string(tf.max_num_batched_tokens) +
-                " must be at least --max-num-seqs (" + std::to_string(tf.max_num_seqs) + ")");
+                " must be at least --max-num-seqs (" + std::to_string(tf.scheduler.max_num_seqs) + ")");
   engine::RuntimeOptions options = rf.options();
   const io::LoadOverrides overrides = mf.overrides();
 
@@ -86,10 +83,10 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
                 " (--max-model-len, at most the model's max_position_embeddings)");
   // On a GPU the cache takes what --gpu-memory-utilization leaves (with room for one step).
   options.max_num_batched_tokens = tf.max_num_batched_tokens;
-  options.max_num_seqs = tf.max_num_seqs;
+  options.max_num_seqs = tf.scheduler.max_num_seqs;
   const bool cache_sized_here = !options.kv_cache_sized() && options.device == backend::Device::kCpu;
   if (cache_sized_here)
-    options.kv_cache_tokens = std::min(tf.num_prompts, tf.max_num_seqs) *
+    options.kv_cache_tokens = std::min(tf.num_prompts, tf.scheduler.max_num_seqs) *
                               engine::blocks_for_tokens(tf.input_len + tf.output_len, options.block_size) *
                               options.block_size;
 
@@ -151,9 +148,9 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
               run.kv_cache_dtype.c_str(), rt->backend_name().c_str());
   std::printf("%lld prompts, input %lld, output %lld; max-num-seqs %lld, max-num-batched-tokens %lld; %s\n",
               static_cast<long long>(tf.num_prompts), static_cast<long long>(tf.input_len),
-              static_cast<long long>(tf.output_len), static_cast<long long>(tf.max_num_seqs),
+              static_cast<long long>(tf.output_len), static_cast<long long>(tf.scheduler.max_num_seqs),
               static_cast<long long>(tf.max_num_batched_tokens),
-              tf.async_scheduling ? "async scheduling" : "no async scheduling");
+              tf.scheduler.async_scheduling ? "async scheduling" : "no async scheduling");
   std::printf("  %-26s %12d\n", "threads", options.threads);
   std::printf("  %-26s %12.2f\n", "requests/s", req_s);
   std::printf("  %-26s %12.1f\n", "output tok/s", out_tok_s);
@@ -167,7 +164,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
                 steps > 0 ? 1e3 * (elapsed - *device_busy) / double(steps) : 0.0);
   }
   std::printf("  %-26s %12lld\n", "preemptions", static_cast<long long>(eng.num_preemptions()));
-  if (tf.enable_prefix_caching)
+  if (tf.scheduler.enable_prefix_caching)
     std::printf("  %-26s %12.3f\n", "prefix cache hit rate",
                 eng.prefix_cache_queries() > 0 ? double(eng.prefix_cache_hits()) / double(eng.prefix_cache_queries()) : 0.0);
   std::printf("  %-26s %12lld\n", "peak running", static_cast<long long>(eng.peak_running()));
@@ -183,10 +180,10 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"num_prompts", tf.num_prompts},
         {"input_len", tf.input_len},
         {"output_len", tf.output_len},
-        {"max_num_seqs", tf.max_num_seqs},
+        {"max_num_seqs", tf.scheduler.max_num_seqs},
         {"max_num_batched_tokens", tf.max_num_batched_tokens},
-        {"enable_prefix_caching", tf.enable_prefix_caching},
-        {"async_scheduling", tf.async_scheduling},
+        {"enable_prefix_caching", tf.scheduler.enable_prefix_caching},
+        {"async_scheduling", tf.scheduler.async_scheduling},
         {"prefix_len", tf.prefix_len},
         {"sampling", "greedy, ignore_eos"},
         {"block_size", rt->block_size()},
@@ -236,18 +233,13 @@ void add_bench_throughput_command(CLI::App& bench) {
   add_max_model_len_flag(cmd, *rf);
   auto tf = std::make_shared<ThroughputFlags>();
   cmd->add_option("--num-prompts", tf->num_prompts, "Requests, all added at the start (default 32)");
-  cmd->add_option("--input-len", tf->input_len, "Prompt tokens per request (default 128)");
-  cmd->add_option("--output-len", tf->output_len, "Tokens generated per request, EOS ignored (default 128)");
-  cmd->add_option("--max-num-seqs", tf->max_num_seqs, "Most sequences running at once (default 256)");
+  add_length_flags(cmd, tf->input_len, tf->output_len, "request");
   cmd->add_option("--max-num-batched-tokens", tf->max_num_batched_tokens,
                   "Token budget of one forward step; long prompts are prefilled in chunks (default 2048)");
-  cmd->add_flag("--enable-prefix-caching", tf->enable_prefix_caching,
-                "Share the KV of cached full blocks between prompts that start alike (reports the hit rate)");
-  cmd->add_flag("--async-scheduling,!--no-async-scheduling", tf->async_scheduling,
-                "Schedule step N+1 and handle step N's output while the device runs step N (default on)");
+  add_scheduler_flags(cmd, tf->scheduler, "reports the hit rate");
   cmd->add_option("--prefix-len", tf->prefix_len,
                   "Leading tokens (of --input-len) that every prompt shares, for prefix caching (default 0)");
-  cmd->add_option("--json", tf->json, "Also write every number and the configuration to this JSON file");
+  add_json_file_flag(cmd, tf->json);
   cmd->callback([mf, rf, tf] { run_throughput(*mf, *rf, *tf); });
 }
 

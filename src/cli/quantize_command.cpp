@@ -147,7 +147,7 @@ void add_quantize_command(CLI::App& app) {
   // Of the run flags only the threads: calibration runs on one CPU rank (the reference numerics),
   // so a device, a KV-cache size or ranks would be accepted and ignored.
   auto rf = std::make_shared<RunFlags>();
-  cmd->add_option("--threads", rf->threads, "CPU threads for calibration (0 = all usable cores)");
+  add_threads_flag(cmd, *rf, " for calibration");
   cmd->callback([f, rf] { run(*f, *rf); });
 }
 

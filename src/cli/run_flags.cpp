@@ -80,7 +80,7 @@ engine::RuntimeOptions RunFlags::options() const {
 
 std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
   auto f = std::make_shared<RunFlags>();
-  cmd->add_option("--threads", f->threads, "CPU threads (0 = all usable cores)");
+  add_threads_flag(cmd, *f);
   cmd->add_option("--kv-cache-tokens", f->kv_cache_tokens,
                   "KV cache capacity in tokens (0 = from the memory there is: on the CPU at most half of the host "
                   "memory available and no more than the sequences can use, on a GPU what "
@@ -101,6 +101,10 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
   return f;
 }
 
+void add_threads_flag(CLI::App* cmd, RunFlags& flags, const std::string& purpose) {
+  cmd->add_option("--threads", flags.threads, "CPU threads" + purpose + " (0 = all usable cores)");
+}
+
 void add_max_model_len_flag(CLI::App* cmd, RunFlags& flags) {
   cmd->add_option("--max-model-len", flags.max_model_len,
                   "Context per sequence, prompt + generated tokens (default and maximum: the model's "
@@ -109,6 +113,15 @@ void add_max_model_len_flag(CLI::App* cmd, RunFlags& flags) {
 
 int64_t max_model_len_for(const RunFlags& flags, int64_t context) {
   return engine::resolve_max_model_len(flags.max_model_len, context);
+}
+
+void add_scheduler_flags(CLI::App* cmd, SchedulerFlags& flags, const std::string& hits_reported) {
+  cmd->add_option("--max-num-seqs", flags.max_num_seqs, "Most sequences running at once (default 256)");
+  cmd->add_flag("--enable-prefix-caching", flags.enable_prefix_caching,
+                "Keep the KV of full blocks after requests finish and share it with later requests that start "
+                "with the same tokens (" + hits_reported + ")");
+  cmd->add_flag("--async-scheduling,!--no-async-scheduling", flags.async_scheduling,
+                "Schedule step N+1 and handle step N's output while the device runs step N (default on)");
 }
 
 std::shared_ptr<SamplingFlags> add_sampling_flags(CLI::App* cmd) {

@@ -1,5 +1,5 @@
-// The flags of commands that run a model (generate, chat; later eval, bench,
-// serve): threads and KV-cache size, and the sampling parameters of a request.
+// The flags of commands that run a model (generate, chat, eval, bench, serve): threads and
+// KV-cache size, the batched engine's scheduler, and the sampling parameters of a request.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,6 +11,7 @@
 
 #include "engine/runtime.h"
 #include "engine/sampler.h"
+#include "engine/scheduler.h"
 #include "io/generation_config.h"
 
 namespace fp8lm::cli {
@@ -31,12 +32,25 @@ struct RunFlags {
   engine::RuntimeOptions options() const;
 };
 std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd);
+// --threads alone (add_run_flags adds it too), for a command that runs no model on ranks or
+// devices; `purpose` goes into its help: " for calibration".
+void add_threads_flag(CLI::App* cmd, RunFlags& flags, const std::string& purpose = "");
 // --max-model-len (vLLM's): the longest sequence, prompt + generated tokens, a run admits. For
-// generate, chat, bench and eval; serve has its own.
+// generate, chat, bench, eval and serve.
 void add_max_model_len_flag(CLI::App* cmd, RunFlags& flags);
 // The run's max_model_len before anything loads, against the model's context (`context`): the
 // flag, or the context. Throws fp8lm::Error naming --max-model-len when it is beyond it.
 int64_t max_model_len_for(const RunFlags& flags, int64_t context);
+
+// The batched engine's flags that serve and bench throughput share (vLLM's names and defaults);
+// each adds its own --max-num-batched-tokens, whose defaults differ.
+struct SchedulerFlags {
+  int64_t max_num_seqs = engine::SchedulerConfig{}.max_num_seqs;
+  bool enable_prefix_caching = false;
+  bool async_scheduling = engine::SchedulerConfig{}.async_scheduling;
+};
+// `hits_reported`: where the command reports the prefix cache's hits, for --enable-prefix-caching's help.
+void add_scheduler_flags(CLI::App* cmd, SchedulerFlags& flags, const std::string& hits_reported);
 
 // "123", "8G", "8GiB", "512M", "1.5G": bytes. k/M/G/T are powers of 1000,
 // Ki/Mi/Gi/Ti powers of 1024, a trailing "B" is allowed. Throws fp8lm::Error

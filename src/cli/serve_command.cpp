@@ -35,16 +35,13 @@ struct ServeFlags {
   int port = 8000;
   std::string api_key;
   std::string served_model_name;
-  int64_t max_num_seqs = engine::SchedulerConfig{}.max_num_seqs;
-  int64_t max_num_batched_tokens = 0;  // 0: max(2048, max_num_seqs)
-  int64_t max_model_len = 0;
+  SchedulerFlags scheduler;
+  int64_t max_num_batched_tokens = 0;  // 0: max(2048, --max-num-seqs)
   int64_t max_waiting = 0;
   std::string reasoning_parser;
   std::string tool_call_parser;
   std::string chat_template;
   bool skip_tokenizer_init = false;
-  bool enable_prefix_caching = false;
-  bool async_scheduling = engine::SchedulerConfig{}.async_scheduling;
   std::string generation_config = "auto";
   double shutdown_timeout = server::ServerOptions{}.shutdown_timeout;
   double header_timeout = server::ServerOptions{}.header_timeout;
@@ -114,21 +111,22 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
     o.served_model_name = p.filename().string();
     if (o.served_model_name.empty() || o.served_model_name == ".") o.served_model_name = mf.model;
   }
-  if (sf.max_num_seqs < 1) throw Error("--max-num-seqs: " + std::to_string(sf.max_num_seqs) + " must be at least 1");
-  o.scheduler.max_num_seqs = sf.max_num_seqs;
+  if (sf.scheduler.max_num_seqs < 1)
+    throw Error("--max-num-seqs: " + std::to_string(sf.scheduler.max_num_seqs) + " must be at least 1");
+  o.scheduler.max_num_seqs = sf.scheduler.max_num_seqs;
   o.scheduler.max_num_batched_tokens =
       sf.max_num_batched_tokens > 0 ? sf.max_num_batched_tokens
-                                    : std::max(engine::SchedulerConfig{}.max_num_batched_tokens, sf.max_num_seqs);
+                                    : std::max(engine::SchedulerConfig{}.max_num_batched_tokens, o.scheduler.max_num_seqs);
   if (o.scheduler.max_num_batched_tokens < o.scheduler.max_num_seqs)
     throw Error("--max-num-batched-tokens: " + std::to_string(o.scheduler.max_num_batched_tokens) +
                 " must be at least --max-num-seqs (" + std::to_string(o.scheduler.max_num_seqs) + ")");
-  o.scheduler.enable_prefix_caching = sf.enable_prefix_caching;
-  o.scheduler.async_scheduling = sf.async_scheduling;
+  o.scheduler.enable_prefix_caching = sf.scheduler.enable_prefix_caching;
+  o.scheduler.async_scheduling = sf.scheduler.async_scheduling;
   o.generation_defaults = generation_defaults(sf.generation_config, mf.model);
   o.scheduler.validate();
-  if (sf.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(sf.max_model_len) + " is negative");
+  if (rf.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(rf.max_model_len) + " is negative");
   if (sf.max_waiting < 0) throw Error("--max-waiting: " + std::to_string(sf.max_waiting) + " is negative");
-  o.max_model_len = sf.max_model_len;
+  o.max_model_len = rf.max_model_len;
   o.max_waiting = sf.max_waiting;
   o.reasoning = server::parse_reasoning_parser(sf.reasoning_parser);
   o.tool_call_parser = server::parse_tool_call_parser(sf.tool_call_parser);
@@ -166,7 +164,9 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   auto mf = add_model_flags(cmd);
   auto rf = add_run_flags(cmd);
+  add_max_model_len_flag(cmd, *rf);
   auto sf = std::make_shared<ServeFlags>();
+  add_scheduler_flags(cmd, sf->scheduler, "usage reports prompt_tokens_details.cached_tokens");
   cmd->add_option("--host", sf->host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
   cmd->add_option("--port", sf->port, "TCP port (default 8000; 0 = any free port, printed at start)");
   cmd->add_option("--api-key", sf->api_key,
@@ -174,11 +174,8 @@ void add_serve_command(CLI::App& app) {
       ->envname("FP8LM_API_KEY");
   cmd->add_option("--served-model-name", sf->served_model_name,
                   "The model name clients ask for (default: the model directory's name)");
-  cmd->add_option("--max-num-seqs", sf->max_num_seqs, "Requests running at once (default 256)");
   cmd->add_option("--max-num-batched-tokens", sf->max_num_batched_tokens,
                   "Tokens per engine step (default max(2048, --max-num-seqs)); long prompts are prefilled in chunks");
-  cmd->add_option("--max-model-len", sf->max_model_len,
-                  "Context per request, prompt + completion (default and maximum: the model's)");
   cmd->add_option("--max-waiting", sf->max_waiting,
                   "Requests waiting for a slot before new ones get 503 (default 4 × --max-num-seqs)");
   cmd->add_option("--reasoning-parser", sf->reasoning_parser,
@@ -186,14 +183,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--tool-call-parser", sf->tool_call_parser,
                   "hermes, llama3_json or qwen3: chat requests with tools get the calls in the output as tool_calls");
   cmd->add_option("--chat-template", sf->chat_template, "A Jinja chat template file instead of the model's");
-  cmd->add_flag("--enable-prefix-caching", sf->enable_prefix_caching,
-                "Keep the KV of full blocks after requests finish and share it with later requests that start "
-                "with the same tokens (usage reports prompt_tokens_details.cached_tokens)");
   cmd->add_option("--generation-config", sf->generation_config,
                   "Requests' default sampling parameters: auto (the model's generation_config.json, the default), "
                   "fp8lm (OpenAI's defaults), or a directory holding a generation_config.json");
-  cmd->add_flag("--async-scheduling,!--no-async-scheduling", sf->async_scheduling,
-                "Schedule step N+1 and handle step N's output while the device runs step N (default on)");
   cmd->add_flag("--skip-tokenizer-init", sf->skip_tokenizer_init,
                 "Use no tokenizer (a --load-format dummy model has none): prompts as token ids, choices with "
                 "token_ids and empty text; chat and stop strings are refused");

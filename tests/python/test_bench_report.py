@@ -6,13 +6,7 @@ the SVG namespace, as many plotted points as results, the roofline drawn — tha
 and bench serve results; bad flags and files get clean errors."""
 import json
 import re
-import signal
-import socket
 import subprocess
-import tempfile
-import time
-import urllib.error
-import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -156,35 +150,14 @@ def test_report_rebuilds_the_same_page(run, sweep, tmp_path):
     assert "baseline fp8" in out.read_text() and "roofline at 1 TB/s" in out.read_text()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve_results(fp8lm_bin, out_dir, concurrencies):
+def serve_results(fp8lm_bin, serve, out_dir, concurrencies):
     """bench serve --label bf16 --json against a real fp8lm serve of the model, at each concurrency."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen([fp8lm_bin, "serve", str(MODEL), "--threads", "2", "--port", str(port)],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    server = serve()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, "fp8lm serve exited"
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, "fp8lm serve did not become healthy"
-            time.sleep(0.05)
         files = []
         for c in concurrencies:
             f = out_dir / f"serve_c{c}.json"
-            r = subprocess.run([fp8lm_bin, "bench", "serve", "--base-url", url, "--num-prompts", "4",
+            r = subprocess.run([fp8lm_bin, "bench", "serve", "--base-url", server.url, "--num-prompts", "4",
                                 "--max-concurrency", str(c), "--input-len", "8", "--output-len", "4", "--label",
                                 "bf16", "--json", str(f)], capture_output=True, text=True, timeout=60,
                                stdin=subprocess.DEVNULL)
@@ -192,11 +165,10 @@ def serve_results(fp8lm_bin, out_dir, concurrencies):
             files.append(f)
         return files
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
+        server.stop()
 
 
-def test_report_merges_latency_and_serve_results(run, fp8lm_bin, sweep, tmp_path):
+def test_report_merges_latency_and_serve_results(run, fp8lm_bin, serve, sweep, tmp_path):
     out_dir, j, _, _ = sweep
     latency = tmp_path / "latency_fp8kv_b2.json"
     r = run("bench", "latency", str(MODEL), "--threads", "2", "--quantization", "fp8", "--kv-cache-dtype", "fp8",
@@ -204,10 +176,10 @@ def test_report_merges_latency_and_serve_results(run, fp8lm_bin, sweep, tmp_path
             "--iters", "1", "--json", str(latency))
     assert r.returncode == 0, r.stderr
     assert json.loads(latency.read_text())["memory"]["kv_cache_bytes_per_token"] > 0
-    serve = serve_results(fp8lm_bin, tmp_path, (1, 2))
-    assert json.loads(serve[0].read_text())["config"]["label"] == "bf16"
+    served = serve_results(fp8lm_bin, serve, tmp_path, (1, 2))
+    assert json.loads(served[0].read_text())["config"]["label"] == "bf16"
     out = tmp_path / "all.html"
-    r = run("bench", "report", str(out_dir / "sweep.json"), str(latency), *map(str, serve), "--out", str(out))
+    r = run("bench", "report", str(out_dir / "sweep.json"), str(latency), *map(str, served), "--out", str(out))
     assert r.returncode == 0, r.stderr
     found = charts(out.read_text())
     assert list(found) == ["decode-throughput", "prefill-throughput", "decode-vs-baseline", "prefill-vs-baseline",
@@ -222,7 +194,7 @@ def test_report_merges_latency_and_serve_results(run, fp8lm_bin, sweep, tmp_path
         v = {b.get("data-level"): float(b.get("data-value")) for b in ttft if b.get("data-group") == c}
         assert 0 < v["p50"] <= v["p90"] <= v["p99"]
     # A LABEL= prefix names a file's configuration.
-    r = run("bench", "report", f"fp8lm-c1={serve[0]}", "--out", str(out))
+    r = run("bench", "report", f"fp8lm-c1={served[0]}", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "fp8lm-c1" in out.read_text()
 

@@ -3,17 +3,11 @@ every request completed with exactly --output-len tokens, the percentiles in
 order, TTFT before the end, the concurrency cap kept, Poisson arrivals, failures
 counted by reason, and clean errors for an unreachable server and bad flags."""
 import json
-import signal
-import socket
-import subprocess
-import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 from cli_errors import assert_clean_error
+from server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
@@ -21,50 +15,12 @@ NAME = "fp8lm-gutenberg-22m"
 CONTEXT = json.loads((MODEL / "config.json").read_text())["max_position_embeddings"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server(fp8lm_bin):
-    """One `fp8lm serve` on a free port (the pattern of test_serve.py's Server), its URL."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen([fp8lm_bin, "serve", str(MODEL), "--threads", "2", "--port", str(port)],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-
-    def output():
-        log.seek(0)
-        return log.read()
-
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"fp8lm serve exited ({proc.returncode}):\n{output()}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("fp8lm serve did not become healthy:\n" + output())
-        time.sleep(0.05)
-    yield url
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    out = output()
-    assert code == 0, out
-    for bad in ("internal error", "terminate called", "Segmentation", "Aborted"):
-        assert bad not in out
+def server(serve):
+    """One `fp8lm serve` of the model (BF16), its URL."""
+    s = serve()
+    yield s.url
+    s.stop_cleanly()
 
 
 def bench(run, *args):

@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 import browser
-from test_serve import FP8, MODEL, NAME, Server, assert_error, raw_post, wait_idle
+from test_serve import FP8, MODEL, NAME, assert_error, raw_post, wait_idle
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = (REPO / "src" / "server" / "chat_page.html").read_bytes()
@@ -27,8 +27,8 @@ ABORTED = 'fp8lm:request_success_total{model_name="%s",finished_reason="abort"}'
 
 
 @pytest.fixture(scope="module")
-def server(fp8lm_bin):
-    s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "4096", "--max-num-seqs", "8")
+def server(serve):
+    s = serve(*FP8, "--kv-cache-tokens", "4096", "--max-num-seqs", "8")
     yield s
     s.stop_cleanly()
 
@@ -299,9 +299,9 @@ def test_api_errors_are_shown(server, driver):
     assert ok["state"] == "done" and ok["content"] == want_ok.content
 
 
-def test_reasoning_is_shown_apart(fp8lm_bin, driver):
+def test_reasoning_is_shown_apart(serve, driver):
     # deepseek_r1: the output starts inside <think>, so without a </think> all of it is reasoning.
-    s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "2048", "--reasoning-parser", "deepseek_r1")
+    s = serve(*FP8, "--kv-cache-tokens", "2048", "--reasoning-parser", "deepseek_r1")
     try:
         open_page(driver, s)
         fill(driver, "temperature", 0)
@@ -318,8 +318,8 @@ def test_reasoning_is_shown_apart(fp8lm_bin, driver):
         s.stop_cleanly()
 
 
-def test_api_key_is_asked_for_and_kept(fp8lm_bin, driver):
-    s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "2048", "--api-key", "sekrit")
+def test_api_key_is_asked_for_and_kept(serve, driver):
+    s = serve(*FP8, "--kv-cache-tokens", "2048", "--api-key", "sekrit")
     try:
         assert httpx.get(s.url + "/").status_code == 200  # the page itself is public
         assert_error(httpx.get(s.url + "/v1/fp8lm/model"), 401)  # the API is not

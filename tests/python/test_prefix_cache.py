@@ -9,7 +9,7 @@ import signal
 import openai
 import pytest
 
-from test_serve import FP8, NAME, Server, wait_idle
+from test_serve import FP8, NAME, wait_idle
 
 BLOCK = 16  # fp8lm's KV-cache block size: only full blocks are cached
 
@@ -33,15 +33,15 @@ def stop(s):
 
 
 @pytest.fixture(scope="module")
-def plain(fp8lm_bin):
-    s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "4096", "--max-num-seqs", "16")
+def plain(serve):
+    s = serve(*FP8, "--kv-cache-tokens", "4096", "--max-num-seqs", "16")
     yield s
     stop(s)
 
 
 @pytest.fixture(scope="module")
-def cached(fp8lm_bin):
-    s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "4096", "--max-num-seqs", "16", "--enable-prefix-caching")
+def cached(serve):
+    s = serve(*FP8, "--kv-cache-tokens", "4096", "--max-num-seqs", "16", "--enable-prefix-caching")
     yield s
     stop(s)
 
@@ -132,9 +132,9 @@ def test_shared_prefixes_under_load_equal_the_server_without_the_cache(plain, ca
     assert after["fp8lm:prefix_cache_hits_total"] > before["fp8lm:prefix_cache_hits_total"]
 
 
-def test_preemption_with_the_cache_loses_nothing(fp8lm_bin, plain):
+def test_preemption_with_the_cache_loses_nothing(serve, plain):
     # 256 cached tokens (16 blocks): requests of up to 11 blocks each cannot all run at once.
-    small = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "256", "--max-num-seqs", "16", "--enable-prefix-caching")
+    small = serve(*FP8, "--kv-cache-tokens", "256", "--max-num-seqs", "16", "--enable-prefix-caching")
     try:
         cases = shared_prefix_cases()
         got = run_all(small, cases, concurrency=16)

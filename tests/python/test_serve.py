@@ -7,12 +7,9 @@ with nothing lost, clients that leave mid-stream, and a clean stop on
 SIGTERM / SIGINT."""
 import asyncio
 import json
-import os
 import re
 import signal
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,9 +17,9 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from server import MODEL
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
 NAME = "fp8lm-gutenberg-22m"
 CONTEXT = json.loads((MODEL / "config.json").read_text())["max_position_embeddings"]
 FP8 = ("--quantization", "fp8", "--kv-cache-dtype", "fp8")
@@ -31,79 +28,9 @@ PROMPTS = [p["text"] for p in SHIPPED_PROMPTS]
 STORY = "It was a dark and stormy night"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One `fp8lm serve` process on a free port; stop() sends a signal and returns its exit code."""
-
-    def __init__(self, fp8lm_bin, *args, model=MODEL):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([fp8lm_bin, "serve", str(model), "--threads", "2", "--port", str(self.port), *args],
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"fp8lm serve exited ({self.proc.returncode}):\n{self.output()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError("fp8lm serve did not become healthy:\n" + self.output())
-            time.sleep(0.05)
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()
-
-    def client(self, **kw):
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=kw.pop("api_key", "none"), max_retries=0, timeout=60, **kw)
-
-    def metrics(self):
-        r = httpx.get(self.url + "/metrics", timeout=10)
-        assert r.status_code == 200
-        assert r.headers["content-type"].startswith("text/plain")
-        values = {}
-        for line in r.text.splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                values[name.split("{")[0] if "finished_reason" not in name else name] = float(value)
-        return values
-
-    def expect_clean_exit(self, code):
-        """Exit status 0 and no sign of a crash in the log; returns the log."""
-        out = self.output()
-        assert code == 0, out
-        for bad in ("internal error", "terminate called", "Segmentation", "Aborted"):
-            assert bad not in out
-        return out
-
-    def stop_cleanly(self, sig=signal.SIGTERM):
-        """stop(), expecting a clean exit; returns the log."""
-        return self.expect_clean_exit(self.stop(sig))
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            code = self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        return code
-
-
 @pytest.fixture(scope="module")
-def server(fp8lm_bin):
-    s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "16384", "--max-num-seqs", "64")
+def server(serve):
+    s = serve(*FP8, "--kv-cache-tokens", "16384", "--max-num-seqs", "64")
     yield s
     out = s.stop_cleanly(signal.SIGTERM)
     assert "SIGTERM" in out and "server stopped" in out
@@ -656,10 +583,10 @@ def test_clients_leaving_a_whole_response_free_their_kv_blocks(server):
 
 
 @pytest.fixture(scope="module")
-def small_server(fp8lm_bin):
+def small_server(serve):
     # 256 cached tokens (16 blocks of 16): 16 sequences of up to 46 positions cannot all run at once.
-    s = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "256", "--max-num-seqs", "16", "--api-key", "sekrit",
-               "--max-model-len", "128", "--served-model-name", NAME)
+    s = serve(*FP8, "--kv-cache-tokens", "256", "--max-num-seqs", "16", "--api-key", "sekrit",
+              "--max-model-len", "128", "--served-model-name", NAME)
     yield s
     code = s.stop(signal.SIGINT)
     assert code == 0, s.output()
@@ -707,8 +634,8 @@ def test_max_model_len(small_server):
     assert c.completions.create(model=NAME, prompt=list(range(5, 125)), max_tokens=8).usage.completion_tokens <= 8
 
 
-def test_overload_is_503(fp8lm_bin):
-    s = Server(fp8lm_bin, "--max-num-seqs", "1", "--max-waiting", "1", "--kv-cache-tokens", "2048")
+def test_overload_is_503(serve):
+    s = serve("--max-num-seqs", "1", "--max-waiting", "1", "--kv-cache-tokens", "2048")
     try:
         body = {"prompt": STORY, "max_tokens": 900, "stream": True, "ignore_eos": True}
         with httpx.Client(timeout=30) as h1, httpx.Client(timeout=30) as h2:
@@ -732,8 +659,8 @@ def test_overload_is_503(fp8lm_bin):
         assert s.stop(signal.SIGTERM) == 0, s.output()
 
 
-def test_stop_during_a_stream_exits_cleanly(fp8lm_bin):
-    s = Server(fp8lm_bin, "--kv-cache-tokens", "2048")
+def test_stop_during_a_stream_exits_cleanly(serve):
+    s = serve("--kv-cache-tokens", "2048")
     with httpx.Client(timeout=30) as h:
         with h.stream("POST", s.url + "/v1/completions",
                       json={"prompt": STORY, "max_tokens": 1000, "stream": True, "ignore_eos": True}) as r:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from test_serve import CONTEXT, FP8, NAME, Server
+from test_serve import CONTEXT, FP8, NAME
 from test_serve_load import body  # prompts, lengths and seeds of the load tests
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,10 +32,6 @@ def post(server, path, body, headers=None, timeout=60):
 def error_of(r, status=400):
     assert r.status_code == status, r.text
     return r.json()["error"]
-
-
-def healthy(server):
-    return server.proc.poll() is None and httpx.get(server.url + "/health", timeout=5).status_code == 200
 
 
 def rss_mib(server, field="VmRSS"):
@@ -62,16 +58,16 @@ def deep_arguments_body(depth):
 
 
 @pytest.fixture(scope="module")
-def server(fp8lm_bin):
-    s = Server(fp8lm_bin, *FP8, "--max-num-seqs", "8")
+def server(serve):
+    s = serve(*FP8, "--max-num-seqs", "8")
     yield s
     s.stop_cleanly()
 
 
 @pytest.fixture
-def own_server(fp8lm_bin):
+def own_server(serve):
     """A server of its own, so that a crash fails only the test that caused it."""
-    s = Server(fp8lm_bin, *FP8, "--max-num-seqs", "8")
+    s = serve(*FP8, "--max-num-seqs", "8")
     yield s
     s.stop_cleanly()
 
@@ -82,7 +78,7 @@ def test_json_inside_strings_is_depth_bounded(own_server):
         e = error_of(post(own_server, "/v1/chat/completions", deep_arguments_body(depth)))
         assert e["param"] == "messages", e
         assert "tool_calls[0].function.arguments nests" in e["message"] and "128 levels deep" in e["message"], e
-        assert healthy(own_server)
+        assert own_server.healthy()
     r = post(own_server, "/v1/chat/completions", deep_arguments_body(100))
     assert r.status_code == 200, r.text
 
@@ -107,7 +103,7 @@ def test_tokenize_and_detokenize_are_bounded(own_server):
     # What remains is the bodies and their parse (the 72 MB id list as JSON: ~12 M nodes).
     assert grown < 1200, f"peak memory grew {grown} MiB"
     assert elapsed < 60, elapsed
-    assert healthy(server)
+    assert server.healthy()
     # Within the bounds both work, and agree with each other.
     r = post(server, "/tokenize", {"prompt": "It was a dark and stormy night", "return_token_strs": True})
     assert r.status_code == 200, r.text
@@ -119,8 +115,8 @@ def test_tokenize_and_detokenize_are_bounded(own_server):
     assert r.status_code == 200, r.text
 
 
-def test_route_table_decides_who_may_call_what(fp8lm_bin):
-    s = Server(fp8lm_bin, "--api-key", "sekrit", "--max-num-seqs", "2")
+def test_route_table_decides_who_may_call_what(serve):
+    s = serve("--api-key", "sekrit", "--max-num-seqs", "2")
     try:
         key = {"Authorization": "Bearer sekrit"}
         keyed = [("POST", "/tokenize", {"prompt": "hi"}), ("POST", "/detokenize", {"tokens": [1, 2]}),
@@ -193,7 +189,7 @@ def test_a_request_whose_sampling_overflowed_fails_no_one(server):
     for r in answers:
         assert r.status_code == 200, r.text
         assert r.json()["choices"][0]["finish_reason"] in ("length", "stop"), r.text
-    assert healthy(server)
+    assert server.healthy()
 
 
 def raw_exchange(server, data, timeout=10):
@@ -218,7 +214,7 @@ def test_bare_lf_request_head_is_refused_at_once(server):
         assert out.startswith(b"HTTP/1.1 400"), out[:200]
         assert b"bare LF" in out
         assert time.monotonic() - start < 3  # it used to wait 20 s (--header-timeout) for a 408
-    assert healthy(server)
+    assert server.healthy()
 
 
 def test_request_chat_template_and_reserved_kwargs_are_refused(server):
@@ -278,8 +274,8 @@ async def poison(client, url, kind):
     return kind
 
 
-def test_poison_under_load_fails_only_itself(fp8lm_bin):
-    s = Server(fp8lm_bin, *FP8, "--max-num-seqs", "256", "--max-waiting", "2000", "--kv-cache-tokens", "16384")
+def test_poison_under_load_fails_only_itself(serve):
+    s = serve(*FP8, "--max-num-seqs", "256", "--max-waiting", "2000", "--kv-cache-tokens", "16384")
     try:
         n = 200
         kinds = 40  # distinct bodies; each stream sends them in turn
@@ -336,13 +332,13 @@ def test_poison_under_load_fails_only_itself(fp8lm_bin):
               f"peak {peak} MiB, after {after} MiB")
         assert peak - baseline < 1500, (baseline, peak)
         assert after - baseline < 64, (baseline, after)
-        assert healthy(s)
+        assert s.healthy()
     finally:
         s.stop_cleanly()
 
 
 @pytest.mark.parametrize("kind", ["chain", "deep_value", "string_work"])
-def test_hostile_chat_templates_fail_the_request_not_the_server(fp8lm_bin, tmp_path, kind):
+def test_hostile_chat_templates_fail_the_request_not_the_server(fp8lm_bin, serve, tmp_path, kind):
     """--chat-template takes any file: a 20,000-term `+` chain (the parser built a tree that deep
     and rendering it crashed the process), a value nested 100,000 deep printed with tojson
     (SIGSEGV), and 2,000 comparisons of a 30 MB message (80 s of one handler thread) each end in a
@@ -365,7 +361,7 @@ def test_hostile_chat_templates_fail_the_request_not_the_server(fp8lm_bin, tmp_p
                             "--port", "0"], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and needle in r.stderr and "internal error" not in r.stderr, r.stderr
         return
-    s = Server(fp8lm_bin, "--chat-template", str(template), "--max-num-seqs", "2")
+    s = serve("--chat-template", str(template), "--max-num-seqs", "2")
     try:
         content = "x" * 30_000_000 if kind == "string_work" else "hi"
         start = time.monotonic()
@@ -373,7 +369,7 @@ def test_hostile_chat_templates_fail_the_request_not_the_server(fp8lm_bin, tmp_p
                                                       "max_tokens": 2}))
         assert needle in e["message"], e
         assert time.monotonic() - start < 30
-        assert healthy(s)
+        assert s.healthy()
         r = post(s, "/v1/completions", {"prompt": "Once", "max_tokens": 2})
         assert r.status_code == 200, r.text
     finally:

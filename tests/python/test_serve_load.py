@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from test_serve import FP8, NAME, Server, wait_idle
+from test_serve import FP8, NAME, wait_idle
 
 WORDS = ["The ship", "A letter came", "In the morning", "My dear friend", "The old house", "He said nothing",
          "When the war", "The garden was", "She laughed and", "At the inn"]
@@ -63,15 +63,14 @@ async def stream(client, url, b, leave_after=None):
 
 
 @pytest.fixture(scope="module")
-def servers(fp8lm_bin):
-    big = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "16384", "--max-num-seqs", "64")
+def servers(serve):
+    big = serve(*FP8, "--kv-cache-tokens", "16384", "--max-num-seqs", "64")
     # 512 cached tokens (32 blocks): 128 running sequences cannot all keep theirs.
-    small = Server(fp8lm_bin, *FP8, "--kv-cache-tokens", "512", "--max-num-seqs", "128", "--max-waiting", "2000",
-                   "--shutdown-timeout", "3")
+    small = serve(*FP8, "--kv-cache-tokens", "512", "--max-num-seqs", "128", "--max-waiting", "2000",
+                  "--shutdown-timeout", "3")
     yield big, small
     for s in (big, small):
-        if s.proc.poll() is None:
-            s.stop(signal.SIGKILL)
+        s.kill()
 
 
 def test_hostile_load_then_sigterm(servers):

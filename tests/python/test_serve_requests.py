@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from test_serve import CONTEXT, NAME, Server
+from test_serve import CONTEXT, NAME
 
 
 def post(server, path, body, timeout=60):
@@ -29,25 +29,21 @@ def reset_peak_rss_mib(server):
     return peak_rss_mib(server)
 
 
-def healthy(server):
-    return server.proc.poll() is None and httpx.get(server.url + "/health", timeout=5).status_code == 200
-
-
-def serve(fp8lm_bin):
-    s = Server(fp8lm_bin, "--max-num-seqs", "8", "--max-waiting", "256")
+def started(serve):
+    s = serve("--max-num-seqs", "8", "--max-waiting", "256")
     yield s
     s.stop_cleanly()
 
 
 @pytest.fixture(scope="module")
-def server(fp8lm_bin):
-    yield from serve(fp8lm_bin)
+def server(serve):
+    yield from started(serve)
 
 
 @pytest.fixture
-def own_server(fp8lm_bin):
+def own_server(serve):
     """A server of its own, so that a crash fails only the test that caused it."""
-    yield from serve(fp8lm_bin)
+    yield from started(serve)
 
 
 def error_of(r, status=400):
@@ -77,7 +73,7 @@ def test_deeply_nested_body_is_refused_and_the_server_lives(own_server, path, te
     body = template % deep(50_000)  # ~100 KB
     e = error_of(post(server, path, body))
     assert "nests" in e["message"] and "deep" in e["message"], e
-    assert healthy(server)
+    assert server.healthy()
     # A legitimate request still works afterwards.
     r = post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 2})
     assert r.status_code == 200, r.text
@@ -96,7 +92,7 @@ def test_huge_text_prompt_is_refused_before_tokenizing(server):
         # ~8 × 63 MB for chat);
         # tokenizing it in full took 1.5 GB (and 11 s).
         assert grown < 1000, f"{path}: peak memory grew {grown} MiB"
-    assert healthy(server)
+    assert server.healthy()
 
 
 def test_n_times_stop_lists_is_refused_naming_n(server):
@@ -110,7 +106,7 @@ def test_n_times_stop_lists_is_refused_naming_n(server):
     # The same lists with n = 1 are accepted.
     r = post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 1, "stop": stops[:1000]})
     assert r.status_code == 200, r.text
-    assert healthy(server)
+    assert server.healthy()
 
 
 def test_numeric_params_that_overflow_a_float_are_named(server):

@@ -12,11 +12,11 @@ import httpx
 import openai
 import pytest
 
-from test_serve import FP8, MODEL, NAME, PROMPTS, Server, assert_error, raw_post
+from test_serve import FP8, MODEL, NAME, PROMPTS, assert_error, raw_post
 
 @pytest.fixture(scope="module")
-def server(fp8lm_bin):
-    s = Server(fp8lm_bin, *FP8, "--skip-tokenizer-init", "--kv-cache-tokens", "4096", "--max-num-seqs", "8")
+def server(serve):
+    s = serve(*FP8, "--skip-tokenizer-init", "--kv-cache-tokens", "4096", "--max-num-seqs", "8")
     yield s
     assert s.stop() == 0, s.output()
 
@@ -85,13 +85,12 @@ def test_text_is_refused_with_400(server, client):
     assert httpx.get(server.url + "/health").status_code == 200
 
 
-def test_a_model_without_tokenizer_needs_the_flag(fp8lm_bin, tmp_path):
+def test_a_model_without_tokenizer_needs_the_flag(serve, tmp_path):
     shutil.copy(MODEL / "config.json", tmp_path / "config.json")  # --load-format dummy reads config.json alone
     with pytest.raises(RuntimeError) as e:
-        Server(fp8lm_bin, "--load-format", "dummy", "--kv-cache-tokens", "1024", model=tmp_path)
+        serve("--load-format", "dummy", "--kv-cache-tokens", "1024", model=tmp_path)
     assert "tokenizer.json" in str(e.value) and "--skip-tokenizer-init" in str(e.value)
-    s = Server(fp8lm_bin, "--load-format", "dummy", "--skip-tokenizer-init", "--kv-cache-tokens", "1024",
-               model=tmp_path)
+    s = serve("--load-format", "dummy", "--skip-tokenizer-init", "--kv-cache-tokens", "1024", model=tmp_path)
     try:
         got = s.client().completions.create(model=tmp_path.name, prompt=[1, 2, 3], max_tokens=5, temperature=0,
                                             extra_body={"ignore_eos": True})

@@ -13,7 +13,7 @@ import zlib
 
 import httpx
 
-from test_serve import STORY, Server, assert_error
+from test_serve import STORY, assert_error
 
 LIMIT = 64 << 20  # the server's body limit (after decompression)
 
@@ -69,9 +69,9 @@ def completions_head(extra=b""):
     return b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra
 
 
-def test_chunked_body_over_the_limit_is_413_without_reading_it_all(fp8lm_bin):
+def test_chunked_body_over_the_limit_is_413_without_reading_it_all(serve):
     """100 MB sent with Transfer-Encoding: chunked (no Content-Length to check up front)."""
-    srv = Server(fp8lm_bin, "--kv-cache-tokens", "2048")
+    srv = serve("--kv-cache-tokens", "2048")
     try:
         with connect(srv, timeout=30) as s:
             s.sendall(completions_head(b"Transfer-Encoding: chunked\r\n\r\n"))
@@ -100,8 +100,8 @@ def test_chunked_body_over_the_limit_is_413_without_reading_it_all(fp8lm_bin):
         assert srv.stop() == 0, srv.output()
 
 
-def test_gzip_bomb_is_413_and_gzip_still_works(fp8lm_bin):
-    srv = Server(fp8lm_bin, "--kv-cache-tokens", "2048")
+def test_gzip_bomb_is_413_and_gzip_still_works(serve):
+    srv = serve("--kv-cache-tokens", "2048")
     try:
         # 200 MB of spaces in about 200 KB: the limit holds on the bytes after decompression.
         z = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -124,10 +124,10 @@ def test_gzip_bomb_is_413_and_gzip_still_works(fp8lm_bin):
         assert srv.stop() == 0, srv.output()
 
 
-def test_bad_framing_is_refused_promptly(fp8lm_bin):
+def test_bad_framing_is_refused_promptly(serve):
     """No Content-Length and not chunked: HTTP/1.1 has no read-to-EOF request bodies, so 411 at
     once (the client keeps its side open). Unknown Transfer-Encoding: 501. Both: the connection closes."""
-    srv = Server(fp8lm_bin, "--kv-cache-tokens", "2048")
+    srv = serve("--kv-cache-tokens", "2048")
     try:
         cases = [
             (completions_head(b"\r\n") + b'{"prompt": "x"', 411),
@@ -153,10 +153,10 @@ def test_bad_framing_is_refused_promptly(fp8lm_bin):
         assert srv.stop() == 0, srv.output()
 
 
-def test_keep_alive_and_pipelining(fp8lm_bin):
+def test_keep_alive_and_pipelining(serve):
     """Two requests in one write on one connection: two answers in order, then the connection
     is still usable (the server reads no byte of the next request as part of the first)."""
-    srv = Server(fp8lm_bin, "--kv-cache-tokens", "2048")
+    srv = serve("--kv-cache-tokens", "2048")
     try:
         body = json.dumps({"prompt": STORY, "max_tokens": 2}).encode()
         post = completions_head(b"Content-Length: %d\r\n\r\n" % len(body)) + body
@@ -172,12 +172,11 @@ def test_keep_alive_and_pipelining(fp8lm_bin):
         assert srv.stop() == 0, srv.output()
 
 
-def test_slow_header_clients_block_nothing(fp8lm_bin):
+def test_slow_header_clients_block_nothing(serve):
     """More connections than handler threads (--max-num-seqs 1: 65 threads) send a header byte a
     second; a real request is still answered at once. A client that never finishes its header
     is answered 408 and closed at --header-timeout; one slow with its body, at --body-timeout."""
-    srv = Server(fp8lm_bin, "--kv-cache-tokens", "2048", "--max-num-seqs", "1",
-                 "--header-timeout", "3", "--body-timeout", "1")
+    srv = serve("--kv-cache-tokens", "2048", "--max-num-seqs", "1", "--header-timeout", "3", "--body-timeout", "1")
     slow = []
     stop = threading.Event()
     silent = connect(srv)  # sends nothing at all: closed at the header deadline, without a response
@@ -238,10 +237,10 @@ def open_stream(server, body):
     return s
 
 
-def test_queued_streams_that_leave_stop_counting(fp8lm_bin):
+def test_queued_streams_that_leave_stop_counting(serve):
     """Streaming clients that leave while their requests still wait for a slot are noticed
     while nothing is written to them: they no longer count against --max-waiting."""
-    srv = Server(fp8lm_bin, "--max-num-seqs", "1", "--max-waiting", "2", "--kv-cache-tokens", "2048")
+    srv = serve("--max-num-seqs", "1", "--max-waiting", "2", "--kv-cache-tokens", "2048")
     try:
         long = {"prompt": STORY, "max_tokens": 900, "ignore_eos": True}
         with open_stream(srv, long):  # running: the one slot
@@ -290,11 +289,11 @@ def check_stream_ended(text):
     return "finished"
 
 
-def test_sigterm_drains_every_stream(fp8lm_bin):
+def test_sigterm_drains_every_stream(serve):
     """SIGTERM with 50 streams open: the short ones finish, the long ones are cancelled at
     --shutdown-timeout with an error event; each ends with [DONE]; a long non-streaming request
     gets a whole 503; meanwhile /health and new requests get 503; the process exits 0."""
-    srv = Server(fp8lm_bin, "--kv-cache-tokens", "16384", "--max-num-seqs", "64", "--shutdown-timeout", "3")
+    srv = serve("--kv-cache-tokens", "16384", "--max-num-seqs", "64", "--shutdown-timeout", "3")
     socks = []
     try:
         for i in range(50):
@@ -331,8 +330,8 @@ def test_sigterm_drains_every_stream(fp8lm_bin):
         srv.stop()
 
 
-def test_second_signal_cancels_at_once(fp8lm_bin):
-    srv = Server(fp8lm_bin, "--kv-cache-tokens", "2048", "--shutdown-timeout", "120")
+def test_second_signal_cancels_at_once(serve):
+    srv = serve("--kv-cache-tokens", "2048", "--shutdown-timeout", "120")
     socks = [open_stream(srv, {"prompt": STORY, "max_tokens": 900, "ignore_eos": True}) for _ in range(3)]
     try:
         out = [None] * len(socks)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from cli_errors import assert_clean_error
-from test_serve import NAME, Server
+from test_serve import NAME
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "fp8lm-gutenberg-22m"
@@ -67,10 +67,10 @@ def generate(run, prompt, tp):
     return json.loads(r.stdout)
 
 
-def test_generate_and_serve_on_two_ranks_give_one_ranks_text(fp8lm_bin, run):
+def test_generate_and_serve_on_two_ranks_give_one_ranks_text(serve, run):
     want = [generate(run, p, 1)["text"] for p in PROMPTS[:4]]
     assert [generate(run, p, 2)["text"] for p in PROMPTS[:2]] == want[:2]
-    server = Server(fp8lm_bin, *W8A16, "--tensor-parallel-size", "2", "--kv-cache-tokens", "4096")
+    server = serve(*W8A16, "--tensor-parallel-size", "2", "--kv-cache-tokens", "4096")
     try:
         client = server.client()
         got = [None] * len(want)

@@ -12,7 +12,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from test_serve import Server, assert_error, raw_post
+from test_serve import assert_error, raw_post
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "tests" / "fixtures" / "models" / "tool_calls"
@@ -22,8 +22,8 @@ ARGS = {"city": "Paris", "days": 3}
 
 
 @pytest.fixture(scope="module", params=["hermes", "llama3_json", "qwen3"])
-def parser_server(request, fp8lm_bin):
-    s = Server(fp8lm_bin, "--tool-call-parser", request.param, "--kv-cache-tokens", "2048", model=MODEL)
+def parser_server(request, serve):
+    s = serve("--tool-call-parser", request.param, "--kv-cache-tokens", "2048", model=MODEL)
     yield request.param, s
     assert s.stop() == 0, s.output()
 
@@ -118,8 +118,8 @@ def test_a_conversation_with_earlier_calls(parser_server):
     assert r.choices[0].message.content == EXPECTED["outputs"]["PLAIN"]["text"]
 
 
-def test_auto_needs_a_parser(fp8lm_bin):
-    s = Server(fp8lm_bin, "--kv-cache-tokens", "2048", model=MODEL)
+def test_auto_needs_a_parser(fp8lm_bin, serve):
+    s = serve("--kv-cache-tokens", "2048", model=MODEL)
     try:
         with pytest.raises(openai.BadRequestError) as e:
             ask(s.client(), "HERMES_CALL", False)
