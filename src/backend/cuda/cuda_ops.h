@@ -48,7 +48,7 @@ struct CudaOpsOptions {
   bool cuda_graphs = true;  // record and replay decode steps
   // Routed pairs an expert has on average from which MoE blocks run the grouped GEMM instead of
   // the grouped GEMV; unset: kMoeGemmMinRows (cuda_ops_moe.cpp). Tests give 0: every block.
-  std::optional<int64_t> moe_gemm_min_rows;
+  std::optional<int64_t> moe_gemm_min_rows = std::nullopt;
 };
 
 class CudaOps final : public backend::Ops {

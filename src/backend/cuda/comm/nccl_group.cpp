@@ -51,7 +51,7 @@ class NcclRankGroup final : public backend::RankGroup {
     // device failed must be known before any rank enters it.
     std::unique_ptr<CudaOps> ops;
     try {
-      ops = std::make_unique<CudaOps>(CudaOpsOptions{rank, cuda_graphs_});  // sets this thread's device
+      ops = std::make_unique<CudaOps>(CudaOpsOptions{.device = rank, .cuda_graphs = cuda_graphs_});  // sets this thread's device
     } catch (...) {
       arrive(false);
       throw;
