@@ -91,6 +91,13 @@ constexpr int kXGroup = int(ActivationScaleLayout::kGroup128);
 // The row of x (and of its token / group scales) that staged row `tok` reads.
 __device__ __forceinline__ int64_t src_row(const Params& p, int tok) { return p.x_rows ? p.x_rows[tok] : tok; }
 
+// The block's barrier as an asm statement with a memory clobber, not __syncthreads(): the
+// compiler then keeps the weight stream's loads where the code issues them (ahead of the
+// staging and the pdl_wait) instead of moving them past the barrier. With __syncthreads() in
+// these places the W8A8 GEMVs at m = 8 measured 2–8 % slower on the H100 (issue 40,
+// docs/results/issue40/README.md).
+__device__ __forceinline__ void block_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
+
 // 16 weight codes at K = kpos … kpos + 15 of one row (zeros past k).
 template <bool kVec>
 __device__ __forceinline__ uint4 load_codes(const uint8_t* p, int64_t kpos, int64_t k) {
@@ -172,7 +179,7 @@ __device__ void stage_x(const Params& p, unsigned char* smem, int64_t kbase, int
       cp_async16(raw + tok * raw_stride + i * kSize, src + (src_row(p, tok) * k + (in ? kg : 0)) * kSize, in ? 16 : 0);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
+    block_sync();
     for (int idx = threadIdx.x; idx < p.m * units; idx += kThreads) {
       const int tok = idx / units, i = (idx % units) * kPer;
       const uint4 v = *reinterpret_cast<const uint4*>(raw + tok * raw_stride + i * kSize);
@@ -246,7 +253,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
     // Row amaxes: consecutive vectors of a row go to consecutive threads; each thread
     // folds its run of one row and flushes when the row changes (max is order-free).
     if (threadIdx.x < kMaxGemvRows) tok_amax[threadIdx.x] = 0;
-    __syncthreads();
+    block_sync();
     const int nv = int((p.k + 7) / 8);
     const int total = p.m * nv;
     int cur = -1;
@@ -265,7 +272,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
       for (int j = 0; j < 8; ++j) a = fmaxf(a, fabsf(v[j]));  // fmaxf skips NaN
     }
     if (cur >= 0) atomicMax(tok_amax + cur, __float_as_uint(a));
-    __syncthreads();
+    block_sync();
   }
   if (!group && threadIdx.x < p.m) {
     float s;
@@ -279,7 +286,7 @@ __device__ void stage_x_quantized(const Params& p, unsigned char* smem, int cc0,
     }
     tok_scale[threadIdx.x] = s;
   }
-  __syncthreads();
+  block_sync();
 
   // A warp takes two chunks of one row at a time (lanes 0–15 the first, 16–31 the second,
   // 8 values each), loading two such units before converting them.
@@ -346,7 +353,7 @@ __device__ void stage_item(const Params& p, unsigned char* xb, int cc0, int len,
       dst[tok * p.max_len + j] = p.x_scale[src_row(p, tok) * p.chunks + cc0 + j];
     }
   }
-  __syncthreads();
+  block_sync();
 }
 
 // What a lane needs to multiply a 16-row weight tile (rows rowA = row0 + g, rowB = row0 + g + 8)
@@ -453,9 +460,9 @@ __device__ __forceinline__ void scale_total(float (&tot)[kMT][4], const TileScal
 // thread once the block's partials for rows [row0, row0 + rows) are written.
 __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows, bool* s_last) {
   __threadfence();
-  __syncthreads();
+  block_sync();
   if (threadIdx.x == 0) *s_last = atomicAdd(p.counters + p.counter_base + group, 1u) == unsigned(p.splits - 1);
-  __syncthreads();
+  block_sync();
   if (!*s_last) return;
   __threadfence();
   for (int idx = threadIdx.x; idx < p.m * rows; idx += kThreads) {
