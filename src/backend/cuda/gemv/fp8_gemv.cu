@@ -45,7 +45,11 @@ constexpr int kMaxSplits = 64;
 constexpr int64_t kCounterSlots = 16384;  // row groups a split-K call may have
 constexpr size_t kCounterBytes = size_t(kCounterSlots) * 4;
 
-struct Params {
+// 64-byte aligned: at its natural 8 bytes ptxas compiles the W8A8 kernels for m <= 8 with 121
+// registers instead of 125, and bench latency FP8 at batch 8 ran 2.8 % slower on the H100 (the
+// GEMVs 2-8 %; issue 40, docs/results/issue40/README.md). The retired bulk kernel's CUtensorMap
+// member had given Params this alignment.
+struct alignas(64) Params {
   int m, n;
   int64_t k;
   int chunks;      // cdiv(k, 128)
@@ -91,11 +95,8 @@ constexpr int kXGroup = int(ActivationScaleLayout::kGroup128);
 // The row of x (and of its token / group scales) that staged row `tok` reads.
 __device__ __forceinline__ int64_t src_row(const Params& p, int tok) { return p.x_rows ? p.x_rows[tok] : tok; }
 
-// The block's barrier as an asm statement with a memory clobber, not __syncthreads(): the
-// compiler then keeps the weight stream's loads where the code issues them (ahead of the
-// staging and the pdl_wait) instead of moving them past the barrier. With __syncthreads() in
-// these places the W8A8 GEMVs at m = 8 measured 2–8 % slower on the H100 (issue 40,
-// docs/results/issue40/README.md).
+// The block's barrier as an asm statement with a memory clobber (the compiler moves no memory
+// access across it), as the kernels were measured with.
 __device__ __forceinline__ void block_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
 
 // 16 weight codes at K = kpos … kpos + 15 of one row (zeros past k).
@@ -485,7 +486,9 @@ __device__ void finish_splits(const Params& p, int group, int64_t row0, int rows
 template <bool kA8, int kMT, bool kPerBlock, bool kVec>
 __device__ __forceinline__ void gemv_body(const Params& p) {
   constexpr int kStages = kMT == 1 ? 4 : 3;  // chunks in flight per warp (registers: 16 per chunk)
-  extern __shared__ __align__(16) unsigned char smem[];
+  // 128-byte aligned, as it was measured (the retired bulk kernel's declaration had set it for
+  // every kernel of this file).
+  extern __shared__ __align__(128) unsigned char smem[];
   __shared__ bool s_last;
   __shared__ float s_tok_scale[kMaxGemvRows];  // quantize-while-staging: the row scales
   __shared__ unsigned s_tok_amax[kMaxGemvRows];
