@@ -309,8 +309,8 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   std::printf("  %-26s %12.3f\n", "iteration s", total);
   std::printf("  %-26s %12.3f\n", "iteration CPU s", cpu);
   std::printf("  %-26s %11.1f%%\n", "other processes' CPU", 100.0 * others_share);
-  // How far from the limits: decode reads every weight once per step; prefill
-  // is the linear layers' GEMM work over the prompt tokens.
+  // How far from the limits: decode reads every weight once per step (of the embedding table only
+  // its tokens' rows); prefill is the linear layers' GEMM work over the prompt tokens.
   const bool fp8_weights = weights.rfind("FP8", 0) == 0;
   // The bytes a decode step reads: every weight, or an MoE model's dense ones and routed experts.
   // With tensor parallelism each GPU reads and computes its share: the ceilings are the group's.
@@ -353,9 +353,10 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
       rl.step_s = rl.weight_bytes / bytes_ceiling;
       rl.tok_s = double(lf.batch_size) / rl.step_s;
       rl.share = rl.step_s / tpot_median;
-      std::printf(rt->config().is_moe()
-                      ? "\ndecode roofline: the dense weights and the experts routed to read once per step at %.2f TB/s\n"
-                      : "\ndecode roofline: every weight read once per step at %.2f TB/s\n",
+      std::printf("\ndecode roofline: %s read once per step, %s, at %.2f TB/s\n",
+                  rt->config().is_moe() ? "the dense weights and the experts routed to" : "every weight",
+                  rt->embedding_table().tied ? "the embedding table whole (it is lm_head too)"
+                                             : "of the embedding table the rows of the step's tokens",
                   bytes_ceiling / 1e12);
       std::printf("  %-26s %12.1f\n", "weight MiB per step", mib(rl.weight_bytes));
       std::printf("  %-26s %12.2f   (%.1f tok/s at batch %lld)\n", "roofline step us", rl.step_s * 1e6, rl.tok_s,
@@ -416,6 +417,8 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"other_processes_cpu_s", per_iteration(&IterationResult::others)}}},
       {"memory",
        {{"weight_bytes", rt->weight_bytes()},
+        {"embedding", embedding_json(rt->embedding_table())},
+        {"decode_weight_bytes", rt->decode_weight_bytes(lf.batch_size)},
         {"kv_cache_bytes", rt->kv_cache_bytes()},
         {"kv_cache_bytes_per_token", kv_cache_bytes_per_token(*rt)},
         {"kv_cache_tokens", kv_tokens},

@@ -64,6 +64,10 @@ std::string weight_description(const engine::Runtime& rt) {
   return "FP8 " + scheme + " (" + std::to_string(quantized) + " of " + std::to_string(linears) + " linear layers)";
 }
 
+nlohmann::json embedding_json(const EmbeddingTable& e) {
+  return {{"bytes", e.bytes}, {"rows", e.rows}, {"tied", e.tied}};
+}
+
 uint64_t kv_cache_bytes_per_token(engine::Runtime& rt) {
   return backend::kv_bytes_per_token(rt.kv_cache().shape(), rt.kv_formats());
 }

@@ -31,6 +31,9 @@ std::string weight_description(const engine::Runtime& rt);
 // K + V bytes the cache holds per token position, over all layers (what a decode
 // step reads per position of each sequence's context).
 uint64_t kv_cache_bytes_per_token(engine::Runtime& rt);
+// The embedding table as the rooflines count it (common/decode_weight_bytes.h): {"bytes", "rows",
+// "tied"}, written beside weight_bytes so that bench report applies the same rule.
+nlohmann::json embedding_json(const EmbeddingTable& e);
 // The model directory's name: "models/m/" → "m".
 std::string model_dir_name(const std::string& model);
 // How both benchmarks name a run: in their header line and in their JSON "config".

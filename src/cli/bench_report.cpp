@@ -13,7 +13,7 @@
 #include "cli/bench_ceilings.h"
 #include "cli/svg_chart.h"
 #include "common/error.h"
-#include "common/moe_decode_bytes.h"
+#include "common/decode_weight_bytes.h"
 
 namespace fp8lm::cli::report {
 namespace {
@@ -104,6 +104,18 @@ void check_lengths(std::optional<Lengths>& have, int64_t input_len, int64_t outp
                 ": one report compares runs of the same lengths");
 }
 
+// "embedding": {"bytes", "rows", "tied"} of an object, where the file has it (the roofline then
+// counts the rows a step reads; files without it count the whole table).
+std::optional<EmbeddingTable> read_embedding(const Reader& r, const Json& o, const std::string& at) {
+  if (!o.contains("embedding") || o.at("embedding").is_null()) return std::nullopt;
+  const std::string here = at + ".embedding";
+  const Json& e = r.object(o, "embedding", at);
+  const std::optional<double> bytes = r.opt_positive(e, "bytes", here), rows = r.opt_positive(e, "rows", here);
+  if (!bytes || !rows || !e.contains("tied") || !e.at("tied").is_boolean())
+    r.fail(here, "needs bytes > 0, rows > 0 and tied (true or false)");
+  return EmbeddingTable{*bytes, *rows, e.at("tied").get<bool>()};
+}
+
 void merge_run(ReportData& data, ConfigRun run) {
   auto it = std::find_if(data.runs.begin(), data.runs.end(), [&](const ConfigRun& r) { return r.name == run.name; });
   if (it == data.runs.end()) {
@@ -116,6 +128,7 @@ void merge_run(ReportData& data, ConfigRun run) {
                 ", where " + have.points.front().source + " has " + have.weights +
                 " under the same name (name them apart with LABEL=FILE)");
   if (!have.weight_bytes) have.weight_bytes = run.weight_bytes;
+  if (!have.embedding) have.embedding = run.embedding;
   if (!have.kv_bytes_per_token) have.kv_bytes_per_token = run.kv_bytes_per_token;
   if (have.backend.empty()) have.backend = run.backend;
   for (LatencyPoint& p : run.points) {
@@ -189,6 +202,7 @@ void add_sweep(ReportData& data, const Json& j, const std::string& file, const s
       if (!e || !k || !b || *k > *e) r.fail(at + ".moe", "needs experts >= top_k > 0 and expert_bytes > 0");
       run.moe = ConfigRun::Moe{*e, *k, *b};
     }
+    run.embedding = read_embedding(r, jr, at);
     const Json& points = r.array(jr, "points", at);
     if (points.empty()) r.fail(at + ".points", "is empty: configuration '" + run.name + "' has no results");
     for (size_t k = 0; k < points.size(); ++k) {
@@ -235,6 +249,7 @@ void add_latency(ReportData& data, const Json& j, const std::string& file, const
     const Json& m = j.at("memory");
     run.weight_bytes = r.opt_positive(m, "weight_bytes", "memory");
     run.kv_bytes_per_token = r.opt_positive(m, "kv_cache_bytes_per_token", "memory");
+    run.embedding = read_embedding(r, m, "memory");
     // Files of earlier versions: the cache's bytes over its tokens (its padding blocks make it a little more).
     const std::optional<double> bytes = r.opt_positive(m, "kv_cache_bytes", "memory"),
                                 tokens = r.opt_positive(m, "kv_cache_tokens", "memory");
@@ -401,7 +416,7 @@ std::optional<double> roofline_context(const ReportData& d) {
 std::optional<double> run_roofline(const ReportData& d, const ConfigRun& r, double batch) {
   const std::optional<double> context = roofline_context(d);
   if (!d.bandwidth || !r.weight_bytes || !context) return std::nullopt;
-  return decode_roofline_tok_s(batch, decode_weight_bytes(batch, *r.weight_bytes, r.moe),
+  return decode_roofline_tok_s(batch, decode_weight_bytes(batch, *r.weight_bytes, r.moe, r.embedding),
                                r.kv_bytes_per_token.value_or(0.0), *context, *d.bandwidth);
 }
 
@@ -459,7 +474,9 @@ Chart decode_chart(const ReportData& d, const Colors& color) {
     caption += " Dashed, in each configuration's colour: its memory-bandwidth roofline, batch × " +
                bandwidth_text(*d.bandwidth) + " ÷ (weight bytes + batch × " + fmt("%g", context) +
                " tokens × KV-cache bytes per token) — every weight and each sequence's KV cache read once per "
-               "step at the decode steps' mean context (input + output ÷ 2); bandwidth: " + d.bandwidth_source + ".";
+               "step at the decode steps' mean context (input + output ÷ 2), of the embedding table the rows "
+               "of the step's tokens (the whole table where it is lm_head too, or where a file does not "
+               "record it), of an MoE model the experts routed to; bandwidth: " + d.bandwidth_source + ".";
   } else {
     caption += " No roofline: no memory bandwidth is known for these results (give --roofline-bandwidth).";
   }
@@ -713,9 +730,11 @@ std::string page_title(const ReportData& d) {
 
 }  // namespace
 
-double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe) {
-  if (!moe) return weight_bytes;
-  return moe_decode_weight_bytes(weight_bytes, moe->expert_bytes, moe->experts, moe->top_k, batch);
+double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe,
+                           const std::optional<EmbeddingTable>& embedding) {
+  const double bytes = embedding ? embedding_decode_weight_bytes(weight_bytes, *embedding, batch) : weight_bytes;
+  if (!moe) return bytes;
+  return moe_decode_weight_bytes(bytes, moe->expert_bytes, moe->experts, moe->top_k, batch);
 }
 
 double decode_roofline_tok_s(double batch, double weight_bytes, double kv_bytes_per_token, double context,

@@ -42,6 +42,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/decode_weight_bytes.h"
+
 namespace fp8lm::cli::report {
 
 // The decode step's memory-bandwidth bound in tokens/s: each step reads every
@@ -93,12 +95,17 @@ struct ConfigRun {
     double experts = 0, top_k = 0, expert_bytes = 0;
   };
   std::optional<Moe> moe;
+  // The embedding table ("embedding" beside weight_bytes): a step reads its tokens' rows. Files
+  // written before it was recorded count the whole table, as those versions did.
+  std::optional<EmbeddingTable> embedding;
   std::vector<LatencyPoint> points;  // by batch size
 };
 
-// The weight bytes a decode step of `batch` sequences reads: all of them, or for an MoE model the
-// dense ones and the experts routed to (common/moe_decode_bytes.h).
-double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe);
+// The weight bytes a decode step of `batch` sequences reads: every weight once, of the embedding
+// table the rows of the step's tokens (unless tied to lm_head), of an MoE model only the experts
+// routed to (common/decode_weight_bytes.h).
+double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe,
+                           const std::optional<EmbeddingTable>& embedding = std::nullopt);
 
 struct Percentiles {
   std::optional<double> p50, p90, p99;  // milliseconds

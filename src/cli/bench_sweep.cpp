@@ -240,7 +240,9 @@ void run_sweep(const ModelFlags& mf, const RunFlags& rf, const SweepFlags& sf) {
         {"bandwidth_source", bandwidth ? Json(bandwidth_source) : Json(nullptr)},
         {"decode_context_tokens", decode_context},
         {"formula",
-         "batch * bandwidth / (weight_bytes + batch * decode_context_tokens * kv_cache_bytes_per_token)"}}},
+         "batch * bandwidth / (decode_weight_bytes(batch) + batch * decode_context_tokens * "
+         "kv_cache_bytes_per_token), decode_weight_bytes: weight_bytes with the embedding table's rows of the "
+         "step's tokens (the whole table where tied) and an MoE model's experts routed to"}}},
       {"runs", Json::array()}};
 
   std::printf("fp8lm bench sweep: %s, %zu configurations x %zu batch sizes, input %lld, output %lld; %lld warmup + "
@@ -329,6 +331,7 @@ void run_sweep(const ModelFlags& mf, const RunFlags& rf, const SweepFlags& sf) {
                            {"load_s", load_s},
                            {"weight_bytes", weight_bytes},
                            {"moe", moe_json(*rt)},
+                           {"embedding", embedding_json(rt->embedding_table())},
                            {"kv_cache_bytes_per_token", kv_per_token},
                            {"kv_cache_tokens", rt->blocks().num_total() * rt->block_size()},
                            {"points", points}});

@@ -10,8 +10,8 @@
 
 #include "backend/paged_kv_types.h"
 #include "calibration/calibration.h"
+#include "common/decode_weight_bytes.h"
 #include "common/error.h"
-#include "common/moe_decode_bytes.h"
 
 namespace fp8lm::engine {
 
@@ -136,6 +136,8 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   loader::HostModelWeights w = loader::load_host_weights(rt->spec_, progress);
   rt->weight_bytes_ = loader::resident_weight_bytes(w);
   rt->expert_bytes_ = loader::resident_expert_bytes(w);
+  rt->embedding_ = EmbeddingTable{double(w.embedding.resident_bytes()), double(w.embedding.n),
+                                  w.lm_head.data == w.embedding.data};
   if (rt->spec_.dummy_weights)
     rt->notes_.push_back("weights: --load-format dummy: random N(0, 0.02) weights generated from config.json "
                          "(fixed seed); outputs are meaningless, speed and memory are real");
@@ -314,8 +316,9 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
 
 double Runtime::decode_weight_bytes(int64_t batch) const {
   const ModelConfig& c = spec_.config;
-  if (expert_bytes_ == 0 || !c.is_moe()) return double(weight_bytes_);
-  return moe_decode_weight_bytes(double(weight_bytes_), double(expert_bytes_), double(c.moe.num_experts),
+  const double bytes = embedding_decode_weight_bytes(double(weight_bytes_), embedding_, double(batch));
+  if (expert_bytes_ == 0 || !c.is_moe()) return bytes;
+  return moe_decode_weight_bytes(bytes, double(expert_bytes_), double(c.moe.num_experts),
                                  double(c.moe.num_experts_per_tok), double(batch));
 }
 

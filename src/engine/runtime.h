@@ -12,6 +12,7 @@
 
 #include "backend/factory/make_ops.h"
 #include "backend/ops.h"
+#include "common/decode_weight_bytes.h"
 #include "engine/block_allocator.h"
 #include "engine/model_runner.h"
 #include "io/model_spec.h"
@@ -96,9 +97,10 @@ class Runtime {
   int block_size() const { return runner_->rank(0).cache->shape().block_size; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   // The weight bytes a decode step of `batch` sequences reads (a bandwidth roofline's): every
-  // weight of a dense model; of an MoE model the dense part and the experts routed to
-  // (common/moe_decode_bytes.h).
+  // weight once, of an MoE model only the experts routed to, of the embedding table the rows of
+  // the step's tokens unless lm_head is the table (common/decode_weight_bytes.h).
   double decode_weight_bytes(int64_t batch) const;
+  const EmbeddingTable& embedding_table() const { return embedding_; }
   uint64_t expert_bytes() const { return expert_bytes_; }  // the part of weight_bytes() in MoE experts
   // A device backend's peak allocation once the weights were uploaded, before the step profile
   // and the KV cache (0 on the CPU): what loading itself needed (online quantization streams
@@ -122,6 +124,7 @@ class Runtime {
   std::unique_ptr<BlockAllocator> blocks_;
   uint64_t weight_bytes_ = 0;
   uint64_t expert_bytes_ = 0;  // the part of weight_bytes_ in MoE experts
+  EmbeddingTable embedding_;   // the part of weight_bytes_ in the embedding table
   uint64_t load_peak_device_bytes_ = 0;
   int64_t max_model_len_ = 0;
   std::vector<int32_t> eos_ids_;

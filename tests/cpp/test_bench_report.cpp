@@ -379,6 +379,22 @@ TEST(SvgChart, UndrawableChartsAreRefusedByName) {
 
 // ---- the roofline, percentiles, configuration names ---------------------------------------------
 
+// A step reads the embedding rows of its tokens, not the resident table (Llama-3.1-8B: 1,002 MiB of
+// BF16 table, 8 KiB a row), the whole table where lm_head is the table; older files (no
+// "embedding") keep the whole table; an MoE model's experts routed to come on top.
+TEST(BenchReport, DecodeWeightBytesCountTheEmbeddingRowsAStepReads) {
+  const double table = 128256.0 * 4096 * 2, rows = 128256, w = 9.1e9;
+  const EmbeddingTable untied{table, rows, false}, tied{table, rows, true};
+  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(1, w, std::nullopt, untied), w - table + 8192);
+  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(8, w, std::nullopt, untied), w - table + 8 * 8192);
+  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(1e6, w, std::nullopt, untied), w);  // every row, at most
+  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(8, w, std::nullopt, tied), w);
+  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(8, w, std::nullopt, std::nullopt), w);
+  // 8 experts, top-2, 4 GB of them: at batch 1 a quarter of the experts and one row.
+  const report::ConfigRun::Moe moe{8, 2, 4e9};
+  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(1, w, moe, untied), w - table + 8192 - 4e9 + 1e9);
+}
+
 TEST(BenchReport, RooflineIsWeightsPlusKvCacheAtTheBandwidth) {
   EXPECT_DOUBLE_EQ(report::decode_context_tokens(1024, 256), 1152);
   // Llama-3.1-8B in BF16 (16.06 GB) with a BF16 cache (128 KiB per token) at 4.29 TB/s.

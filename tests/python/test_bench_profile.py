@@ -1,15 +1,19 @@
 """`fp8lm bench latency --profile` on the CPU backend: one more iteration with every op timed.
 Each op's calls per step must be what the shipped model's forward pass issues — counted here
 from config.json, linear layers by their [N, K] — in both the prefill and the decode table,
-and the decode roofline must be the model's weight bytes at the H200's copy ceiling."""
+and the decode roofline must be the bytes a decode step reads (every weight once, of an untied
+embedding table only the rows of the step's tokens, the table's size read from the checkpoint's
+own safetensors header) at the H200's copy ceiling."""
 import json
 import re
+import struct
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "fp8lm-gutenberg-22m"
+UNTIED = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "models" / "llama"
 CONFIG = json.loads((MODEL / "config.json").read_text())
 CEILING_BYTES_PER_S = 4.29e12
 
@@ -69,16 +73,43 @@ def test_profile_counts_the_models_ops_per_step(run, tmp_path, max_batched, pref
     assert re.search(r"^  attention\s+[\d.]+\s+10\.00\s+[\d.]+%$", r.stdout, re.M), r.stdout
 
 
-def test_profile_decode_roofline(run, tmp_path):
-    r, doc = run_profiled(run, tmp_path)
+def embedding_table(model):
+    """The embedding table's bytes and rows from the checkpoint's safetensors header, and whether
+    config.json ties lm_head to it."""
+    with open(model / "model.safetensors", "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    t = header["model.embed_tokens.weight"]
+    assert t["dtype"] == "BF16"
+    rows, cols = t["shape"]
+    tied = json.loads((model / "config.json").read_text()).get("tie_word_embeddings", False)
+    return {"bytes": rows * cols * 2, "rows": rows, "tied": tied}
+
+
+# The untied fixture has no tokenizer: its weights come from config.json (--load-format dummy),
+# in the checkpoint's shapes and dtype.
+@pytest.mark.parametrize("model,flags", [(MODEL, ()), (UNTIED, ("--load-format", "dummy"))], ids=["tied", "untied"])
+def test_profile_decode_roofline(run, tmp_path, model, flags):
+    batch = 2
+    out = tmp_path / "latency.json"
+    r = run("bench", "latency", str(model), "--threads", "2", "--batch-size", str(batch), "--input-len", "16",
+            "--output-len", "4", "--warmup", "0", "--iters", "1", "--profile", "--json", str(out), *flags)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
     roof = doc["profile"]["decode_roofline"]
     weight_bytes = doc["memory"]["weight_bytes"]
-    assert roof["weight_bytes_per_step"] == weight_bytes
-    assert roof["step_s"] == pytest.approx(weight_bytes / CEILING_BYTES_PER_S)
-    assert roof["tok_s"] == pytest.approx(2 / roof["step_s"])
+    table = embedding_table(model)
+    assert doc["memory"]["embedding"] == table
+    # A step reads `batch` rows of an untied table, all of a tied one (it is lm_head too).
+    step_bytes = weight_bytes if table["tied"] else weight_bytes - table["bytes"] + batch * table["bytes"] // table["rows"]
+    assert doc["memory"]["decode_weight_bytes"] == step_bytes
+    assert roof["weight_bytes_per_step"] == step_bytes
+    assert roof["step_s"] == pytest.approx(step_bytes / CEILING_BYTES_PER_S)
+    assert roof["tok_s"] == pytest.approx(batch / roof["step_s"])
     assert roof["share"] == pytest.approx(roof["step_s"] / doc["results"]["tpot_median_s"])
     assert roof["share"] == pytest.approx(doc["results"]["decode_weight_bandwidth_share"])
-    assert "decode roofline: every weight read once per step at 4.29 TB/s" in r.stdout
+    embedding = ("the embedding table whole (it is lm_head too)" if table["tied"]
+                 else "of the embedding table the rows of the step's tokens")
+    assert f"decode roofline: every weight read once per step, {embedding}, at 4.29 TB/s" in r.stdout
     assert doc["profile"]["decode"]["timed_step_s"] == doc["results"]["tpot_median_s"]
 
 
