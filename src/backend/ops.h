@@ -307,9 +307,9 @@ class Ops {
     throw_no_moe("moe");
   }
   // Stores the new K/V into the cache, then attends over the cached positions
-  // (sequences: step.sequences). `next`: the linear that reads `out` next, as rms_norm's.
+  // (sequences: step.sequences).
   virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& params, KvCache& cache,
-                         int layer, const Weight* next = nullptr) = 0;
+                         int layer) = 0;
   // out[i] = x row step.logit_rows[i].
   virtual void gather_rows(Tensor x, Tensor out) = 0;
   virtual void to_host(Tensor x, std::span<float> out) = 0;  // rows·cols float32 values

@@ -272,7 +272,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       ops_.to_host(v, observed_v_);
       observer_->key_value(i, observed_, observed_v_, k.rows, k.cols);
     }
-    ops_.attention(q, k, v, attn, params, cache, i, l.o.get());
+    ops_.attention(q, k, v, attn, params, cache, i);
     observe(i, LinearInput::kO, attn);
     ops_.linear(attn, *l.o, proj);
     if (tp_size_ > 1) ops_.all_reduce_sum(proj);  // o_proj is row-parallel: partial sums

@@ -44,7 +44,7 @@ class FixedMemoryOps final : public Ops {
   void linear(Tensor, const Weight&, Tensor) override { unused(); }
   void rope_qk(Tensor, Tensor, int64_t, const RopeTable&) override { unused(); }
   void silu_mul(Tensor, Tensor, Tensor) override { unused(); }
-  void attention(Tensor, Tensor, Tensor, Tensor, const AttentionParams&, KvCache&, int, const Weight*) override {
+  void attention(Tensor, Tensor, Tensor, Tensor, const AttentionParams&, KvCache&, int) override {
     unused();
   }
   void gather_rows(Tensor, Tensor) override { unused(); }

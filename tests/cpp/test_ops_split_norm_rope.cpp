@@ -58,7 +58,7 @@ class HostSplitOps final : public backend::Ops {
   void rope_qk(Tensor q, Tensor k, int64_t hd, const RopeTable& rope) override { cpu_.rope_qk(q, k, hd, rope); }
   void silu_mul(Tensor gate, Tensor up, Tensor out) override { cpu_.silu_mul(gate, up, out); }
   void attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,
-                 backend::KvCache& cache, int layer, const Weight* = nullptr) override {
+                 backend::KvCache& cache, int layer) override {
     cpu_.attention(q, k, v, out, params, cache, layer);
   }
   void gather_rows(Tensor x, Tensor out) override { cpu_.gather_rows(x, out); }

@@ -74,8 +74,7 @@ class CpuOps final : public backend::Ops {
   void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
            const backend::MoeRouting& routing, backend::Tensor out) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
-                 const backend::AttentionParams& params, backend::KvCache& cache, int layer,
-                 const backend::Weight* /*next*/ = nullptr) override {
+                 const backend::AttentionParams& params, backend::KvCache& cache, int layer) override {
     attention(q, k, v, out, step_.sequences, params, cache, layer);
   }
   void gather_rows(backend::Tensor x, backend::Tensor out) override { gather_rows(x, step_.logit_rows, out); }

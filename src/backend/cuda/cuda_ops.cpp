@@ -570,10 +570,8 @@ void CudaOps::split_columns(Tensor x, std::span<const Tensor> parts) {
   cuda::split_columns(B(x), x.rows, split, impl_->stream);
 }
 
-// `next` is not used: o_proj quantizes its input itself (the attention kernels quantizing their
-// output measured slower than the separate kernel and were retired in issue 40).
 void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,
-                        backend::KvCache& cache, int layer, const backend::Weight* /*next*/) {
+                        backend::KvCache& cache, int layer) {
   const CudaKvCache* c = &cuda_cache(cache, layer);
   const int64_t kv_width = int64_t(params.num_kv_heads) * params.head_dim;
   require_shape(k, q.rows, kv_width, "attention k");

@@ -120,8 +120,7 @@ class CudaOps final : public backend::Ops {
   void silu_mul_fused(backend::Tensor gate_up, backend::Tensor out) override;
   void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
-                 const backend::AttentionParams& params, backend::KvCache& cache, int layer,
-                 const backend::Weight* next = nullptr) override;
+                 const backend::AttentionParams& params, backend::KvCache& cache, int layer) override;
   void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
            const backend::MoeRouting& routing, backend::Tensor out) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
