@@ -1,5 +1,5 @@
 # The cuBLASLt GEMMs against the CPU reference, and the caching allocator
-# (src/backend/cuda/gemm.cmake). Runs on a Hopper GPU; SKIPPED elsewhere.
+# (src/backend/cuda/gemm/gemm.cmake). Runs on a Hopper GPU; SKIPPED elsewhere.
 add_executable(test_cuda_gemm cuda/test_cuda_gemm.cpp)
 target_link_libraries(test_cuda_gemm PRIVATE fp8lm_test_support fp8lm_cuda fp8lm_cpu)
 gtest_discover_tests(test_cuda_gemm DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
