@@ -50,6 +50,7 @@ struct LatencyFlags : LatencyRun {
   int64_t input_len = 128;
   std::string json;
   bool profile = false;
+  std::string roofline_bandwidth;  // the copy bandwidth the decode shares are of; empty: the H200's
 };
 
 struct DeviceMemory {
@@ -248,6 +249,8 @@ LatencyProfile run_profiled_iteration(engine::Runtime& rt, const std::vector<std
 void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& lf) {
   check_positive("--batch-size", lf.batch_size);
   check_latency_flags(lf.input_len, lf);
+  const double copy_ceiling =
+      lf.roofline_bandwidth.empty() ? kCeilingBytesPerS : parse_bandwidth(lf.roofline_bandwidth, "--roofline-bandwidth");
   engine::RuntimeOptions options = rf.options();
   const io::LoadOverrides overrides = mf.overrides();
 
@@ -315,7 +318,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
   // The bytes a decode step reads: every weight, or an MoE model's dense ones and routed experts.
   // With tensor parallelism each GPU reads and computes its share: the ceilings are the group's.
   const auto ranks = double(rt->tensor_parallel_size());
-  const double bytes_ceiling = kCeilingBytesPerS * ranks;
+  const double bytes_ceiling = copy_ceiling * ranks;
   const double weight_bw = has_decode ? rt->decode_weight_bytes(lf.batch_size) / tpot_median : 0.0;
   const double gemm_rate = linear_flops_per_token(rt->config()) * double(lf.batch_size * lf.input_len) / ttft;
   const double gemm_ceiling = (fp8_weights ? kCeilingFp8FlopS : kCeilingBf16FlopS) * ranks;
@@ -404,7 +407,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"decode_weight_bandwidth_share", or_null(weight_bw / bytes_ceiling)},
         {"prefill_linear_flop_per_s", gemm_rate},
         {"prefill_linear_flop_share", gemm_rate / gemm_ceiling},
-        {"ceilings", {{"copy_bytes_per_s", kCeilingBytesPerS}, {"bf16_flop_per_s", kCeilingBf16FlopS},
+        {"ceilings", {{"copy_bytes_per_s", copy_ceiling}, {"bf16_flop_per_s", kCeilingBf16FlopS},
                       {"fp8_flop_per_s", kCeilingFp8FlopS}}}}},
       {"per_iteration",
        {{"ttft_s", per_iteration(&IterationResult::ttft)},
@@ -465,6 +468,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--batch-size", lf->batch_size, "Sequences run together (default 1)");
   add_latency_flags(cmd, lf->input_len, *lf);
   add_json_file_flag(cmd, lf->json);
+  cmd->add_option("--roofline-bandwidth", lf->roofline_bandwidth,
+                  "Memory bandwidth the decode shares and roofline are of, in bytes/s: the card's measured copy "
+                  "bandwidth, e.g. 3.02T on an H100 (default: the H200's 4.29T)");
   cmd->add_flag("--profile", lf->profile,
                 "One more iteration with every op timed: where each prefill and decode step's time goes, and the "
                 "decode step's share of the weight-bandwidth roofline");

@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "backend/paged_kv_types.h"
 #include "common/error.h"
@@ -62,6 +65,32 @@ std::string weight_description(const engine::Runtime& rt) {
   // The tied lm_head counts as a linear layer, as in the load summary.
   const size_t linears = rt.spec().linears.size() + (rt.config().tie_word_embeddings ? 1 : 0);
   return "FP8 " + scheme + " (" + std::to_string(quantized) + " of " + std::to_string(linears) + " linear layers)";
+}
+
+// "4.29T", "4.29TB/s", "800G", "4.29e12": bytes per second.
+double parse_bandwidth(const std::string& text, const char* flag) {
+  auto bad = [&](const std::string& why) {
+    return Error(std::string(flag) + ": '" + text + "' " + why + " (bytes per second: 4.29T, 4.29TB/s, 800G, 4.29e12)");
+  };
+  double v = 0.0;
+  size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw bad("is not a number");
+  }
+  std::string unit = text.substr(used);
+  if (unit.size() >= 2 && unit.compare(unit.size() - 2, 2, "/s") == 0) unit.resize(unit.size() - 2);
+  if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  static const std::pair<const char*, double> kUnits[] = {{"", 1.0}, {"k", 1e3}, {"K", 1e3}, {"M", 1e6},
+                                                           {"G", 1e9}, {"T", 1e12}};
+  double scale = 0.0;
+  for (const auto& [name, factor] : kUnits)
+    if (unit == name) scale = factor;
+  if (scale == 0.0) throw bad("has an unknown unit '" + text.substr(used) + "'");
+  v *= scale;
+  if (!(v > 0) || !std::isfinite(v)) throw bad("is not above 0");
+  return v;
 }
 
 nlohmann::json embedding_json(const EmbeddingTable& e) {

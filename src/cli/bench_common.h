@@ -34,6 +34,8 @@ uint64_t kv_cache_bytes_per_token(engine::Runtime& rt);
 // The embedding table as the rooflines count it (common/decode_weight_bytes.h): {"bytes", "rows",
 // "tied"}, written beside weight_bytes so that bench report applies the same rule.
 nlohmann::json embedding_json(const EmbeddingTable& e);
+// "4.29T", "4.29TB/s", "800G", "4.29e12" → bytes per second; anything else refused naming `flag`.
+double parse_bandwidth(const std::string& text, const char* flag);
 // The model directory's name: "models/m/" → "m".
 std::string model_dir_name(const std::string& model);
 // How both benchmarks name a run: in their header line and in their JSON "config".

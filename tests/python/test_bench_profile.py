@@ -113,6 +113,20 @@ def test_profile_decode_roofline(run, tmp_path, model, flags):
     assert doc["profile"]["decode"]["timed_step_s"] == doc["results"]["tpot_median_s"]
 
 
+def test_roofline_bandwidth_sets_the_shares(run, tmp_path):
+    # On another card the shares are of its own measured copy bandwidth.
+    r, doc = run_profiled(run, tmp_path, "--roofline-bandwidth", "1.5TB/s")
+    roof = doc["profile"]["decode_roofline"]
+    assert doc["results"]["ceilings"]["copy_bytes_per_s"] == 1.5e12
+    assert roof["step_s"] == pytest.approx(roof["weight_bytes_per_step"] / 1.5e12)
+    assert doc["results"]["decode_weight_bandwidth_share"] == pytest.approx(
+        doc["memory"]["decode_weight_bytes"] / doc["results"]["tpot_median_s"] / 1.5e12)
+    assert "at 1.50 TB/s" in r.stdout
+    bad = run("bench", "latency", str(MODEL), "--roofline-bandwidth", "fast", "--output-len", "2")
+    assert bad.returncode != 0
+    assert "--roofline-bandwidth: 'fast' is not a number" in bad.stderr
+
+
 def test_profile_without_decode_and_json_without_profile(run, tmp_path):
     out = tmp_path / "latency.json"
     r = run("bench", "latency", str(MODEL), "--threads", "2", "--input-len", "8", "--output-len", "1",
