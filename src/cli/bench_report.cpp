@@ -730,13 +730,6 @@ std::string page_title(const ReportData& d) {
 
 }  // namespace
 
-double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe,
-                           const std::optional<EmbeddingTable>& embedding) {
-  const double bytes = embedding ? embedding_decode_weight_bytes(weight_bytes, *embedding, batch) : weight_bytes;
-  if (!moe) return bytes;
-  return moe_decode_weight_bytes(bytes, moe->expert_bytes, moe->experts, moe->top_k, batch);
-}
-
 double decode_roofline_tok_s(double batch, double weight_bytes, double kv_bytes_per_token, double context,
                              double bandwidth) {
   return batch * bandwidth / (weight_bytes + batch * context * kv_bytes_per_token);

@@ -90,22 +90,14 @@ struct ConfigRun {
   std::optional<double> weight_bytes;
   std::optional<double> kv_bytes_per_token;
   // An MoE model's experts (the sweep's "moe" object): the roofline reads only the experts a
-  // step routes to (decode_weight_bytes).
-  struct Moe {
-    double experts = 0, top_k = 0, expert_bytes = 0;
-  };
+  // step routes to (common/decode_weight_bytes.h).
+  using Moe = RoutedExperts;
   std::optional<Moe> moe;
   // The embedding table ("embedding" beside weight_bytes): a step reads its tokens' rows. Files
   // written before it was recorded count the whole table, as those versions did.
   std::optional<EmbeddingTable> embedding;
   std::vector<LatencyPoint> points;  // by batch size
 };
-
-// The weight bytes a decode step of `batch` sequences reads: every weight once, of the embedding
-// table the rows of the step's tokens (unless tied to lm_head), of an MoE model only the experts
-// routed to (common/decode_weight_bytes.h).
-double decode_weight_bytes(double batch, double weight_bytes, const std::optional<ConfigRun::Moe>& moe,
-                           const std::optional<EmbeddingTable>& embedding = std::nullopt);
 
 struct Percentiles {
   std::optional<double> p50, p90, p99;  // milliseconds

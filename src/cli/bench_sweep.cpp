@@ -135,7 +135,7 @@ void make_directory(const std::string& dir, const char* flag) {
 
 Json or_null(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
 
-// What the report's roofline needs of an MoE model (report::decode_weight_bytes), else null.
+// What the report's roofline needs of an MoE model (common/decode_weight_bytes.h), else null.
 Json moe_json(const engine::Runtime& rt) {
   const ModelConfig& c = rt.config();
   if (!c.is_moe() || rt.expert_bytes() == 0) return nullptr;

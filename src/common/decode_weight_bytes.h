@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace fp8lm {
 
@@ -30,6 +31,21 @@ struct EmbeddingTable {
 inline double embedding_decode_weight_bytes(double weight_bytes, const EmbeddingTable& e, double batch) {
   if (e.tied || e.rows <= 0) return weight_bytes;
   return weight_bytes - e.bytes + e.bytes * std::min(std::max(batch, 1.0), e.rows) / e.rows;
+}
+
+// An MoE model's experts: how many, how many a token is routed to, their resident bytes.
+struct RoutedExperts {
+  double experts = 0, top_k = 0, expert_bytes = 0;
+};
+
+// The whole rule: `weight_bytes` (every resident weight) as a step of `batch` sequences reads
+// them — the embedding table by the rows of its tokens where it is known (without it, whole), an
+// MoE model's experts by those routed to.
+inline double decode_weight_bytes(double batch, double weight_bytes, const std::optional<RoutedExperts>& moe,
+                                  const std::optional<EmbeddingTable>& embedding) {
+  const double bytes = embedding ? embedding_decode_weight_bytes(weight_bytes, *embedding, batch) : weight_bytes;
+  if (!moe) return bytes;
+  return moe_decode_weight_bytes(bytes, moe->expert_bytes, moe->experts, moe->top_k, batch);
 }
 
 }  // namespace fp8lm

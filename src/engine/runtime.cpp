@@ -316,10 +316,10 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
 
 double Runtime::decode_weight_bytes(int64_t batch) const {
   const ModelConfig& c = spec_.config;
-  const double bytes = embedding_decode_weight_bytes(double(weight_bytes_), embedding_, double(batch));
-  if (expert_bytes_ == 0 || !c.is_moe()) return bytes;
-  return moe_decode_weight_bytes(bytes, double(expert_bytes_), double(c.moe.num_experts),
-                                 double(c.moe.num_experts_per_tok), double(batch));
+  std::optional<RoutedExperts> moe;
+  if (expert_bytes_ > 0 && c.is_moe())
+    moe = RoutedExperts{double(c.moe.num_experts), double(c.moe.num_experts_per_tok), double(expert_bytes_)};
+  return fp8lm::decode_weight_bytes(double(batch), double(weight_bytes_), moe, embedding_);
 }
 
 const tokenizer::Tokenizer& Runtime::tokenizer() const {

@@ -385,14 +385,14 @@ TEST(SvgChart, UndrawableChartsAreRefusedByName) {
 TEST(BenchReport, DecodeWeightBytesCountTheEmbeddingRowsAStepReads) {
   const double table = 128256.0 * 4096 * 2, rows = 128256, w = 9.1e9;
   const EmbeddingTable untied{table, rows, false}, tied{table, rows, true};
-  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(1, w, std::nullopt, untied), w - table + 8192);
-  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(8, w, std::nullopt, untied), w - table + 8 * 8192);
-  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(1e6, w, std::nullopt, untied), w);  // every row, at most
-  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(8, w, std::nullopt, tied), w);
-  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(8, w, std::nullopt, std::nullopt), w);
+  EXPECT_DOUBLE_EQ(fp8lm::decode_weight_bytes(1, w, std::nullopt, untied), w - table + 8192);
+  EXPECT_DOUBLE_EQ(fp8lm::decode_weight_bytes(8, w, std::nullopt, untied), w - table + 8 * 8192);
+  EXPECT_DOUBLE_EQ(fp8lm::decode_weight_bytes(1e6, w, std::nullopt, untied), w);  // every row, at most
+  EXPECT_DOUBLE_EQ(fp8lm::decode_weight_bytes(8, w, std::nullopt, tied), w);
+  EXPECT_DOUBLE_EQ(fp8lm::decode_weight_bytes(8, w, std::nullopt, std::nullopt), w);
   // 8 experts, top-2, 4 GB of them: at batch 1 a quarter of the experts and one row.
   const report::ConfigRun::Moe moe{8, 2, 4e9};
-  EXPECT_DOUBLE_EQ(report::decode_weight_bytes(1, w, moe, untied), w - table + 8192 - 4e9 + 1e9);
+  EXPECT_DOUBLE_EQ(fp8lm::decode_weight_bytes(1, w, moe, untied), w - table + 8192 - 4e9 + 1e9);
 }
 
 TEST(BenchReport, RooflineIsWeightsPlusKvCacheAtTheBandwidth) {
