@@ -10,16 +10,21 @@
 #   FP8LM_BIN=/tmp/fp8lm-bin bash scripts/gpu_model.sh --tests-only
 #
 #   bash scripts/pack_gpu_binaries.sh ARCHIVE.tar.xz [EXTRA_PROGRAM...]
+#   bash scripts/pack_gpu_binaries.sh ARCHIVE.tar.xz --only [PROGRAM...]   # fp8lm and these alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
-archive=${1:?usage: scripts/pack_gpu_binaries.sh ARCHIVE.tar.xz [EXTRA_PROGRAM...]}
+archive=${1:?usage: scripts/pack_gpu_binaries.sh ARCHIVE.tar.xz [--only] [PROGRAM...]}
 shift
+only=0
+if [[ ${1:-} == --only ]]; then only=1; shift; fi
 [[ -x build/src/fp8lm ]] || { echo "build/src/fp8lm not found: build with -DFP8LM_CUDA=ON first" >&2; exit 2; }
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 
 programs=(build/src/fp8lm)
-for p in build/tests/test_cuda_* build/tests/bench_cuda_* build/bench/bench_cuda_* "$@"; do
+candidates=(build/tests/test_cuda_* build/tests/bench_cuda_* build/bench/bench_cuda_* "$@")
+[[ $only == 1 ]] && candidates=("$@")
+for p in "${candidates[@]}"; do
   [[ -f $p && -x $p ]] && programs+=("$p")
 done
 for p in "${programs[@]}"; do strip -o "$stage/$(basename "$p")" "$p"; done

@@ -41,7 +41,7 @@ EXCEPTIONS = {("src/cli/info_command.cpp", "src/backend/cuda/device_info.h"): "i
 # own folder). The CUDA backend (docs/architecture.md, "The CUDA backend's folders"): shared
 # device helpers, the quantization kernels the other families quantize with, the op families
 # side by side, CudaOps on top of them, and the NCCL ranks that each hold a CudaOps.
-SUBLAYERS = {"backend/cuda": [["common"], ["quant"], ["attention", "elementwise", "gemm", "gemv", "moe", "sampling"],
+SUBLAYERS = {"backend/cuda": [["common"], ["quant"], ["attention", "elementwise", "gemm", "gemv", "moe", "sampling"], ["persistent"],
                               [""], ["comm"]]}
 # Paths (a folder ends in /) where FP8LM_WITH_CUDA may appear: the one place that picks a backend.
 IFDEF_CUDA_ALLOWED = {"src/backend/factory/", "src/cli/info_command.cpp", "src/backend/cuda/"}

@@ -113,6 +113,37 @@ struct OpProfileEntry {
   bool nested = false;  // timed inside another op of the profile: its time is part of that op's
 };
 
+// Which kernels run decode steps where a backend has a one-program decode (--decode-kernel):
+// its choice from measurements (kAuto), one kernel per op (kLayered), or the one program
+// wherever it runs the step (kPersistent).
+enum class DecodeKernel { kAuto, kLayered, kPersistent };
+
+// A dense decoder layer's uploaded weights, for a backend that runs a whole decode step as one
+// program (Ops::prepare_decode_program). Null q_norm / k_norm: none; sliding_window 0: none.
+struct DecodeLayer {
+  const Weight* input_norm = nullptr;
+  const Weight* post_attention_norm = nullptr;
+  const Weight* q_norm = nullptr;
+  const Weight* k_norm = nullptr;
+  const Weight* qkv = nullptr;      // upload_fused_linear of q, k, v
+  const Weight* o = nullptr;
+  const Weight* gate_up = nullptr;  // upload_fused_linear of gate, up
+  const Weight* down = nullptr;
+  int64_t sliding_window = 0;
+};
+struct DecodeModel {
+  int64_t hidden = 0, intermediate = 0, vocab = 0;
+  int q_heads = 0, kv_heads = 0;
+  int64_t head_dim = 0;
+  float eps = 0.0f;
+  float attention_scale = 1.0f;
+  const RopeTable* rope = nullptr;
+  const Weight* embedding = nullptr;
+  const Weight* final_norm = nullptr;
+  const Weight* lm_head = nullptr;
+  std::vector<DecodeLayer> layers;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -219,6 +250,24 @@ class Ops {
   // now (one recording per ladder size instead of one per batch size met). The
   // padding rows change nothing the real rows compute or store (LlamaModel).
   virtual bool pads_decode_batches() const { return false; }
+
+  // ---- a decode step as one program (the CUDA backend's persistent kernel, issue 41)
+  // At load, after the weights: the model as the program reads it. Returns "" where the backend
+  // will run decode steps of this model as one program (decode_program), else why it will not
+  // (one line for the load notes). The default runs none.
+  virtual std::string prepare_decode_program(const DecodeModel& model) {
+    (void)model;
+    return name() + " runs decode steps op by op";
+  }
+  // Inside a decode-only step's body (after begin_step, one row per sequence, every row's logits
+  // wanted): the step's logits [rows, vocab] computed by the prepared program, the K/V stored as
+  // attention() stores them; nullopt where the program does not take this step (its batch size,
+  // its cache, the backend's plan), and the model runs its layers instead. The same for every
+  // step of one row count, so that a recorded step stays valid.
+  virtual std::optional<Tensor> decode_program(int64_t rows, KvCache& cache) {
+    (void)rows, (void)cache;
+    return std::nullopt;
+  }
 
   // ---- ops (every output is written, never accumulated into, unless said)
   // out[r] = table row step.ids[r].

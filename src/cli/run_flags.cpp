@@ -67,6 +67,10 @@ engine::RuntimeOptions RunFlags::options() const {
   else if (device == "cuda") o.device = backend::Device::kCuda;
   else throw Error("--device: '" + device + "' is not one of cpu, cuda");
   o.cuda_graphs = !no_cuda_graphs;
+  if (decode_kernel == "auto") o.decode_kernel = backend::DecodeKernel::kAuto;
+  else if (decode_kernel == "layered") o.decode_kernel = backend::DecodeKernel::kLayered;
+  else if (decode_kernel == "persistent") o.decode_kernel = backend::DecodeKernel::kPersistent;
+  else throw Error("--decode-kernel: '" + decode_kernel + "' is not one of auto, layered, persistent");
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     throw Error("--gpu-memory-utilization: " + std::to_string(gpu_memory_utilization) + " is not in (0, 1]");
   o.gpu_memory_utilization = gpu_memory_utilization;
@@ -89,6 +93,10 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
                   "KV cache capacity in bytes instead of tokens: 8GiB, 8G (10^9), 512MiB, 1073741824");
   cmd->add_option("--device", f->device, "Where the model runs: cpu (default) or cuda (a Hopper GPU)");
   cmd->add_flag("--no-cuda-graphs", f->no_cuda_graphs, "CUDA: launch every kernel of decode steps (no graphs)");
+  cmd->add_option("--decode-kernel", f->decode_kernel,
+                  "CUDA: how a dense model's decode steps run: auto (the persistent kernel at the batch sizes where "
+                  "it measured faster), layered (one kernel per op), persistent (one kernel per step wherever it "
+                  "runs the step)");
   cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                   "CUDA: share of the GPU's memory fp8lm may fill, the KV cache taking what is left (default 0.9)");
   cmd->add_option("--tensor-parallel-size,--tp", f->tensor_parallel_size,

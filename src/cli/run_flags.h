@@ -25,6 +25,7 @@ struct RunFlags {
   bool no_kv_calibration = false;
   std::string device = "cpu";
   bool no_cuda_graphs = false;
+  std::string decode_kernel = "auto";
   double gpu_memory_utilization = 0.9;
   int tensor_parallel_size = 1;
 

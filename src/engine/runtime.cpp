@@ -147,6 +147,7 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
                                                 .threads = tp > 1 ? std::max(1, options.threads / tp) : options.threads,
                                                 .kernels = options.kernels,
                                                 .cuda_graphs = options.cuda_graphs,
+                                                .decode_kernel = options.decode_kernel,
                                                 .cpu_pad_decode_batches = options.cpu_pad_decode_batches};
   std::vector<loader::TensorParallelPlan> plans;
   for (int r = 0; r < tp && tp > 1; ++r) plans.push_back(loader::plan_tensor_parallel(c, r, tp));  // refuses first
@@ -155,6 +156,9 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
     ModelRunner::Rank& k = rt->runner_->rank(0);
     k.ops = backend::make_ops(backend_options);
     k.model = std::make_unique<model::LlamaModel>(c, w, *k.ops);
+    if (options.device == backend::Device::kCuda && options.decode_kernel != backend::DecodeKernel::kAuto &&
+        !k.model->decode_program_note().empty())
+      rt->notes_.push_back(k.model->decode_program_note());
   } else {
     // Each rank cuts its shard and uploads it from its own thread (a GPU's thread has its device),
     // one rank at a time: host memory holds the whole model and one shard, not every shard

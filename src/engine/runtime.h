@@ -25,6 +25,7 @@ namespace fp8lm::engine {
 struct RuntimeOptions {
   backend::Device device = backend::Device::kCpu;
   bool cuda_graphs = true;               // CUDA: record decode steps as graphs
+  backend::DecodeKernel decode_kernel = backend::DecodeKernel::kAuto;  // CUDA: --decode-kernel
   // CPU: pad decode steps to the graph ladder as CUDA does, with the padding
   // blocks that needs (tests: the padding changes no real row). A backend that
   // records decode steps pads them whatever this says.

@@ -75,6 +75,35 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
           rows_coupled_ = rows_coupled_ || lw.activation == ActivationQuant::kDynamicTensor;
   }
   rows_coupled_ = rows_coupled_ || w.lm_head.activation == ActivationQuant::kDynamicTensor;
+  prepare_decode_program();
+}
+
+void LlamaModel::prepare_decode_program() {
+  // A dense model whose q/k/v and gate/up the backend fused, on one rank: the program's shape.
+  const bool dense_fused = std::all_of(layers_.begin(), layers_.end(), [](const Layer& l) {
+    return l.qkv != nullptr && l.gate_up != nullptr && l.experts == nullptr;
+  });
+  if (tp_size_ > 1 || has_moe_ || !dense_fused || rows_coupled_) {
+    decode_program_note_ = "decode steps op by op: " + std::string(tp_size_ > 1     ? "tensor parallelism"
+                                                                   : has_moe_       ? "MoE blocks"
+                                                                   : !dense_fused   ? "unfused projections"
+                                                                                    : "a per-tensor dynamic scale") +
+                           " (the persistent decode kernel runs dense models on one GPU)";
+    return;
+  }
+  const ModelConfig& c = config_;
+  backend::DecodeModel m;
+  m.hidden = c.hidden_size, m.intermediate = intermediate_, m.vocab = vocab_;
+  m.q_heads = q_heads_, m.kv_heads = kv_heads_, m.head_dim = c.head_dim;
+  m.eps = float(c.rms_norm_eps);
+  m.attention_scale = 1.0f / std::sqrt(float(c.head_dim));
+  m.rope = &rope_;
+  m.embedding = embedding_.get(), m.final_norm = final_norm_.get(), m.lm_head = lm_head_.get();
+  for (const Layer& l : layers_)
+    m.layers.push_back({l.input_norm.get(), l.post_attention_norm.get(), l.q_norm.get(), l.k_norm.get(), l.qkv.get(),
+                        l.o.get(), l.gate_up.get(), l.down.get(), l.sliding_window.value_or(0)});
+  decode_program_note_ = ops_.prepare_decode_program(m);
+  decode_program_ = decode_program_note_.empty();
 }
 
 bool LlamaModel::moe_recordable(int64_t rows) const {
@@ -201,7 +230,12 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
   ops_.begin_step({ids, positions, seqs, logit_rows});
   // MoE blocks are recorded only where the backend keeps them on the device (Ops::moe_recordable).
   const uint64_t key = decode_only && moe_recordable(step_rows) ? uint64_t(step_rows) : 0;
-  backend::Tensor out = ops_.run_step(key, [&] { return run_layers(step_rows, int64_t(logit_rows.size()), cache); });
+  backend::Tensor out = ops_.run_step(key, [&] {
+    // A decode-only step may run as the backend's one program (its persistent kernel).
+    if (decode_only && decode_program_)
+      if (std::optional<backend::Tensor> logits = ops_.decode_program(step_rows, cache)) return *logits;
+    return run_layers(step_rows, int64_t(logit_rows.size()), cache);
+  });
   out.rows = real_logit_rows;  // row-major: the real rows' logits are the first ones
   return out;
 }

@@ -137,6 +137,9 @@ class LlamaModel {
   // Whether a step of `rows` rows may be recorded as far as the MoE blocks go: every block's
   // moe() stays on the device at that size (Ops::moe_recordable); true without MoE.
   bool moe_recordable(int64_t rows) const;
+  // Why decode steps run op by op rather than as the backend's one program (Ops::
+  // prepare_decode_program); empty where the backend takes them as one program.
+  const std::string& decode_program_note() const { return decode_program_note_; }
 
  private:
   struct Layer {
@@ -165,11 +168,15 @@ class LlamaModel {
   ForwardObserver* observer_ = nullptr;
   bool rows_coupled_ = false;  // some linear quantizes its input with one dynamic scale per call
   bool has_moe_ = false;       // some layer is an MoE block: steps recorded only where moe_recordable
+  bool decode_program_ = false;       // the backend runs decode-only steps as one program
+  std::string decode_program_note_;   // why not
   std::vector<float> observed_, observed_v_;  // host copies for the observer
 
   void observe(int layer, LinearInput input, backend::Tensor x);
   // expert_input of every expert of MoE layer `layer`, whose block input is x.
   void observe_experts(int layer, const Layer& l, backend::Tensor x);
+  // Hands a dense model to the backend's one-program decode where it has one (the constructor).
+  void prepare_decode_program();
   // Checks and flattens the batch, hands it to the backend, runs the step: the logits tensor.
   backend::Tensor run_step(std::span<const SequenceInput> batch, backend::KvCache& cache);
   // The step's ops after begin_step: every layer, then the logits of `logit_rows` rows.

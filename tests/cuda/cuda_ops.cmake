@@ -19,3 +19,11 @@ add_executable(test_cuda_tensor_parallel cuda/test_cuda_tensor_parallel.cpp)
 target_link_libraries(test_cuda_tensor_parallel PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_cpu fp8lm_test_support)
 target_include_directories(test_cuda_tensor_parallel SYSTEM PRIVATE ${FP8LM_NCCL_INCLUDE_DIR})
 gtest_discover_tests(test_cuda_tensor_parallel DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
+# The persistent decode kernel (src/backend/cuda/persistent/) against the layered decode.
+add_executable(test_cuda_persistent cuda/test_cuda_persistent.cpp)
+target_link_libraries(test_cuda_persistent PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_test_support)
+gtest_discover_tests(test_cuda_persistent DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
+# Its schedule (host code: runs without a GPU).
+add_executable(test_cuda_persistent_schedule cuda/test_cuda_persistent_schedule.cpp)
+target_link_libraries(test_cuda_persistent_schedule PRIVATE fp8lm_cuda fp8lm_test_support)
+gtest_discover_tests(test_cuda_persistent_schedule DISCOVERY_TIMEOUT 60)

@@ -7,6 +7,7 @@ add_library(fp8lm_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cuda_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_ops_moe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_ops_sampling.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_ops_persistent.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_ops_kernels.cu
   ${CMAKE_CURRENT_LIST_DIR}/linear_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_info.cpp)
@@ -27,4 +28,5 @@ include(${CMAKE_CURRENT_LIST_DIR}/attention/attention.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/moe/moe.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/sampling/sampling.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/elementwise/elementwise.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/persistent/persistent.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/comm/comm.cmake)

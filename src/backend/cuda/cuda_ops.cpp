@@ -89,14 +89,6 @@ std::string CudaOps::name() const {
 
 // ---- weights ------------------------------------------------------------------------------
 
-template <typename T>
-static DeviceBuffer upload(DeviceAllocator& a, const T* data, size_t count, cudaStream_t s) {
-  DeviceBuffer b(a, std::max<size_t>(count * sizeof(T), 1), s);
-  if (count > 0) FP8LM_CUDA_CHECK(cudaMemcpyAsync(b.get(), data, count * sizeof(T), cudaMemcpyHostToDevice, s));
-  FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));  // the host data may go away after upload
-  return b;
-}
-
 // The elements of `parts` stacked along n into one device buffer, each part copied to its rows
 // straight from its host memory (a fused weight is never built on the host: for Llama-3.1-70B
 // that was 44 GB of single-threaded copying at load). FP8 codes as they are; high-precision

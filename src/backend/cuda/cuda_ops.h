@@ -49,6 +49,10 @@ struct CudaOpsOptions {
   // Routed pairs an expert has on average from which MoE blocks run the grouped GEMM instead of
   // the grouped GEMV; unset: kMoeGemmMinRows (cuda_ops_moe.cpp). Tests give 0: every block.
   std::optional<int64_t> moe_gemm_min_rows = std::nullopt;
+  // Which kernels run a dense model's decode steps (--decode-kernel): the persistent decode
+  // kernel where it runs the step and measured faster (kAuto), always where it runs the step
+  // (kPersistent), or never (kLayered: one kernel per op).
+  backend::DecodeKernel decode_kernel = backend::DecodeKernel::kAuto;
 };
 
 class CudaOps final : public backend::Ops {
@@ -155,6 +159,10 @@ class CudaOps final : public backend::Ops {
   size_t graphs() const;
   void synchronize();
   std::optional<double> device_step_seconds() override;
+
+  // The persistent decode kernel (cuda_ops_persistent.cpp, persistent/decode_program.h).
+  std::string prepare_decode_program(const backend::DecodeModel& model) override;
+  std::optional<backend::Tensor> decode_program(int64_t rows, backend::KvCache& cache) override;
 
   struct Impl;  // defined in cuda_ops.cpp
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -87,6 +88,16 @@ struct CudaKvCache final : backend::KvCache {
   uint64_t bytes() const override { return bytes_; }
 };
 
+// `count` values from the host into a new device buffer (at least one byte), waited for: the host
+// data may go away after it.
+template <typename T>
+DeviceBuffer upload(DeviceAllocator& a, const T* data, size_t count, cudaStream_t s) {
+  DeviceBuffer b(a, std::max<size_t>(count * sizeof(T), 1), s);
+  if (count > 0) FP8LM_CUDA_CHECK(cudaMemcpyAsync(b.get(), data, count * sizeof(T), cudaMemcpyHostToDevice, s));
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(s));
+  return b;
+}
+
 // Bytes per cache element: the element type's width, as every backend sizes a cache.
 inline size_t kv_bytes(backend::KvElement e) { return element_bytes(e); }
 
@@ -151,6 +162,8 @@ class ScratchArena {
   size_t chunk_ = 0, offset_ = 0;
   size_t linear_ = 0, peak_ = 0;  // bytes taken since reset() as one piece; its maximum
 };
+
+struct PersistentDecode;  // cuda_ops_persistent.cpp
 
 struct CudaOps::Impl {
   CudaOpsOptions options;
@@ -260,6 +273,9 @@ struct CudaOps::Impl {
   }
 
   std::map<const RopeTable*, DeviceBuffer> rope_freqs;
+
+  // The persistent decode kernel's program (cuda_ops_persistent.cpp), once prepared.
+  std::shared_ptr<PersistentDecode> persistent;
 
   struct Graph {
     int seen = 0;

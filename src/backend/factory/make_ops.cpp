@@ -15,7 +15,8 @@ namespace fp8lm::backend {
 std::unique_ptr<Ops> make_ops(const BackendOptions& options) {
   if (options.device == Device::kCpu) return std::make_unique<cpu::CpuOps>(options.threads, options.kernels, options.cpu_pad_decode_batches);
 #ifdef FP8LM_WITH_CUDA
-  return std::make_unique<cuda::CudaOps>(cuda::CudaOpsOptions{.device = options.cuda_device, .cuda_graphs = options.cuda_graphs});
+  return std::make_unique<cuda::CudaOps>(cuda::CudaOpsOptions{
+      .device = options.cuda_device, .cuda_graphs = options.cuda_graphs, .decode_kernel = options.decode_kernel});
 #else
   throw Error("--device cuda: this fp8lm was built without the CUDA backend (configure with -DFP8LM_CUDA=ON)");
 #endif

@@ -20,6 +20,7 @@ struct BackendOptions {
   KernelChoice kernels = KernelChoice::kAuto;  // CPU: SIMD kernels (kAuto: the widest this CPU runs)
   int cuda_device = 0;                         // CUDA: device ordinal
   bool cuda_graphs = true;                     // CUDA: record decode steps as graphs
+  DecodeKernel decode_kernel = DecodeKernel::kAuto;  // CUDA: layered or persistent decode (--decode-kernel)
   // CPU: pad decode steps to the graph ladder as CUDA does (Ops::pads_decode_batches): tests only.
   bool cpu_pad_decode_batches = false;
 };

@@ -1,0 +1,155 @@
+// The persistent decode kernel (issue 41): a whole decode step of a dense Llama-family model as
+// one launch of one CTA per SM, each CTA running its own queue of instructions — the per-layer
+// q/k/v, o, gate/up and down GEMV tiles (each with the norm and the FP8 quantization of its input
+// folded into its staging), attention per (row, KV head, context split) with RoPE, the K/V store
+// and the merge of the splits, and the lm_head tiles. Instructions wait on counters in global
+// memory for the phase they read (a tile of o needs every attention instruction of its layer)
+// and bump their own phase's counter when done; while a CTA waits it has already asked L2 for
+// the weights of its next instructions (cp.async.bulk.prefetch), so the weight stream does not
+// stop at a phase boundary the way it stops between the layered path's kernels.
+//
+// What it runs (decode_program_supports says why not, naming the first thing it refuses):
+//   * linear layers in BF16, or FP8 E4M3 with a per-tensor or per-channel weight scale and a
+//     dynamic per-token or static per-tensor activation scale (W8A8); k a multiple of 64 bytes;
+//   * head_dim 64 or 128, full rotary, optional q/k norm (Qwen3), optional sliding window;
+//   * a BF16 or FP8 (E4M3 / E5M2) KV cache;
+//   * 1 … kMaxRows rows (one decode token per sequence).
+// Everything else takes the layered path (the engine's choice per step, cuda_ops_persistent.cpp).
+//
+// Numerics are the layered path's operations in the layered path's roundings: norms in double
+// sums, BF16 outputs rounded once, the same FP8 quantization (quantize_device.cuh), the same
+// E4M3 → FP16 expansion and tensor-core products (mma_fragments.cuh), SiLU·mul from
+// numerics/silu.h, RoPE from norm_rope_device.cuh, the cache store of kv_store_device.cuh.
+// Orders of summation differ (K split over 8 warps, attention over context splits), so results
+// agree with the layered path within the GEMV and attention tests' float32 bounds, not bit for bit.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/quant/scale_rule.h"
+
+namespace fp8lm::cuda::persistent {
+
+inline constexpr int kMaxRows = 8;     // one MMA's 8 activation columns
+inline constexpr int kTileRows = 16;   // weight rows per GEMV tile (one MMA's rows)
+inline constexpr int kThreads = 256;   // 8 warps a CTA
+inline constexpr int kMaxGroup = 8;    // query heads per KV head the attention instruction holds
+
+// A linear layer as the kernel reads it: W [n, k] row-major, BF16 or E4M3 codes.
+struct DeviceLinear {
+  const void* w = nullptr;
+  const float* w_scale = nullptr;       // FP8: [n] per output row, or [1] (w_scale_per_row false)
+  const float* static_x_scale = nullptr;  // FP8 static activation scale [1]; null: dynamic per token
+  const __nv_bfloat16* bias = nullptr;  // [n] or null
+  int32_t n = 0, k = 0;
+  bool fp8 = false;
+  bool w_scale_per_row = false;
+  Fp8ScaleRule rule;  // dynamic activation scales
+};
+
+struct DeviceLayer {
+  const float* input_norm = nullptr;
+  const float* post_norm = nullptr;
+  const float* q_norm = nullptr;  // null: no q/k norm
+  const float* k_norm = nullptr;
+  DeviceLinear qkv, o, gate_up, down;  // qkv: q, k, v rows stacked; gate_up: gate rows, then up rows
+  void* k_cache = nullptr;  // [num_blocks][kv_heads][block_size][head_dim]
+  void* v_cache = nullptr;
+  int32_t kv_element = 0;   // backend::KvElement
+  float k_scale = 1.0f, v_scale = 1.0f;
+  int32_t window = 0;       // sliding window (0: none)
+};
+
+enum class Op : uint8_t { kQkv, kAttention, kO, kGateUp, kDown, kLmHead };
+inline constexpr int kPhasesPerLayer = 5;  // qkv, attention, o, gate/up, down
+
+// One instruction: a GEMV tile (a = tile) or an attention split (a = row, b = KV head, c = split).
+struct Instruction {
+  uint8_t op = 0;
+  uint8_t pad = 0;
+  uint16_t layer = 0;
+  int32_t a = 0, b = 0, c = 0;
+};
+
+// The instruction list of one step shape and the CTAs' queues (built on the host once per row
+// count): instructions in phase order, each CTA's queue a list of indices into them, in order.
+struct Schedule {
+  std::vector<Instruction> instructions;
+  std::vector<int32_t> queue_start;  // [ctas + 1]
+  std::vector<int32_t> queue;
+  int ctas = 0;
+  int attention_splits = 0;
+  // Instructions per phase of a layer (qkv, attention, o, gate/up, down), and lm_head tiles:
+  // what a phase's counter reaches when the phase is done.
+  int32_t phase_count[kPhasesPerLayer] = {};
+  int32_t lm_head_tiles = 0;
+};
+
+struct ModelShape {
+  int layers = 0;
+  int hidden = 0, intermediate = 0, vocab = 0;
+  int q_heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+// The instruction list and queues for `rows` rows on `ctas` CTAs: every phase's instructions
+// dealt round-robin, each phase starting where the last one ended, so that the CTAs' totals stay
+// within one tile of each other over the step. Attention takes
+// splits (at most 64) per (row, KV head): ctas / (rows · kv_heads), so attention is one wave.
+Schedule build_schedule(const ModelShape& shape, int rows, int ctas);
+
+// Everything one launch reads. Device pointers.
+struct Params {
+  const DeviceLayer* layers = nullptr;
+  const Instruction* instructions = nullptr;
+  const int32_t* queue_start = nullptr;
+  const int32_t* queue = nullptr;
+  unsigned* counters = nullptr;  // counter_count(shape) of them
+  __nv_bfloat16* h = nullptr;       // [rows, hidden]: the embedding rows in, the residual stream
+  __nv_bfloat16* qkv = nullptr;     // [rows, (q_heads + 2 kv_heads) head_dim]
+  __nv_bfloat16* attn = nullptr;    // [rows, q_heads head_dim]
+  __nv_bfloat16* act = nullptr;     // [rows, intermediate]
+  __nv_bfloat16* logits = nullptr;  // [rows, vocab]
+  float* partials = nullptr;        // [rows, kv_heads, splits, group, head_dim + 2]
+  DeviceLinear lm_head;
+  const float* final_norm = nullptr;
+  const int32_t* row_seq = nullptr;
+  const int32_t* row_position = nullptr;
+  const int32_t* block_tables = nullptr;
+  int32_t max_blocks_per_seq = 0, block_size = 0;
+  const float* rope_inv_freq = nullptr;
+  float rope_attention_factor = 1.0f;
+  float eps = 0.0f;
+  float attention_scale = 1.0f;
+  ModelShape shape;
+  int32_t rows = 0;
+  int32_t splits = 0;
+  int32_t phase_count[kPhasesPerLayer] = {};
+  int32_t lm_head_tiles = 0;
+};
+
+// Counters a launch uses: one per (layer, phase), the attention merges' per (row, KV head), the
+// row amaxes of attn and act per layer (their producers', for the W8A8 tiles that read them), and
+// the launch's own end count. Zero before the first launch; every launch leaves them zero.
+int64_t counter_count(const ModelShape& shape);
+// Floats of Params::partials.
+int64_t partial_floats(const ModelShape& shape, int rows, int splits);
+// Dynamic shared memory a launch takes: the staged activations of the widest input (`row_bytes`:
+// the largest k · element bytes of the step's linear layers), or attention's state if larger.
+size_t shared_bytes(const ModelShape& shape, int rows, int64_t row_bytes);
+// The first thing this shape or linear layer needs that the kernel does not run, or empty.
+std::string unsupported_linear(const DeviceLinear& l, const char* what);
+std::string unsupported_shape(const ModelShape& shape, int rows);
+
+// How many CTAs of the kernel one SM holds with `smem` dynamic bytes (cudaOccupancy…): the
+// schedule's CTAs are SMs × this, all resident at once (the counters' waits need that).
+int ctas_per_sm(size_t smem);
+
+// Runs one step on `stream`. The embedding rows must be in p.h.
+void launch(const Params& p, int ctas, size_t smem, cudaStream_t stream);
+
+}  // namespace fp8lm::cuda::persistent

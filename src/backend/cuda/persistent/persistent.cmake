@@ -1,0 +1,4 @@
+# The persistent decode kernel (issue 41): a whole decode step as one launch (decode_program.h).
+target_sources(fp8lm_cuda PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/decode_kernel.cu
+  ${CMAKE_CURRENT_LIST_DIR}/decode_schedule.cpp)
