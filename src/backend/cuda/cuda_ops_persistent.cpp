@@ -40,6 +40,7 @@ struct PersistentDecode {
     size_t smem = 0;
   };
   std::map<int64_t, Shape> by_rows;
+  DeviceBuffer profile;  // the kernel's own timers, when profiling (persistent::Params::profile)
 };
 
 namespace {
@@ -71,6 +72,35 @@ persistent::DeviceLinear device_linear(const backend::Weight& weight, const char
 
 const float* vector_of(const backend::Weight* w, const char* what) {
   return w == nullptr ? nullptr : as<VectorWeight>(*w, what).values.as<float>();
+}
+
+// bench latency --profile: the kernel's own timers of the step just launched, as entries nested in
+// "persistent decode step": per instruction kind and part, the mean over the CTAs of the time
+// their thread 0 spent (so the parts of all kinds add up to the step), and the instructions run.
+void add_persistent_profile(CudaOps::Impl& m, const PersistentDecode& p, int ctas) {
+  const size_t words = size_t(ctas) * persistent::kProfileKinds * persistent::kProfileParts;
+  std::vector<unsigned long long> host(words);
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(host.data(), p.profile.get(), words * 8, cudaMemcpyDeviceToHost, m.stream));
+  FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  static constexpr const char* kParts[] = {"wait", "stage", "work"};
+  for (int k = 0; k < persistent::kProfileKinds; ++k) {
+    double ns[3] = {0, 0, 0};
+    unsigned long long count = 0;
+    for (int c = 0; c < ctas; ++c) {
+      const unsigned long long* slot = &host[(size_t(c) * persistent::kProfileKinds + size_t(k)) * persistent::kProfileParts];
+      for (int part = 0; part < 3; ++part) ns[part] += double(slot[part]);
+      count += slot[3];
+    }
+    if (count == 0) continue;
+    for (int part = 0; part < 3; ++part) {
+      if (k == persistent::kProfileKinds - 1 && part > 0) continue;
+      CudaOps::Impl::ApiSlot& slot =
+          m.api_seconds[{true, std::string("persistent: ") + persistent::kProfileKindNames[k] + " " + kParts[part]}];
+      slot.seconds += ns[part] / ctas * 1e-9;
+      slot.calls += int64_t(count);
+      slot.nested = true;
+    }
+  }
 }
 
 }  // namespace
@@ -198,7 +228,13 @@ std::optional<backend::Tensor> CudaOps::decode_program(int64_t rows, backend::Kv
   a.splits = shape.schedule.attention_splits;
   std::copy(std::begin(shape.schedule.phase_count), std::end(shape.schedule.phase_count), a.phase_count);
   a.lm_head_tiles = shape.schedule.lm_head_tiles;
+  const size_t profile_words = size_t(shape.schedule.ctas) * persistent::kProfileKinds * persistent::kProfileParts;
+  if (m.profile_api) {
+    if (p.profile.bytes() < profile_words * 8) p.profile = DeviceBuffer(m.allocator, profile_words * 8, m.stream);
+    a.profile = p.profile.as<unsigned long long>();
+  }
   persistent::launch(a, shape.schedule.ctas, shape.smem, m.stream);
+  if (m.profile_api) add_persistent_profile(m, p, shape.schedule.ctas);
   return logits;
 }
 

@@ -353,6 +353,10 @@ __device__ void gemv(const Params& p, const DeviceLinear& l, const int (&row0)[k
 
 // ---- attention -----------------------------------------------------------------------------------
 
+// Floats of one attention state ([group][head_dim + 2]: the output sums, the maximum, the sum of
+// weights), rounded up to 16 bytes so that states copy as vectors.
+__host__ __device__ constexpr int partial_stride(int group, int head_dim) { return (group * (head_dim + 2) + 3) / 4 * 4; }
+
 // The split [s0, s1) of the positions row `row` attends (the new one at `pos` included).
 struct SplitRange {
   int pos = 0, s0 = 0, s1 = 0;
@@ -440,8 +444,8 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
   const int32_t* table = p.block_tables + int64_t(p.row_seq[row]) * p.max_blocks_per_seq;
   const SplitRange sr = split_range(p, L, row, split);
   float* qs = reinterpret_cast<float*>(smem);                 // [G][head_dim]
-  float* state = qs + kMaxGroup * kHeadDim;                   // [warps · subs][G][head_dim + 2]
-  const int state_stride = G * (kHeadDim + 2);
+  float* state = qs + kMaxGroup * kHeadDim;                   // [warps · subs][state_stride]
+  const int state_stride = partial_stride(G, kHeadDim);       // [G][head_dim + 2], padded to 16 bytes
 
   // The query heads, roped (warp h: head h), and the new K/V into the cache by the split that
   // holds the new position (warps G, G + 1, or 0 and 1 after the heads when G = 8).
@@ -486,30 +490,40 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
   }
   const bool fp8 = L.kv_element != int(backend::KvElement::kBF16);
   const float s_scale = p.attention_scale * (fp8 ? L.k_scale : 1.0f);
-  for (int pos = sr.s0 + warp * kSubs + sub; pos - sub < sr.s1; pos += kWarps * kSubs) {
-    const bool live = pos < sr.s1;
-    float kv[8], vv[8];
-    if (live) {
-      const int64_t at = cache_index(p, table, kv_head, pos, gl * 8);
-      load_kv8(L.k_cache, L.kv_element, at, kv);
-      load_kv8(L.v_cache, L.kv_element, at, vv);
+  // Two positions a lane at a time (pos, pos + kStep), both loads in flight before either is used.
+  constexpr int kStep = kWarps * kSubs;
+  for (int base = sr.s0 + warp * kSubs; base < sr.s1; base += 2 * kStep) {
+    float kv[2][8], vv[2][8];
+    bool live[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int pos = base + sub + u * kStep;
+      live[u] = pos < sr.s1;
+      if (live[u]) {
+        const int64_t at = cache_index(p, table, kv_head, pos, gl * 8);
+        load_kv8(L.k_cache, L.kv_element, at, kv[u]);
+        load_kv8(L.v_cache, L.kv_element, at, vv[u]);
+      }
     }
 #pragma unroll
-    for (int h = 0; h < kMaxGroup; ++h) {
-      if (h >= G) break;
-      float d = 0.0f;
+    for (int u = 0; u < 2; ++u) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) d = fmaf(q[h][j], live ? kv[j] : 0.0f, d);
+      for (int h = 0; h < kMaxGroup; ++h) {
+        if (h >= G) break;
+        float d = 0.0f;
 #pragma unroll
-      for (int off = kGroupLanes / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xFFFFFFFFu, d, off);
-      if (!live) continue;
-      const float s = d * s_scale;
-      const float mn = fmaxf(m[h], s);
-      const float c = expf(m[h] - mn), e = expf(s - mn);
-      l[h] = l[h] * c + e;
+        for (int j = 0; j < 8; ++j) d = fmaf(q[h][j], live[u] ? kv[u][j] : 0.0f, d);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) o[h][j] = o[h][j] * c + e * vv[j];
-      m[h] = mn;
+        for (int off = kGroupLanes / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xFFFFFFFFu, d, off);
+        if (!live[u]) continue;
+        const float s = d * s_scale;
+        const float mn = fmaxf(m[h], s);
+        const float c = expf(m[h] - mn), e = expf(s - mn);
+        l[h] = l[h] * c + e;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) o[h][j] = o[h][j] * c + e * vv[u][j];
+        m[h] = mn;
+      }
     }
   }
   // The CTA's states into shared memory, then merged in (warp, sub) order by thread (h, e).
@@ -548,20 +562,35 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
   __syncthreads();
   if (!s_last) return;
   __threadfence();
+  // The splits' states into shared memory (every load in flight at once), merged from there.
   const float* parts = p.partials + (int64_t(row) * p.shape.kv_heads + kv_head) * p.splits * state_stride;
+  {
+    const int n4 = p.splits * state_stride / 4;
+    constexpr int kBatch = 4;
+    for (int i0 = threadIdx.x; i0 < n4; i0 += kBatch * kThreads) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (i0 + b * kThreads < n4) v[b] = ld_cg16(parts + 4 * (i0 + b * kThreads));
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (i0 + b * kThreads < n4) reinterpret_cast<uint4*>(state)[i0 + b * kThreads] = v[b];
+    }
+  }
+  __syncthreads();
   float a = 0.0f;
   for (int idx = threadIdx.x; idx < G * kHeadDim; idx += kThreads) {
     const int h = idx / kHeadDim, e = idx % kHeadDim;
     float M = -INFINITY;
-    for (int s = 0; s < p.splits; ++s) M = fmaxf(M, __ldcg(parts + s * state_stride + h * (kHeadDim + 2) + kHeadDim));
+    for (int s = 0; s < p.splits; ++s) M = fmaxf(M, state[s * state_stride + h * (kHeadDim + 2) + kHeadDim]);
     float num = 0.0f, den = 0.0f;
     for (int s = 0; s < p.splits; ++s) {
-      const float* st = parts + s * state_stride + h * (kHeadDim + 2);
-      const float ms = __ldcg(st + kHeadDim);
+      const float* st = state + s * state_stride + h * (kHeadDim + 2);
+      const float ms = st[kHeadDim];
       if (ms == -INFINITY) continue;
       const float w = expf(ms - M);
-      num += w * __ldcg(st + e);
-      den += w * __ldcg(st + kHeadDim + 1);
+      num += w * st[e];
+      den += w * st[kHeadDim + 1];
     }
     const __nv_bfloat16 v = __float2bfloat16_rn(num / den * (fp8 ? L.v_scale : 1.0f));
     p.attn[int64_t(row) * q_width + (kv_head * G + h) * kHeadDim + e] = v;
@@ -617,10 +646,33 @@ __device__ void prefetch(const Params& p, const Instruction& ins) {
 
 // ---- the kernel ---------------------------------------------------------------------------------
 
-template <int kHeadDim>
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// kProfile: thread 0 times each instruction's parts into p.profile (decode_program.h, Profile).
+template <int kHeadDim, bool kProfile>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ StageShared st;
+  __shared__ unsigned long long prof[kProfileKinds][kProfileParts];
+  uint64_t last = 0;
+  auto mark = [&](int kind, int part) {
+    if constexpr (kProfile) {
+      if (threadIdx.x == 0) {
+        const uint64_t t = now_ns();
+        prof[kind][part] += t - last;
+        last = t;
+      }
+    }
+  };
+  if constexpr (kProfile) {
+    if (threadIdx.x < kProfileKinds * kProfileParts) (&prof[0][0])[threadIdx.x] = 0;
+    if (threadIdx.x == 0) last = now_ns();
+    __syncthreads();
+  }
   float* red = reinterpret_cast<float*>(smem);
   unsigned char* raw = smem + kRedBytes;                                 // rows of h, normed inputs
   unsigned char* xs = raw + p.rows * p.shape.hidden * 2;                 // the staged GEMV input
@@ -664,39 +716,52 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         prefetch(p, p.instructions[p.queue[prefetched]]);
     const Instruction ins = p.instructions[p.queue[qi]];
     const Op op = Op(ins.op);
+    const int kind = int(op);
     const int layer = ins.layer;
     const int key = layer * 8 + int(op);
     const int r0[1] = {ins.a * kTileRows};
     if (op == Op::kLmHead) {
       wait(phase_counter(p, layers - 1, 4), unsigned(p.phase_count[4]));
+      mark(kind, 0);
       if (staged != key) stage_normed(p, p.lm_head, p.final_norm, raw, xs, st);
+      mark(kind, 1);
       staged = key;
       gemv<1>(p, p.lm_head, r0, xs, st.row_scale, red, Epilogue::kStore, p.logits, p.shape.vocab, r0[0]);
       __syncthreads();
+      mark(kind, 2);
+      if (kProfile && threadIdx.x == 0) ++prof[kind][3];
       continue;  // nothing waits for lm_head inside the launch
     }
     const DeviceLayer& L = p.layers[layer];
     switch (op) {
       case Op::kQkv:
         if (layer > 0) wait(phase_counter(p, layer - 1, 4), unsigned(p.phase_count[4]));
+        mark(kind, 0);
         if (staged != key) stage_normed(p, L.qkv, L.input_norm, raw, xs, st);
+        mark(kind, 1);
         gemv<1>(p, L.qkv, r0, xs, st.row_scale, red, Epilogue::kStore, p.qkv, ld_qkv, r0[0]);
         count(phase_counter(p, layer, 0));
         break;
       case Op::kAttention:
         wait(phase_counter(p, layer, 0), unsigned(p.phase_count[0]));
+        mark(kind, 0);
+        mark(kind, 1);
         attention<kHeadDim>(p, L, layer, ins.a, ins.b, ins.c, scratch);
         count(phase_counter(p, layer, 1));
         break;
       case Op::kO:
         wait(phase_counter(p, layer, 1), unsigned(p.phase_count[1]));
+        mark(kind, 0);
         if (staged != key) stage_plain(p, L.o, p.attn, attn_amax(p, layer), xs, st);
+        mark(kind, 1);
         gemv<1>(p, L.o, r0, xs, st.row_scale, red, Epilogue::kResidual, p.h, p.shape.hidden, r0[0]);
         count(phase_counter(p, layer, 2));
         break;
       case Op::kGateUp: {
         wait(phase_counter(p, layer, 2), unsigned(p.phase_count[2]));
+        mark(kind, 0);
         if (staged != key) stage_normed(p, L.gate_up, L.post_norm, raw, xs, st);
+        mark(kind, 1);
         const int r2[2] = {r0[0], p.shape.intermediate + r0[0]};
         gemv<2>(p, L.gate_up, r2, xs, st.row_scale, red, Epilogue::kSiluMul, p.act, p.shape.intermediate, r0[0],
                 act_amax(p, layer));
@@ -705,7 +770,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       }
       case Op::kDown:
         wait(phase_counter(p, layer, 3), unsigned(p.phase_count[3]));
+        mark(kind, 0);
         if (staged != key) stage_plain(p, L.down, p.act, act_amax(p, layer), xs, st);
+        mark(kind, 1);
         gemv<1>(p, L.down, r0, xs, st.row_scale, red, Epilogue::kResidual, p.h, p.shape.hidden, r0[0]);
         count(phase_counter(p, layer, 4));
         break;
@@ -713,8 +780,17 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     }
     staged = op == Op::kAttention ? -1 : key;  // attention's state overwrites the staged input
     __syncthreads();  // the next instruction may overwrite shared memory this one reads
+    mark(kind, 2);
+    if (kProfile && threadIdx.x == 0) ++prof[kind][3];
   }
   flush();
+  if constexpr (kProfile) {
+    mark(kProfileKinds - 1, 0);
+    if (threadIdx.x == 0) ++prof[kProfileKinds - 1][3];
+    __syncthreads();
+    if (threadIdx.x < kProfileKinds * kProfileParts)
+      p.profile[blockIdx.x * kProfileKinds * kProfileParts + threadIdx.x] = (&prof[0][0])[threadIdx.x];
+  }
   // The last CTA out zeroes the phase counters and the row amaxes (the merge counters are zeroed
   // by their mergers).
   __shared__ bool s_last;
@@ -730,15 +806,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   if (threadIdx.x == 0) *done = 0;
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kProfile>
 void launch_with(const Params& p, int ctas, size_t smem, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
-    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(227 * 1024 - 1024)));
+    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<kHeadDim, kProfile>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(227 * 1024 - 1024)));
     configured = true;
   }
-  decode_kernel<kHeadDim><<<ctas, kThreads, smem, stream>>>(p);
+  decode_kernel<kHeadDim, kProfile><<<ctas, kThreads, smem, stream>>>(p);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -748,24 +824,27 @@ size_t shared_bytes(const ModelShape& shape, int rows, int64_t row_bytes) {
   const size_t staged = size_t(rows) * size_t(shape.hidden) * 2 + size_t(rows) * size_t(row_bytes + 16);
   const int hd = shape.head_dim, group = shape.q_heads / std::max(shape.kv_heads, 1);
   const size_t attention =
-      size_t(kMaxGroup * hd + kWarps * (32 / (hd / 8)) * group * (hd + 2)) * sizeof(float);
+      size_t(kMaxGroup * hd + kWarps * (32 / (hd / 8)) * partial_stride(group, hd)) * sizeof(float);
   return size_t(kRedBytes) + std::max(staged, attention);
 }
 
 int ctas_per_sm(size_t smem) {
   int n = 0;
   // Both instantiations have the same launch bounds and shared memory; ask for the larger.
-  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  FP8LM_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(227 * 1024 - 1024)));
-  FP8LM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_kernel<128>, kThreads, smem));
+  FP8LM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_kernel<128, false>, kThreads, smem));
   return n;
 }
 
 void launch(const Params& p, int ctas, size_t smem, cudaStream_t stream) {
   if (p.rows < 1 || p.rows > kMaxRows) throw Error("persistent decode: " + std::to_string(p.rows) + " rows");
+  const bool profile = p.profile != nullptr;
   switch (p.shape.head_dim) {
-    case 64: launch_with<64>(p, ctas, smem, stream); break;
-    case 128: launch_with<128>(p, ctas, smem, stream); break;
+    case 64: profile ? launch_with<64, true>(p, ctas, smem, stream) : launch_with<64, false>(p, ctas, smem, stream); break;
+    case 128:
+      profile ? launch_with<128, true>(p, ctas, smem, stream) : launch_with<128, false>(p, ctas, smem, stream);
+      break;
     default: throw Error("persistent decode: head_dim " + std::to_string(p.shape.head_dim) + " is not 64 or 128");
   }
 }

@@ -99,7 +99,7 @@ struct ModelShape {
 // The instruction list and queues for `rows` rows on `ctas` CTAs: every phase's instructions
 // dealt round-robin, each phase starting where the last one ended, so that the CTAs' totals stay
 // within one tile of each other over the step. Attention takes
-// splits (at most 64) per (row, KV head): ctas / (rows · kv_heads), so attention is one wave.
+// splits (at most 16) per (row, KV head): ctas / (rows · kv_heads), so attention is one wave.
 Schedule build_schedule(const ModelShape& shape, int rows, int ctas);
 
 // Everything one launch reads. Device pointers.
@@ -114,7 +114,7 @@ struct Params {
   __nv_bfloat16* attn = nullptr;    // [rows, q_heads head_dim]
   __nv_bfloat16* act = nullptr;     // [rows, intermediate]
   __nv_bfloat16* logits = nullptr;  // [rows, vocab]
-  float* partials = nullptr;        // [rows, kv_heads, splits, group, head_dim + 2]
+  float* partials = nullptr;        // [rows, kv_heads, splits, group · (head_dim + 2) padded to 4]
   DeviceLinear lm_head;
   const float* final_norm = nullptr;
   const int32_t* row_seq = nullptr;
@@ -130,7 +130,20 @@ struct Params {
   int32_t splits = 0;
   int32_t phase_count[kPhasesPerLayer] = {};
   int32_t lm_head_tiles = 0;
+  // Non-null: the kernel's own timers (a separate instantiation), [ctas][kProfileKinds]
+  // [kProfileParts] nanoseconds and counts — see Profile below.
+  unsigned long long* profile = nullptr;
 };
+
+// The kernel's own timers (bench latency --profile): per CTA and instruction kind (the Op values,
+// then the end: the last counts and the exit), the time its thread 0 spent waiting for the
+// instruction's input phase, staging the input, doing the work (products, epilogue, barrier),
+// and how many such instructions it ran.
+inline constexpr int kProfileKinds = 7;
+inline constexpr int kProfileParts = 4;  // wait, stage, work, count
+inline constexpr const char* kProfileKindNames[kProfileKinds] = {"qkv tiles", "attention", "o tiles",
+                                                                  "gate/up tiles", "down tiles", "lm_head tiles",
+                                                                  "end of step"};
 
 // Counters a launch uses: one per (layer, phase), the attention merges' per (row, KV head), the
 // row amaxes of attn and act per layer (their producers', for the W8A8 tiles that read them), and

@@ -10,7 +10,9 @@
 namespace fp8lm::cuda::persistent {
 
 namespace {
-constexpr int kMaxSplits = 64;
+// Context splits per (row, KV head) at most: the merge stages them all in the shared memory the
+// CTA's own attention states take (16 states of warps × position groups).
+constexpr int kMaxSplits = 16;
 }
 
 Schedule build_schedule(const ModelShape& s, int rows, int ctas) {
@@ -63,7 +65,7 @@ int64_t counter_count(const ModelShape& shape) {
 
 int64_t partial_floats(const ModelShape& shape, int rows, int splits) {
   const int group = shape.q_heads / shape.kv_heads;
-  return int64_t(rows) * shape.kv_heads * splits * group * (shape.head_dim + 2);
+  return int64_t(rows) * shape.kv_heads * splits * ((group * (shape.head_dim + 2) + 3) / 4 * 4);
 }
 
 std::string unsupported_shape(const ModelShape& s, int rows) {
