@@ -20,7 +20,7 @@
 //     atomic add; a CTA's run of one phase adds once).
 //     Activations written inside the launch are read through L2 (ld.global.cg), never L1.
 //   * Before an instruction, thread 0 asks L2 for the weights (and cached K/V) of the CTA's next
-//     kLookahead instructions (cp.async.bulk.prefetch.L2), so the stream runs on while it waits.
+//     instructions, up to kPrefetchBytes ahead (cp.async.bulk.prefetch.L2), so the stream runs on while it waits.
 //   * The last CTA to finish zeroes every counter for the next launch.
 #include "backend/cuda/persistent/decode_program.h"
 
@@ -43,7 +43,10 @@ namespace fp8lm::cuda::persistent {
 namespace {
 
 constexpr int kWarps = kThreads / 32;
-constexpr int kLookahead = 3;  // instructions whose weights are asked for ahead
+// Bytes of the CTA's next instructions' weights (and K/V) asked into L2 ahead of their use: 256 KB
+// an SM keeps ~11 µs of an SM's share of the copy bandwidth in flight, and 132 SMs' worth (34 MB)
+// stays inside the 50 MB L2.
+constexpr uint32_t kPrefetchBytes = 256 * 1024;
 constexpr int kRedBytes = kWarps * 2 * kTileRows * kMaxRows * 4;  // warp partials of two tiles
 
 // ---- memory order between CTAs -----------------------------------------------------------------
@@ -299,6 +302,20 @@ template <int kParts>
 __device__ void gemv(const Params& p, const DeviceLinear& l, const int (&row0)[kParts], const unsigned char* xs,
                      const float* row_scale, float* red, Epilogue epilogue, __nv_bfloat16* y, int64_t ld_y, int n0,
                      unsigned* amax_out = nullptr) {
+  // The epilogue's operands first (weight scales, bias, the residual), so that their loads overlap
+  // the products instead of following them.
+  const int idx = threadIdx.x;  // (row in tile, token): 16 × 8 = 128 threads, warps 0-3
+  const int rr = idx / kMaxRows, tok = idx % kMaxRows;
+  const bool writes = idx < kTileRows * kMaxRows && tok < p.rows;
+  float sw[kParts], bias[kParts], resid = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kParts; ++i) {
+    const int row = row0[i] + rr;
+    sw[i] = writes && l.fp8 ? __ldg(l.w_scale + (l.w_scale_per_row ? row : 0)) : 1.0f;
+    bias[i] = writes && l.bias != nullptr ? __bfloat162float(l.bias[row]) : 0.0f;
+  }
+  __nv_bfloat16* out = y + int64_t(tok) * ld_y + n0 + rr;
+  if (writes && epilogue == Epilogue::kResidual) resid = __bfloat162float(__ldcg(out));
   float acc[kParts][4] = {};
   if (l.fp8) tile_products<true, kParts>(p, l, row0, xs, acc);
   else tile_products<false, kParts>(p, l, row0, xs, acc);
@@ -314,29 +331,22 @@ __device__ void gemv(const Params& p, const DeviceLinear& l, const int (&row0)[k
     r[(g + 8) * kMaxRows + 2 * t + 1] = acc[i][3];
   }
   __syncthreads();
-  const int idx = threadIdx.x;  // (row in tile, token): 16 × 8 = 128 threads, warps 0-3
   if (idx >= kTileRows * kMaxRows) return;
-  const int rr = idx / kMaxRows, tok = idx % kMaxRows;
   float a = 0.0f;  // |the value written| for the row amax (kSiluMul)
-  if (tok < p.rows) {
+  if (writes) {
     float v[kParts];
 #pragma unroll
     for (int i = 0; i < kParts; ++i) {
       float s = 0.0f;
       for (int w = 0; w < kWarps; ++w) s = __fadd_rn(s, red[((i * kWarps + w) * kTileRows + rr) * kMaxRows + tok]);
-      const int row = row0[i] + rr;
-      if (l.fp8) {
-        const float sw = __ldg(l.w_scale + (l.w_scale_per_row ? row : 0));
-        s = __fmul_rn(__fmul_rn(__fmul_rn(s, 256.0f), row_scale[tok]), sw);
-      }
-      if (l.bias != nullptr) s = __fadd_rn(s, __bfloat162float(l.bias[row]));
+      if (l.fp8) s = __fmul_rn(__fmul_rn(__fmul_rn(s, 256.0f), row_scale[tok]), sw[i]);
+      if (l.bias != nullptr) s = __fadd_rn(s, bias[i]);
       v[i] = round_bf16(s);
     }
-    __nv_bfloat16* out = y + int64_t(tok) * ld_y + n0 + rr;
     if (epilogue == Epilogue::kStore) {
       *out = __float2bfloat16_rn(v[0]);
     } else if (epilogue == Epilogue::kResidual) {
-      *out = __float2bfloat16_rn(round_bf16(__fadd_rn(__bfloat162float(__ldcg(out)), v[0])));
+      *out = __float2bfloat16_rn(round_bf16(__fadd_rn(resid, v[0])));
     } else if constexpr (kParts == 2) {
       const float act = round_bf16(silu_mul_f32(v[0], v[1]));
       *out = __float2bfloat16_rn(act);
@@ -602,45 +612,44 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
 
 // ---- prefetch ---------------------------------------------------------------------------------
 
-__device__ __forceinline__ void prefetch_rows(const DeviceLinear& l, int row0, int rows) {
+__device__ __forceinline__ uint32_t prefetch_rows(const DeviceLinear& l, int row0, int rows) {
   const int64_t row_bytes = int64_t(l.k) * (l.fp8 ? 1 : 2);
   const auto* base = static_cast<const unsigned char*>(l.w) + row0 * row_bytes;
   int64_t bytes = rows * row_bytes;
   for (int64_t off = 0; off < bytes; off += (int64_t(1) << 20))
     prefetch_l2(base + off, uint32_t(min(bytes - off, int64_t(1) << 20)));
+  return uint32_t(bytes);
 }
 
 // Thread 0: asks L2 for what instruction `ins` will stream: its weight rows, or the cached K/V of
-// its split (positions before the new one: written by earlier steps).
-__device__ void prefetch(const Params& p, const Instruction& ins) {
+// its split (positions before the new one: written by earlier steps). Returns the bytes asked for.
+__device__ uint32_t prefetch(const Params& p, const Instruction& ins) {
   const Op op = Op(ins.op);
-  if (op == Op::kLmHead) {
-    prefetch_rows(p.lm_head, ins.a * kTileRows, kTileRows);
-    return;
-  }
+  if (op == Op::kLmHead) return prefetch_rows(p.lm_head, ins.a * kTileRows, kTileRows);
   const DeviceLayer& L = p.layers[ins.layer];
   switch (op) {
-    case Op::kQkv: prefetch_rows(L.qkv, ins.a * kTileRows, kTileRows); break;
-    case Op::kO: prefetch_rows(L.o, ins.a * kTileRows, kTileRows); break;
-    case Op::kDown: prefetch_rows(L.down, ins.a * kTileRows, kTileRows); break;
+    case Op::kQkv: return prefetch_rows(L.qkv, ins.a * kTileRows, kTileRows);
+    case Op::kO: return prefetch_rows(L.o, ins.a * kTileRows, kTileRows);
+    case Op::kDown: return prefetch_rows(L.down, ins.a * kTileRows, kTileRows);
     case Op::kGateUp:
-      prefetch_rows(L.gate_up, ins.a * kTileRows, kTileRows);
-      prefetch_rows(L.gate_up, p.shape.intermediate + ins.a * kTileRows, kTileRows);
-      break;
+      return prefetch_rows(L.gate_up, ins.a * kTileRows, kTileRows) +
+             prefetch_rows(L.gate_up, p.shape.intermediate + ins.a * kTileRows, kTileRows);
     case Op::kAttention: {
       const SplitRange sr = split_range(p, L, ins.a, ins.c);
       const int32_t* table = p.block_tables + int64_t(p.row_seq[ins.a]) * p.max_blocks_per_seq;
       const int elem = L.kv_element == int(backend::KvElement::kBF16) ? 2 : 1;
       const uint32_t block_bytes = uint32_t(p.block_size) * p.shape.head_dim * elem;
+      uint32_t bytes = 0;
       for (int b = sr.s0 / p.block_size; b * p.block_size < min(sr.s1, sr.pos); ++b) {
         const int64_t at = kv_cache_index(table[b], ins.b, p.shape.kv_heads, 0, p.block_size, p.shape.head_dim, 0) *
                            elem;
         prefetch_l2(static_cast<const unsigned char*>(L.k_cache) + at, block_bytes);
         prefetch_l2(static_cast<const unsigned char*>(L.v_cache) + at, block_bytes);
+        bytes += 2 * block_bytes;
       }
-      break;
+      return bytes;
     }
-    default: break;
+    default: return 0;
   }
 }
 
@@ -709,11 +718,22 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   };
   int staged = -1;  // (layer, op) whose input xs holds: a run of one phase stages it once
 
+  // Thread 0's prefetch window: instructions [qi, prefetched) asked for, `ahead` bytes of them,
+  // each one's bytes in a ring (at most kPrefetchRing instructions ahead).
+  constexpr int kPrefetchRing = 32;
+  __shared__ uint32_t ring[kPrefetchRing];
   int prefetched = q0;
+  uint32_t ahead = 0;
   for (int qi = q0; qi < q1; ++qi) {
-    if (threadIdx.x == 0)
-      for (; prefetched < q1 && prefetched <= qi + kLookahead; ++prefetched)
-        prefetch(p, p.instructions[p.queue[prefetched]]);
+    if (threadIdx.x == 0) {
+      if (qi > q0) ahead -= ring[(qi - 1) % kPrefetchRing];  // the instruction before is done with its bytes
+      for (; prefetched < q1 && (prefetched <= qi || (ahead < kPrefetchBytes && prefetched - qi < kPrefetchRing));
+           ++prefetched) {
+        const uint32_t b = prefetch(p, p.instructions[p.queue[prefetched]]);
+        ring[prefetched % kPrefetchRing] = b;
+        ahead += b;
+      }
+    }
     const Instruction ins = p.instructions[p.queue[qi]];
     const Op op = Op(ins.op);
     const int kind = int(op);

@@ -1,0 +1,45 @@
+# Issue 41, the persistent kernel's second device run: its GPU tests, the copy bandwidth, bench
+# latency (Llama-3.1-8B dummy, 1,024 in / 128 out) layered against persistent — FP8 and BF16,
+# batch 1 and 8 — with the previous persistent build (fp8lm_v2: no byte-based prefetch window,
+# epilogue operands loaded after the products) at FP8 batch 1, then the kernel's own timers
+# (--profile, 32 out) at batch 1.
+set -u
+R=${OUT:-/tmp/out}; mkdir -p $R /tmp/f; tar xJf gpu-persistent.tar.xz -C /tmp/f
+lt=$(ldconfig -p | awk '/libcublasLt.so/ {print $NF; exit}')
+export LD_LIBRARY_PATH=/tmp/f:$(dirname "${lt:-/usr/lib}"):${LD_LIBRARY_PATH:-}
+for d in /work/main; do [[ -e $d ]] || { mkdir -p /work && ln -s "$PWD" $d; }; done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/device.txt
+for t in test_cuda_persistent_schedule test_cuda_persistent; do
+  timeout 240 /tmp/f/$t > $R/tests_$t.log 2>&1
+  echo "$t exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]|persistent vs|greedy|batched' $R/tests_$t.log | tr '\n' ' ')" | tee -a $R/tests.txt
+done
+python3 - <<'PY' | tee $R/copy.txt
+import torch, statistics
+n = 4 << 30
+a = torch.empty(n, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
+for _ in range(3): b.copy_(a)
+ts = []
+for _ in range(20):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e) / 1e3)
+print(f"copy {2 * n / statistics.median(ts) / 1e12:.3f} TB/s (read + write, median of 20)")
+PY
+bw=$(awk '{print $2"T"}' $R/copy.txt)
+lat() {  # lat BIN KERNEL QUANT BATCH NAME [extra]
+  local q=(); [[ $3 == fp8 ]] && q=(--quantization fp8)
+  timeout 300 /tmp/f/$1 bench latency bench/configs/llama-3.1-8b --device cuda --load-format dummy "${q[@]}" \
+    --decode-kernel $2 --batch-size $4 --input-len 1024 --output-len ${OUTLEN:-128} --iters 3 --roofline-bandwidth $bw \
+    --json $R/$5.json "${@:6}" > $R/$5.log 2>&1
+  echo "$5 exit $?: $(grep -E 'TPOT median|decode weight GB/s' $R/$5.log | tr -s ' ' | tr '\n' ' ')"
+}
+{
+for q in fp8 bf16; do for b in 1 8; do
+  lat fp8lm layered $q $b lat_layered_${q}_b$b; lat fp8lm persistent $q $b lat_persistent_${q}_b$b
+done; done
+lat fp8lm_v2 persistent fp8 1 lat_persistent_v2_fp8_b1
+} | tee $R/latency.txt
+for q in fp8 bf16; do
+  OUTLEN=32 lat fp8lm persistent $q 1 prof_persistent_${q}_b1 --profile > /dev/null
+  echo "== $q b1 persistent profile"; sed -n '/op profile, decode/,/of the roofline/p' $R/prof_persistent_${q}_b1.log
+done | tee $R/profile.txt
+(cd $R && tar czf runs.tgz lat_*.json lat_*.log prof_*.log prof_*.json tests_*.log && rm -f lat_*.json lat_*.log prof_*.log prof_*.json tests_*.log)
