@@ -1,5 +1,6 @@
-// The GPU model tests' shared measure (test_cuda_model.cpp, test_cuda_moe.cpp): a model's
-// logits over a prompt and fed decode tokens, and the distances between two such traces.
+// What the GPU model tests share (test_cuda_model.cpp, test_cuda_moe.cpp, test_cuda_persistent.cpp):
+// the shipped model and its prompt, a model's logits over a prompt and fed decode tokens, and the
+// distances between two such traces.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,12 +8,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <vector>
 
 #include "engine/runtime.h"
 
 namespace fp8lm::test {
+
+// The shipped model's folder, and the prompt the GPU model tests run on it.
+inline std::filesystem::path shipped_dir() {
+  return std::filesystem::path(FP8LM_SOURCE_DIR) / "models/fp8lm-gutenberg-22m";
+}
+inline std::vector<int32_t> prompt_tokens(const engine::Runtime& rt) {
+  const std::vector<uint32_t> ids = rt.tokenizer().encode(
+      "It was a bright cold day in April, and the clocks were striking thirteen. The hall smelt of boiled cabbage "
+      "and old rag mats. At one end of it a coloured poster, too large for indoor display, had been tacked to the "
+      "wall.");
+  return {ids.begin(), ids.end()};
+}
 
 // Logits of `prompt` (every position), then of `decode_steps` greedy decode steps
 // (the CPU's choice of token fed to both, so both see the same sequence).

@@ -48,8 +48,6 @@
 namespace fp8lm::test {
 namespace {
 
-std::filesystem::path shipped_dir() { return std::filesystem::path(FP8LM_SOURCE_DIR) / "models/fp8lm-gutenberg-22m"; }
-
 std::unique_ptr<engine::Runtime> load(backend::Device device, const std::string& quant, const std::string& kv) {
   io::LoadOverrides o;
   if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
@@ -59,14 +57,6 @@ std::unique_ptr<engine::Runtime> load(backend::Device device, const std::string&
   opt.threads = 4;
   opt.kv_cache_tokens = 4096;
   return engine::Runtime::load(shipped_dir(), o, opt);
-}
-
-std::vector<int32_t> prompt_tokens(const engine::Runtime& rt) {
-  const std::vector<uint32_t> ids = rt.tokenizer().encode(
-      "It was a bright cold day in April, and the clocks were striking thirteen. The hall smelt of boiled cabbage "
-      "and old rag mats. At one end of it a coloured poster, too large for indoor display, had been tacked to the "
-      "wall.");
-  return {ids.begin(), ids.end()};
 }
 
 struct Reference {

@@ -31,8 +31,6 @@
 namespace fp8lm::test {
 namespace {
 
-std::filesystem::path shipped_dir() { return std::filesystem::path(FP8LM_SOURCE_DIR) / "models/fp8lm-gutenberg-22m"; }
-
 std::unique_ptr<engine::Runtime> load(const std::string& quant, const std::string& kv, backend::DecodeKernel kernel) {
   io::LoadOverrides o;
   if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
@@ -42,14 +40,6 @@ std::unique_ptr<engine::Runtime> load(const std::string& quant, const std::strin
   opt.kv_cache_tokens = 4096;
   opt.decode_kernel = kernel;
   return engine::Runtime::load(shipped_dir(), o, opt);
-}
-
-std::vector<int32_t> prompt_tokens(const engine::Runtime& rt) {
-  const std::vector<uint32_t> ids = rt.tokenizer().encode(
-      "It was a bright cold day in April, and the clocks were striking thirteen. The hall smelt of boiled cabbage "
-      "and old rag mats. At one end of it a coloured poster, too large for indoor display, had been tacked to the "
-      "wall.");
-  return {ids.begin(), ids.end()};
 }
 
 // The decode steps' rows of a trace (the prompt's rows come from the prefill, the same path).

@@ -7,17 +7,7 @@ R=${OUT:-/tmp/out}; mkdir -p $R /tmp/f; tar xJf gpu-final.tar.xz -C /tmp/f
 lt=$(ldconfig -p | awk '/libcublasLt.so/ {print $NF; exit}')
 export LD_LIBRARY_PATH=/tmp/f:$(dirname "$lt"):${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/device.txt
-python3 - <<'PY' | tee $R/copy.txt
-import torch, statistics
-n = 4 << 30
-a = torch.empty(n, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
-for _ in range(3): b.copy_(a)
-ts = []
-for _ in range(20):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e) / 1e3)
-print(f"copy {2 * n / statistics.median(ts) / 1e12:.3f} TB/s (read + write, median of 20)")
-PY
+python3 docs/results/issue41/copy_bandwidth.py | tee $R/copy.txt
 for q in fp8 bf16; do
   f=(); [[ $q == fp8 ]] && f=(--quantization fp8)
   /tmp/f/fp8lm bench latency bench/configs/llama-3.1-8b --device cuda --load-format dummy "${f[@]}" --batch-size 1 \
