@@ -1,10 +1,12 @@
 // `fp8lm generate --model M --prompt TEXT`: one completion, streamed to stdout
 // as it is generated; what was loaded and how fast it ran go to stderr, so
 // the output pipes cleanly. `--json` prints one JSON object instead (text,
-// token ids, finish reason, timings) for scripts and tests.
+// token ids, finish reason, timings) for scripts and tests. `--speculative-config JSON` drafts
+// tokens with the n-gram drafter and verifies them k + 1 at a time (engine/speculative.h).
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@ struct GenerateFlags {
   CLI::Option* prompt_option = nullptr;
   bool json = false;
   bool no_special = false;
+  std::string speculative_config;  // vLLM's --speculative-config JSON; empty: none
 };
 
 void print_speed(const engine::GenerationResult& r) {
@@ -34,11 +37,23 @@ void print_speed(const engine::GenerationResult& r) {
   if (generated > 1)
     std::fprintf(stderr, ", decode %.1f tok/s", double(generated - 1) / r.decode_seconds);
   std::fprintf(stderr, "; finish: %s\n", r.finish_reason.c_str());
+  const engine::SpeculativeStats& sp = r.speculative;
+  if (sp.steps > 0) {
+    std::fprintf(stderr, "fp8lm: speculative: %lld verify steps, %lld of %lld drafted tokens accepted (%.1f %%), "
+                 "mean accepted length %.2f; acceptance by draft position:",
+                 static_cast<long long>(sp.steps), static_cast<long long>(sp.accepted),
+                 static_cast<long long>(sp.drafted), 100.0 * sp.acceptance_rate(), sp.mean_accepted_length());
+    for (size_t i = 0; i < sp.reached.size(); ++i)
+      std::fprintf(stderr, " %.2f", sp.reached[i] > 0 ? double(sp.accepted_at[i]) / double(sp.reached[i]) : 0.0);
+    std::fprintf(stderr, "\n");
+  }
 }
 
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const GenerateFlags& gf) {
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);  // bad flags fail before the model loads
+  std::optional<engine::SpeculativeConfig> spec;
+  if (!gf.speculative_config.empty()) spec = engine::parse_speculative_config(gf.speculative_config);
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = 1;  // one sequence: the KV cache and the step profile are for it alone
   std::string prompt = gf.prompt;
@@ -51,7 +66,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
   engine::GenerationResult r;
   if (gf.json) {
-    r = engine::generate(*rt, prompt_ids, params);
+    r = engine::generate(*rt, prompt_ids, params, {}, spec ? &*spec : nullptr);
     nlohmann::json out = {{"text", r.text},
                           {"prompt_ids", prompt_ids},
                           {"token_ids", r.tokens},
@@ -60,12 +75,21 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
                           {"completion_tokens", r.tokens.size()},
                           {"prefill_seconds", r.prefill_seconds},
                           {"decode_seconds", r.decode_seconds}};
+    if (spec)
+      out["speculative"] = {{"verify_steps", r.speculative.steps},
+                            {"drafted_tokens", r.speculative.drafted},
+                            {"accepted_tokens", r.speculative.accepted},
+                            {"acceptance_rate", r.speculative.acceptance_rate()},
+                            {"mean_accepted_length", r.speculative.mean_accepted_length()}};
     std::printf("%s\n", out.dump().c_str());
   } else {
-    r = engine::generate(*rt, prompt_ids, params, [](std::string_view piece) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    });
+    r = engine::generate(
+        *rt, prompt_ids, params,
+        [](std::string_view piece) {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+        },
+        spec ? &*spec : nullptr);
     std::printf("\n");
   }
   print_speed(r);
@@ -83,6 +107,9 @@ void add_generate_command(CLI::App& app) {
   gf->prompt_option = cmd->add_option("--prompt,-p", gf->prompt, "The prompt (read from stdin when not given)");
   cmd->add_flag("--json", gf->json, "Print one JSON object (text, token ids, timings) instead of streaming");
   cmd->add_flag("--no-special", gf->no_special, "Do not add the tokenizer's special tokens (BOS) to the prompt");
+  cmd->add_option("--speculative-config", gf->speculative_config,
+                  "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
+                  "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b} (greedy sampling)");
   cmd->callback([mf, rf, sf, gf] { run(*mf, *rf, *sf, *gf); });
 }
 

@@ -2,6 +2,7 @@
 add_library(fp8lm_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/sampler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stop_checker.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/speculative.cpp
   ${CMAKE_CURRENT_LIST_DIR}/block_allocator.cpp)
 target_include_directories(fp8lm_engine PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 # fp8lm_backend: the row math of sampling (backend/sampling.h), shared with the backends' sample_rows.

@@ -44,8 +44,15 @@ class SequenceBlocks {
 }  // namespace
 
 GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const SamplingParams& params,
-                          const std::function<void(std::string_view)>& on_text) {
+                          const std::function<void(std::string_view)>& on_text, const SpeculativeConfig* speculative) {
   params.validate();
+  if (speculative != nullptr && !params.greedy())
+    throw Error("--speculative-config with temperature " + std::to_string(params.temperature) +
+                ": speculative decoding runs greedy sampling only so far (rejection sampling is not implemented)");
+  if (speculative != nullptr &&
+      (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f))
+    throw Error("--speculative-config with repetition, presence or frequency penalties: not implemented (the "
+                "verify step would need each position's penalties)");
   const int64_t context = rt.max_model_len();  // the model's context, or less (--max-model-len)
   if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
   if (int64_t(prompt.size()) >= context) {
@@ -72,10 +79,39 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   SequenceBlocks blocks(rt.blocks(), rt.block_size());
   std::vector<int32_t> sampled;
   std::vector<int32_t> step(prompt.begin(), prompt.end());
+  std::vector<int32_t> history(prompt.begin(), prompt.end());  // the drafter's view: prompt and output
   int64_t position = 0;
   const auto start = std::chrono::steady_clock::now();
   auto decode_start = start;
   while (true) {
+    if (speculative != nullptr && !output.tokens().empty()) {
+      // A verify step: the last token and the drafted ones, each position's greedy token back.
+      std::vector<int32_t> draft = ngram_draft(history, *speculative);
+      const int64_t room = std::min<int64_t>(context - position - 1, max_new - int64_t(output.tokens().size()) - 1);
+      if (int64_t(draft.size()) > room) draft.resize(size_t(std::max<int64_t>(room, 0)));
+      if (!draft.empty()) {
+        step.insert(step.end(), draft.begin(), draft.end());
+        blocks.reserve(position + int64_t(step.size()));
+        const model::SequenceInput in{step, position, blocks.table(), true};
+        rt.model().forward_greedy({&in, 1}, sampled);
+        const int accepted = accepted_prefix(draft, sampled);
+        r.speculative.add(int(draft.size()), accepted);
+        position += accepted + 1;
+        bool finished = false;
+        for (int i = 0; i <= accepted && !finished; ++i) {
+          const int32_t token = sampled.at(size_t(i));
+          sampler.accept(token);
+          history.push_back(token);
+          const SequenceOutput::Step s = output.push(token);
+          emit(s.text);
+          emit(s.tail);
+          if (s.finished) r.finish_reason = s.finish_reason, finished = true;
+        }
+        if (finished) break;
+        step.assign(1, sampled.at(size_t(accepted)));
+        continue;
+      }
+    }
     blocks.reserve(position + int64_t(step.size()));
     const model::SequenceInput in{step, position, blocks.table(), false};
     // Sampled where the logits are (the engine's path: the same row math and draw, so a
@@ -86,6 +122,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
     position += int64_t(step.size());
     const int32_t token = sampled.at(0);
     sampler.accept(token);
+    history.push_back(token);
     if (output.tokens().empty()) {
       r.prefill_seconds = seconds_since(start);
       decode_start = std::chrono::steady_clock::now();

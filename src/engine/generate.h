@@ -12,6 +12,7 @@
 
 #include "engine/runtime.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 
 namespace fp8lm::engine {
 
@@ -22,13 +23,22 @@ struct GenerationResult {
   int64_t prompt_tokens = 0;
   double prefill_seconds = 0.0;  // the prompt's forward pass and the first token
   double decode_seconds = 0.0;   // every later token
+  SpeculativeStats speculative;  // drafted and accepted tokens, where speculation ran
 };
 
 // Generates for `prompt` with `params` (max_tokens is capped by the context).
 // `on_text` receives each piece of final text. Throws fp8lm::Error when the
 // prompt is empty or does not leave room for one token in the context, or
 // when the KV cache cannot hold the sequence.
+//
+// With `speculative`, each decode step feeds the last token and the n-gram drafter's tokens
+// (speculative.h) as one step of k + 1 positions and keeps the model's own greedy tokens: the
+// drafted tokens it confirms, then its token after them. The K/V the step wrote for rejected
+// positions is overwritten by the next step, which starts right after the kept ones. Greedy
+// sampling only, without penalties (fp8lm::Error otherwise: rejection sampling is issue 42's
+// next part).
 GenerationResult generate(Runtime& runtime, std::span<const int32_t> prompt, const SamplingParams& params,
-                          const std::function<void(std::string_view)>& on_text = {});
+                          const std::function<void(std::string_view)>& on_text = {},
+                          const SpeculativeConfig* speculative = nullptr);
 
 }  // namespace fp8lm::engine

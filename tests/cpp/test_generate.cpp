@@ -13,6 +13,9 @@
 namespace fp8lm::test {
 namespace {
 
+using engine::SpeculativeConfig;
+using engine::SpeculativeStats;
+
 std::filesystem::path shipped_dir() {
   return std::filesystem::path(FP8LM_SOURCE_DIR) / model_manifest()["shipped"]["dir"].get<std::string>();
 }
@@ -66,6 +69,47 @@ void check_greedy(const char* kv, bool exact, int tp = 1) {
 }
 
 TEST(GenerateShipped, GreedyEqualsTransformersFloat32Kv) { check_greedy("fp32", true); }
+
+// Speculative decoding (issue 42) is lossless: with the n-gram drafter at k = 2, 4 and 6 the
+// greedy tokens are transformers' (float32 KV cache: exact, as without speculation), the verify
+// steps accept some drafts on these prompts, and the sequence's blocks all come back. Prints the
+// acceptance (the mean accepted length at each k).
+TEST(GenerateShipped, SpeculativeNgramGreedyEqualsTransformers) {
+  auto rt = load_shipped("fp32");
+  for (const int k : {2, 4, 6}) {
+    SpeculativeConfig spec;
+    spec.num_speculative_tokens = k, spec.prompt_lookup_min = 1, spec.prompt_lookup_max = 3;
+    SpeculativeStats all;
+    for (const nlohmann::json& p : model_manifest()["shipped"]["prompts"]) {
+      SCOPED_TRACE(p["text"].get<std::string>() + " k=" + std::to_string(k));
+      const std::vector<int32_t> want = ids_of(p["greedy"]);
+      const engine::GenerationResult r =
+          engine::generate(*rt, ids_of(p["ids"]), greedy(int32_t(want.size())), {}, &spec);
+      EXPECT_EQ(r.tokens, want);
+      EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total()) << "generation must return its blocks";
+      all.steps += r.speculative.steps, all.drafted += r.speculative.drafted, all.accepted += r.speculative.accepted;
+    }
+    std::printf("[ ngram k=%d ] %lld verify steps, %lld of %lld drafted accepted, mean accepted length %.2f\n", k,
+                static_cast<long long>(all.steps), static_cast<long long>(all.accepted),
+                static_cast<long long>(all.drafted), all.mean_accepted_length());
+    EXPECT_GT(all.steps, 0);
+    EXPECT_GT(all.accepted, 0);
+  }
+}
+
+// What speculation does not run yet is refused by name, not run without it.
+TEST(GenerateShipped, SpeculativeRefusesSamplingAndPenalties) {
+  auto rt = load_shipped("bf16");
+  SpeculativeConfig spec;
+  spec.num_speculative_tokens = 2;
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  engine::SamplingParams sampled = greedy(4);
+  sampled.temperature = 0.8f;
+  EXPECT_THROW(engine::generate(*rt, prompt, sampled, {}, &spec), Error);
+  engine::SamplingParams penalized = greedy(4);
+  penalized.repetition_penalty = 1.2f;
+  EXPECT_THROW(engine::generate(*rt, prompt, penalized, {}, &spec), Error);
+}
 TEST(GenerateShipped, GreedyWithBf16KvDivergesOnlyAtNearTies) { check_greedy("bf16", false); }
 TEST(GenerateShipped, TwoRanksGreedyEqualsTransformersFloat32Kv) { check_greedy("fp32", true, 2); }
 

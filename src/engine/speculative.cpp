@@ -1,0 +1,103 @@
+#include "engine/speculative.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "common/error.h"
+
+namespace fp8lm::engine {
+namespace {
+
+[[noreturn]] void refuse(const std::string& why) { throw Error("--speculative-config: " + why); }
+
+int int_field(const nlohmann::json& j, const char* key, int lo, int hi) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) refuse(std::string("\"") + key + "\" must be an integer, got " + v.dump());
+  const int64_t n = v.get<int64_t>();
+  if (n < lo || n > hi)
+    refuse(std::string("\"") + key + "\" " + std::to_string(n) + " is outside " + std::to_string(lo) + " … " +
+           std::to_string(hi));
+  return int(n);
+}
+
+}  // namespace
+
+SpeculativeConfig parse_speculative_config(std::string_view text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    refuse(std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) refuse("expected a JSON object, got " + j.dump());
+  // What vLLM's SpeculativeConfig takes that fp8lm does not run yet is refused by name, never
+  // ignored: a draft model, EAGLE / EAGLE-3 heads, MTP, and the knobs that go with them.
+  static const char* const kKnown[] = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"};
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown)) continue;
+    if (key == "model")
+      refuse("\"model\": draft models are not implemented yet (issue 42); \"method\": \"ngram\" is");
+    refuse("\"" + key + "\" is not a key fp8lm implements (it takes method, num_speculative_tokens, "
+           "prompt_lookup_min, prompt_lookup_max)");
+  }
+  if (!j.contains("method")) refuse("\"method\" is missing (\"ngram\" is what fp8lm implements)");
+  if (!j["method"].is_string()) refuse("\"method\" must be a string, got " + j["method"].dump());
+  const std::string method = j["method"].get<std::string>();
+  if (method != "ngram" && method != "[ngram]")
+    refuse("method \"" + method + "\" is not implemented (\"ngram\" is; draft models and eagle3 are issue 42's next parts)");
+  SpeculativeConfig c;
+  if (!j.contains("num_speculative_tokens")) refuse("\"num_speculative_tokens\" is missing");
+  c.num_speculative_tokens = int_field(j, "num_speculative_tokens", 1, kMaxSpeculativeTokens);
+  // vLLM's defaults: neither given, both 5; one given, the other the same.
+  const std::optional<int> lo =
+      j.contains("prompt_lookup_min") ? std::optional<int>(int_field(j, "prompt_lookup_min", 1, 1024)) : std::nullopt;
+  const std::optional<int> hi =
+      j.contains("prompt_lookup_max") ? std::optional<int>(int_field(j, "prompt_lookup_max", 1, 1024)) : std::nullopt;
+  c.prompt_lookup_min = lo.value_or(hi.value_or(5));
+  c.prompt_lookup_max = hi.value_or(lo.value_or(5));
+  if (c.prompt_lookup_min > c.prompt_lookup_max)
+    refuse("prompt_lookup_min " + std::to_string(c.prompt_lookup_min) + " is above prompt_lookup_max " +
+           std::to_string(c.prompt_lookup_max));
+  return c;
+}
+
+std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const SpeculativeConfig& config) {
+  const auto len = int64_t(tokens.size());
+  const int k = config.num_speculative_tokens;
+  for (int64_t n = std::min<int64_t>(config.prompt_lookup_max, len - 1); n >= config.prompt_lookup_min; --n) {
+    const std::span<const int32_t> suffix = tokens.subspan(size_t(len - n));
+    // The latest earlier occurrence: the one whose continuation is the most recent text.
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
+      const int64_t from = start + n, to = std::min(len, from + k);
+      return {tokens.begin() + from, tokens.begin() + to};
+    }
+  }
+  return {};
+}
+
+int accepted_prefix(std::span<const int32_t> draft, std::span<const int32_t> verified) {
+  if (verified.size() != draft.size() + 1)
+    throw Error("speculative decoding: " + std::to_string(verified.size()) + " verified tokens for a draft of " +
+                std::to_string(draft.size()));
+  int a = 0;
+  while (size_t(a) < draft.size() && draft[size_t(a)] == verified[size_t(a)]) ++a;
+  return a;
+}
+
+void SpeculativeStats::add(int drafted_now, int accepted_now) {
+  ++steps;
+  drafted += drafted_now;
+  accepted += accepted_now;
+  if (reached.size() < size_t(drafted_now)) {
+    reached.resize(size_t(drafted_now), 0);
+    accepted_at.resize(size_t(drafted_now), 0);
+  }
+  for (int i = 0; i < drafted_now && i <= accepted_now; ++i) {
+    ++reached[size_t(i)];
+    if (i < accepted_now) ++accepted_at[size_t(i)];
+  }
+}
+
+}  // namespace fp8lm::engine
