@@ -109,7 +109,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--no-special", gf->no_special, "Do not add the tokenizer's special tokens (BOS) to the prompt");
   cmd->add_option("--speculative-config", gf->speculative_config,
                   "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
-                  "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b} (greedy sampling)");
+                  "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b} (lossless: greedy tokens unchanged, sampled ones "
+                  "distributed as without it; penalties refused)");
   cmd->callback([mf, rf, sf, gf] { run(*mf, *rf, *sf, *gf); });
 }
 

@@ -46,9 +46,6 @@ class SequenceBlocks {
 GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const SamplingParams& params,
                           const std::function<void(std::string_view)>& on_text, const SpeculativeConfig* speculative) {
   params.validate();
-  if (speculative != nullptr && !params.greedy())
-    throw Error("--speculative-config with temperature " + std::to_string(params.temperature) +
-                ": speculative decoding runs greedy sampling only so far (rejection sampling is not implemented)");
   if (speculative != nullptr &&
       (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f))
     throw Error("--speculative-config with repetition, presence or frequency penalties: not implemented (the "
@@ -78,6 +75,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
 
   SequenceBlocks blocks(rt.blocks(), rt.block_size());
   std::vector<int32_t> sampled;
+  std::vector<float> logits;  // a sampled verify step's rows
   std::vector<int32_t> step(prompt.begin(), prompt.end());
   std::vector<int32_t> history(prompt.begin(), prompt.end());  // the drafter's view: prompt and output
   int64_t position = 0;
@@ -93,22 +91,48 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
         step.insert(step.end(), draft.begin(), draft.end());
         blocks.reserve(position + int64_t(step.size()));
         const model::SequenceInput in{step, position, blocks.table(), true};
-        rt.model().forward_greedy({&in, 1}, sampled);
-        const int accepted = accepted_prefix(draft, sampled);
+        // The step's tokens: greedy, the model's argmax at each position while it confirms the
+        // draft; sampled, speculative sampling of each drafted token, then (all kept) a draw at
+        // the last position. Either way the tokens are distributed as without speculation.
+        std::vector<int32_t> kept;
+        int accepted = 0;
+        if (params.greedy()) {
+          rt.model().forward_greedy({&in, 1}, sampled);
+          accepted = accepted_prefix(draft, sampled);
+          kept.assign(sampled.begin(), sampled.begin() + accepted + 1);
+        } else {
+          rt.model().forward({&in, 1}, logits);
+          const auto vocab = size_t(rt.model().vocab_size());
+          std::vector<float> row(vocab);
+          Sampler lookahead = sampler;  // the draws of the tokens this step keeps
+          for (size_t i = 0; i <= draft.size(); ++i) {
+            std::copy_n(logits.begin() + int64_t(i * vocab), vocab, row.begin());
+            if (i == draft.size()) {
+              kept.push_back(lookahead.sample(row));
+              break;
+            }
+            const std::vector<float> p = lookahead.probabilities(row);
+            const DraftVerdict v =
+                verify_drafted_token(p, draft[i], lookahead.row_sampling().uniform, lookahead.second_uniform());
+            kept.push_back(v.token);
+            lookahead.accept(v.token);
+            if (!v.accepted) break;
+            ++accepted;
+          }
+        }
         r.speculative.add(int(draft.size()), accepted);
         position += accepted + 1;
         bool finished = false;
-        for (int i = 0; i <= accepted && !finished; ++i) {
-          const int32_t token = sampled.at(size_t(i));
-          sampler.accept(token);
-          history.push_back(token);
-          const SequenceOutput::Step s = output.push(token);
+        for (size_t i = 0; i < kept.size() && !finished; ++i) {
+          sampler.accept(kept[i]);
+          history.push_back(kept[i]);
+          const SequenceOutput::Step s = output.push(kept[i]);
           emit(s.text);
           emit(s.tail);
           if (s.finished) r.finish_reason = s.finish_reason, finished = true;
         }
         if (finished) break;
-        step.assign(1, sampled.at(size_t(accepted)));
+        step.assign(1, kept.back());
         continue;
       }
     }

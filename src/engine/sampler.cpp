@@ -132,6 +132,11 @@ backend::RowSampling Sampler::row_sampling() const {
   return row;
 }
 
+double Sampler::second_uniform() const {
+  // Another SplitMix64 stream: the seed moved by the golden-ratio increment's odd multiple.
+  return backend::sampling_uniform(seed_ ^ 0xD1B54A32D192ED03ull, static_cast<uint64_t>(num_generated_));
+}
+
 void Sampler::process(std::span<float> logits) { row_.process(logits, row_sampling()); }
 
 std::vector<float> Sampler::probabilities(std::span<float> logits) {

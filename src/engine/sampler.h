@@ -101,6 +101,10 @@ class Sampler {
   // and the uniform of draw num_generated().
   backend::RowSampling row_sampling() const;
 
+  // A second uniform for draw num_generated(), independent of row_sampling()'s (another stream
+  // of the same seed): speculative sampling's resample after a rejected draft (speculative.h).
+  double second_uniform() const;
+
   const SamplingParams& params() const { return params_; }
   int32_t num_generated() const { return num_generated_; }
 

@@ -77,6 +77,29 @@ std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const Speculat
   return {};
 }
 
+DraftVerdict verify_drafted_token(std::span<const float> p, int32_t draft, double u_accept, double u_resample) {
+  if (draft < 0 || size_t(draft) >= p.size())
+    throw Error("speculative decoding: drafted token " + std::to_string(draft) + " is outside the vocabulary of " +
+                std::to_string(p.size()));
+  const double keep = p[size_t(draft)];
+  if (u_accept < keep) return {true, draft};
+  // The residual, in id order: the inverse CDF of p without the draft (in double, over its mass).
+  double mass = 0.0;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (int32_t(i) != draft) mass += double(p[i]);
+  if (!(mass > 0.0)) return {true, draft};
+  const double target = u_resample * mass;
+  double cdf = 0.0;
+  int32_t last = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (int32_t(i) == draft || p[i] <= 0.0f) continue;
+    cdf += double(p[i]);
+    last = int32_t(i);
+    if (target < cdf) return {false, last};
+  }
+  return {false, last};  // u at the top of the CDF, within rounding: the last token in play
+}
+
 int accepted_prefix(std::span<const int32_t> draft, std::span<const int32_t> verified) {
   if (verified.size() != draft.size() + 1)
     throw Error("speculative decoding: " + std::to_string(verified.size()) + " verified tokens for a draft of " +

@@ -2,9 +2,10 @@
 // them all in one step of k + 1 positions, and the tokens it would have produced itself are kept.
 //
 // This part: vLLM's --speculative-config JSON, and the n-gram drafter ("prompt lookup": the
-// tokens that followed the last earlier occurrence of the sequence's latest n-gram). Greedy
-// verification runs in engine::generate (generate.h); rejection sampling, draft models and
-// EAGLE-3 heads are refused by name until they exist.
+// tokens that followed the last earlier occurrence of the sequence's latest n-gram), and the
+// verification of its drafts that engine::generate runs (generate.h): greedy, or speculative
+// sampling (verify_drafted_token). Draft models and EAGLE-3 heads are refused by name until they
+// exist.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,19 @@ SpeculativeConfig parse_speculative_config(std::string_view json);
 // and at the latest such earlier occurrence, the up to k tokens that followed it. Empty when no
 // n-gram recurs. O(len · n) a call.
 std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const SpeculativeConfig& config);
+
+// Speculative sampling of one drafted token (Leviathan et al. 2023; Chen et al. 2023) when the
+// drafter is deterministic (its distribution q is one-hot on `draft`, as the n-gram drafter's):
+// with the target's distribution `p` at that position (the sampler's, after every filter), the
+// draft is kept when u_accept < p[draft] (min(1, p/q) = p[draft]), else the token is drawn at
+// u_resample from the residual max(0, p − q) normalized: p without the draft. Either way the
+// token is distributed as p. `p` sums to 1 (zeros where removed); a residual of no mass (p[draft]
+// = 1 up to rounding) keeps the draft.
+struct DraftVerdict {
+  bool accepted = false;
+  int32_t token = 0;
+};
+DraftVerdict verify_drafted_token(std::span<const float> p, int32_t draft, double u_accept, double u_resample);
 
 // How many of `draft` the model's own greedy tokens confirm: `verified` holds the model's token
 // after each position of [last, draft...] (draft.size() + 1 of them); draft[i] is accepted while

@@ -97,15 +97,26 @@ TEST(GenerateShipped, SpeculativeNgramGreedyEqualsTransformers) {
   }
 }
 
-// What speculation does not run yet is refused by name, not run without it.
-TEST(GenerateShipped, SpeculativeRefusesSamplingAndPenalties) {
+// Sampled generation with speculation: a seeded request gives the same tokens every time,
+// drafts are kept at some steps, and the blocks come back (the distribution itself:
+// test_speculative.cpp's chi-square). Penalties are refused by name, not run without speculation.
+TEST(GenerateShipped, SpeculativeSamplingIsSeededAndPenaltiesAreRefused) {
   auto rt = load_shipped("bf16");
   SpeculativeConfig spec;
-  spec.num_speculative_tokens = 2;
-  const std::vector<int32_t> prompt = {1, 2, 3};
-  engine::SamplingParams sampled = greedy(4);
-  sampled.temperature = 0.8f;
-  EXPECT_THROW(engine::generate(*rt, prompt, sampled, {}, &spec), Error);
+  spec.num_speculative_tokens = 4, spec.prompt_lookup_min = 1, spec.prompt_lookup_max = 3;
+  const std::vector<int32_t> prompt = ids_of(model_manifest()["shipped"]["prompts"][0]["ids"]);
+  engine::SamplingParams sampled = greedy(64);
+  sampled.temperature = 0.7f;
+  sampled.top_p = 0.95f;
+  sampled.seed = 1234;
+  const engine::GenerationResult a = engine::generate(*rt, prompt, sampled, {}, &spec);
+  const engine::GenerationResult b = engine::generate(*rt, prompt, sampled, {}, &spec);
+  EXPECT_EQ(a.tokens.size(), 64u);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_GT(a.speculative.steps, 0);
+  std::printf("[ ngram k=4, temperature 0.7 ] %lld of %lld drafted tokens kept\n",
+              static_cast<long long>(a.speculative.accepted), static_cast<long long>(a.speculative.drafted));
+  EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
   engine::SamplingParams penalized = greedy(4);
   penalized.repetition_penalty = 1.2f;
   EXPECT_THROW(engine::generate(*rt, prompt, penalized, {}, &spec), Error);

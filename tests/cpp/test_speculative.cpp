@@ -1,11 +1,17 @@
 // Speculative decoding's pieces (src/engine/speculative.h): vLLM's --speculative-config JSON and
-// what fp8lm refuses of it by name, the n-gram drafter, the accepted prefix, the counts.
+// what fp8lm refuses of it by name, the n-gram drafter, the accepted prefix, the counts, and that
+// speculative sampling keeps the target's distribution.
 // Greedy generation with speculation against transformers' tokens: test_generate.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "backend/sampling.h"
 #include "common/error.h"
 #include "engine/speculative.h"
 
@@ -90,6 +96,68 @@ TEST(Verify, AcceptedPrefixAndCounts) {
   EXPECT_EQ(s.accepted_at, (std::vector<int64_t>{1, 1, 0}));
   EXPECT_DOUBLE_EQ(s.acceptance_rate(), 2.0 / 6.0);
   EXPECT_DOUBLE_EQ(s.mean_accepted_length(), 2.0);  // (2 + 1) and (0 + 1) tokens a step
+}
+
+// Speculative sampling keeps the target's distribution: for a row of random logits under
+// temperature 0.8 / top-p 0.9 / top-k 40 (backend::RowSampler's distribution p), 20,000 seeded
+// verifications of one drafted token — the likeliest token, one of middling probability, and one
+// the filters removed (p = 0: always replaced) — give tokens whose counts fit p by Pearson's
+// chi-square (bins of expected count ≥ 5, the rest pooled). The critical value is the chi-square
+// quantile at 1 − 0.001 (Wilson–Hilferty), so a correct sampler fails a case with probability
+// 0.001 (0.003 for the three); the seeds are fixed, so the test gives the same verdict every run.
+// A sampler that kept the draft with probability 1, or resampled from p itself, misses by
+// hundreds of chi-square units.
+TEST(Verify, SpeculativeSamplingKeepsTheTargetDistribution) {
+  std::mt19937 gen(42);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(200);
+  for (float& v : logits) v = normal(gen);
+  backend::RowSampling row;
+  row.temperature = 0.8f, row.top_p = 0.9f, row.top_k = 40;
+  backend::RowSampler sampler;
+  std::vector<float> scratch = logits;
+  const std::vector<float> p = sampler.probabilities(scratch, row);
+  std::vector<int32_t> by_p(p.size());
+  for (size_t i = 0; i < p.size(); ++i) by_p[i] = int32_t(i);
+  std::sort(by_p.begin(), by_p.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
+  const int32_t removed = by_p.back();
+  ASSERT_EQ(p[size_t(removed)], 0.0f);
+  constexpr int kTrials = 20000;
+  for (const int32_t draft : {by_p[0], by_p[5], removed}) {
+    std::vector<int64_t> counts(p.size(), 0);
+    int64_t kept = 0;
+    for (int i = 0; i < kTrials; ++i) {
+      const DraftVerdict v = verify_drafted_token(p, draft, backend::sampling_uniform(7, 2 * uint64_t(i)),
+                                                  backend::sampling_uniform(7, 2 * uint64_t(i) + 1));
+      ++counts[size_t(v.token)];
+      kept += v.accepted ? 1 : 0;
+      ASSERT_EQ(v.accepted, v.token == draft);
+    }
+    double chi2 = 0.0, pooled_expected = 0.0, pooled_observed = 0.0;
+    int bins = 0;
+    for (size_t t = 0; t < p.size(); ++t) {
+      const double expected = double(p[t]) * kTrials;
+      if (expected >= 5.0) {
+        chi2 += (double(counts[t]) - expected) * (double(counts[t]) - expected) / expected;
+        ++bins;
+      } else {
+        pooled_expected += expected;
+        pooled_observed += double(counts[t]);
+        if (p[t] == 0.0f) {
+          EXPECT_EQ(counts[t], 0) << "token " << t << " has p = 0";
+        }
+      }
+    }
+    if (pooled_expected >= 5.0) {
+      chi2 += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
+      ++bins;
+    }
+    const double df = bins - 1, z = 3.090;  // the normal quantile at 1 − 0.001
+    const double critical = df * std::pow(1.0 - 2.0 / (9.0 * df) + z * std::sqrt(2.0 / (9.0 * df)), 3.0);
+    std::printf("[ draft p = %.4f ] kept %lld of %d; chi-square %.1f over %d bins, critical %.1f\n",
+                double(p[size_t(draft)]), static_cast<long long>(kept), kTrials, chi2, bins, critical);
+    EXPECT_LT(chi2, critical);
+  }
 }
 
 }  // namespace
