@@ -178,6 +178,9 @@ CUDA_FOLDERS = {
     "src/backend/cuda/quant/quant_kernels.h": ["backend/cuda/common/check.h"],
     "src/backend/cuda/gemv/fp8_gemv.h": ["backend/cuda/quant/quant_kernels.h", "backend/cuda/common/check.h"],
     "src/backend/cuda/attention/paged_attention.h": ["backend/cuda/common/check.h"],
+    # The persistent kernel runs the families' device code: it sits above them, below CudaOps.
+    "src/backend/cuda/persistent/decode_program.h": ["backend/cuda/gemv/fp8_gemv.h",
+                                                      "backend/cuda/attention/paged_attention.h"],
     "src/backend/cuda/comm/nccl_group.h": ["backend/cuda/cuda_ops.h"],
 }
 
@@ -185,7 +188,8 @@ CUDA_FOLDERS = {
 def test_cuda_folders_in_order_pass(tmp_path):
     r = check(tree(tmp_path, {**CLEAN, **CUDA_FOLDERS, "src/backend/cuda/cuda_ops.cpp":
                               ["backend/cuda/cuda_ops.h", "backend/cuda/cuda_ops_impl.h",
-                               "backend/cuda/gemv/fp8_gemv.h", "backend/cuda/attention/paged_attention.h"]}))
+                               "backend/cuda/gemv/fp8_gemv.h", "backend/cuda/attention/paged_attention.h",
+                               "backend/cuda/persistent/decode_program.h"]}))
     assert r.returncode == 0, r.stdout
 
 
@@ -193,13 +197,17 @@ def test_cuda_family_including_a_peer_or_cuda_ops_fails(tmp_path):
     r = check(tree(tmp_path, {**CLEAN, **CUDA_FOLDERS,
                               "src/backend/cuda/gemv/fp8_gemv.cu": ["backend/cuda/attention/paged_attention.h"],
                               "src/backend/cuda/quant/quant_kernels.cu": ["backend/cuda/cuda_ops.h"],
+                              "src/backend/cuda/gemv/bf16_gemv.cu": ["backend/cuda/persistent/decode_program.h"],
                               "src/backend/cuda/misc/x.h": []}))
     assert r.returncode == 1
     assert ("error: src/backend/cuda/gemv/fp8_gemv.cu:1: backend/cuda/gemv (sub-rank 2) includes "
             "src/backend/cuda/attention/paged_attention.h (backend/cuda/attention (sub-rank 2)): "
             "peers never include each other") in r.stdout
     assert ("error: src/backend/cuda/quant/quant_kernels.cu:1: backend/cuda/quant (sub-rank 1) includes "
-            "src/backend/cuda/cuda_ops.h (backend/cuda (sub-rank 3)): upward include") in r.stdout
+            "src/backend/cuda/cuda_ops.h (backend/cuda (sub-rank 4)): upward include") in r.stdout
+    assert ("error: src/backend/cuda/gemv/bf16_gemv.cu:1: backend/cuda/gemv (sub-rank 2) includes "
+            "src/backend/cuda/persistent/decode_program.h (backend/cuda/persistent (sub-rank 3)): upward include") \
+        in r.stdout
     assert ("error: src/backend/cuda/misc/x.h: is in no sub-folder of SUBLAYERS['backend/cuda']") in r.stdout
 
 
