@@ -37,6 +37,9 @@ def greedy_args(prompt, tokens):
             "--temperature", "0")
 
 
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3}'
+
+
 def chat(run, *args, input):
     return run("chat", str(MODEL), "--threads", "2", *args, input=input)
 
@@ -334,3 +337,41 @@ def test_unimplemented_config_value_is_refused_by_name(run, tmp_path, field, val
     r = run("generate", str(model), "--threads", "2", "--prompt", "Once", "--max-tokens", "2")
     err = assert_clean_error(r)
     assert field in err and str(value) in err, err
+
+
+# ---- generate --speculative-config (issue 42): lossless, counted, refused by name ------------
+
+
+@pytest.mark.parametrize("index", range(len(PROMPTS)), ids=lambda i: f"p{i}-{PROMPTS[i]['kind']}")
+def test_speculative_greedy_matches_transformers_exactly(run, index):
+    # With a float32 KV cache generate gives transformers' tokens; speculation must not change one.
+    p = PROMPTS[index]
+    n = SHIPPED["new_tokens"]
+    got = generate_json(run, *greedy_args(p["text"], n), "--speculative-config", NGRAM)
+    assert got["token_ids"] == p["greedy"][:n]
+    spec = got["speculative"]
+    assert spec["drafted_tokens"] >= spec["accepted_tokens"] >= 0
+    assert spec["mean_accepted_length"] >= 1.0
+
+
+def test_speculative_stops_where_generation_without_it_stops(run):
+    # A stop token met inside a verify step's kept tokens ends the output there, as without it.
+    p = PROMPTS[0]
+    plain = generate_json(run, *greedy_args(p["text"], 48))
+    stop = plain["token_ids"][30]
+    args = (*greedy_args(p["text"], 48), "--stop-token-id", str(stop))
+    without = generate_json(run, *args)
+    with_spec = generate_json(run, *args, "--speculative-config", NGRAM)
+    assert with_spec["token_ids"] == without["token_ids"]
+    assert with_spec["finish_reason"] == without["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("config, words", [
+    ('{"method": "eagle3", "num_speculative_tokens": 3}', 'method "eagle3" is not implemented'),
+    ('{"model": "draft", "method": "ngram", "num_speculative_tokens": 3}', '"model": draft models'),
+    ('{"method": "ngram", "num_speculative_tokens": 3, "typo": 1}', '"typo" is not a key'),
+    ('{"method": "ngram"', "not valid JSON"),
+])
+def test_speculative_config_refused_by_name(run, config, words):
+    r = generate(run, "--prompt", "Hi", "--max-tokens", "2", "--speculative-config", config)
+    assert words in assert_clean_error(r)
