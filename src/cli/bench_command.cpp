@@ -36,6 +36,7 @@
 #include "cli/run_flags.h"
 #include "common/error.h"
 #include "engine/runtime.h"
+#include "engine/speculative.h"
 #include "io/atomic_file.h"
 #include "io/model_spec.h"
 
@@ -227,10 +228,13 @@ LatencyProfile run_profiled_iteration(engine::Runtime& rt, const std::vector<std
   ops.set_op_profiling(true);
   IterationResult r;
   try {
-    r = run_iteration(rt, prompts, lf.output_len, lf.max_batched_tokens, [&] {
-      p.prefill.ops = ops.op_profile();
-      ops.clear_op_profile();
-    });
+    r = run_iteration(
+        rt, prompts, lf.output_len, lf.max_batched_tokens,
+        [&] {
+          p.prefill.ops = ops.op_profile();
+          ops.clear_op_profile();
+        },
+        lf.verify_tokens);
   } catch (...) {
     ops.set_op_profiling(false);
     throw;
@@ -249,6 +253,9 @@ LatencyProfile run_profiled_iteration(engine::Runtime& rt, const std::vector<std
 void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& lf) {
   check_positive("--batch-size", lf.batch_size);
   check_latency_flags(lf.input_len, lf);
+  if (lf.verify_tokens < 1 || lf.verify_tokens > engine::kMaxSpeculativeTokens + 1)
+    throw Error("--verify-tokens: " + std::to_string(lf.verify_tokens) + " is outside 1 … " +
+                std::to_string(engine::kMaxSpeculativeTokens + 1));
   const double copy_ceiling =
       lf.roofline_bandwidth.empty() ? kCeilingBytesPerS : parse_bandwidth(lf.roofline_bandwidth, "--roofline-bandwidth");
   engine::RuntimeOptions options = rf.options();
@@ -256,7 +263,9 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
 
   // The context check needs only config.json; it runs before the KV cache is sized.
   const int64_t context = max_model_len_for(rf, io::read_model_spec(mf.model, overrides).config.max_position_embeddings);
-  prepare_latency_options(options, context, lf.batch_size, lf.input_len, lf.output_len, lf.max_batched_tokens);
+  // A verify step's extra positions (--verify-tokens) need room in the context and the cache.
+  prepare_latency_options(options, context, lf.batch_size, lf.input_len, lf.output_len + lf.verify_tokens - 1,
+                          lf.max_batched_tokens);
 
   const std::string load_before = load_average();
   const Memory before_load = read_memory();
@@ -383,6 +392,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
         {"batch_size", lf.batch_size},
         {"input_len", lf.input_len},
         {"output_len", lf.output_len},
+        {"verify_tokens", lf.verify_tokens},
         {"warmup", lf.warmup},
         {"iters", lf.iters},
         {"block_size", rt->block_size()},
@@ -467,6 +477,9 @@ void add_bench_command(CLI::App& app) {
   auto lf = std::make_shared<LatencyFlags>();
   cmd->add_option("--batch-size", lf->batch_size, "Sequences run together (default 1)");
   add_latency_flags(cmd, lf->input_len, *lf);
+  cmd->add_option("--verify-tokens", lf->verify_tokens,
+                  "Tokens each sequence feeds a decode step (default 1): k + 1 times a speculative verify step of k "
+                  "drafted tokens, every position's logits computed (issue 42); TPOT is then the verify step's time");
   add_json_file_flag(cmd, lf->json);
   cmd->add_option("--roofline-bandwidth", lf->roofline_bandwidth,
                   "Memory bandwidth the decode shares and roofline are of, in bytes/s: the card's measured copy "

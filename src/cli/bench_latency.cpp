@@ -37,10 +37,10 @@ double median(std::vector<double> v) {
 
 IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
                               int64_t output_len, int64_t max_batched_tokens,
-                              const std::function<void()>& after_prefill) {
+                              const std::function<void()>& after_prefill, int64_t verify_tokens) {
   const auto batch = int64_t(prompts.size());
   const auto input_len = int64_t(prompts[0].size());
-  const int64_t blocks_each = engine::blocks_for_tokens(input_len + output_len, rt.block_size());
+  const int64_t blocks_each = engine::blocks_for_tokens(input_len + output_len + verify_tokens - 1, rt.block_size());
 
   struct Tables {
     engine::BlockAllocator& alloc;
@@ -83,11 +83,22 @@ IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector
   if (after_prefill) after_prefill();
 
   r.steps.reserve(size_t(std::max<int64_t>(0, output_len - 1)));
+  std::vector<std::vector<int32_t>> fed(static_cast<size_t>(batch), std::vector<int32_t>(size_t(verify_tokens)));
+  std::vector<int32_t> verified;
   for (int64_t s = 1; s < output_len; ++s) {
     const auto s0 = Clock::now();
-    for (int64_t b = 0; b < batch; ++b)
-      inputs[size_t(b)] = {{&next[size_t(b)], 1}, input_len + s - 1, tables.t[size_t(b)], false};
-    rt.model().forward_greedy(inputs, next);
+    if (verify_tokens == 1) {
+      for (int64_t b = 0; b < batch; ++b)
+        inputs[size_t(b)] = {{&next[size_t(b)], 1}, input_len + s - 1, tables.t[size_t(b)], false};
+      rt.model().forward_greedy(inputs, next);
+    } else {
+      for (int64_t b = 0; b < batch; ++b) {
+        std::fill(fed[size_t(b)].begin(), fed[size_t(b)].end(), next[size_t(b)]);
+        inputs[size_t(b)] = {fed[size_t(b)], input_len + s - 1, tables.t[size_t(b)], true};
+      }
+      rt.model().forward_greedy(inputs, verified);
+      for (int64_t b = 0; b < batch; ++b) next[size_t(b)] = verified[size_t(b * verify_tokens)];
+    }
     r.steps.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
   }
   r.total = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -106,12 +117,12 @@ LatencySummary measure_latency(engine::Runtime& rt, const std::vector<std::vecto
                                const std::function<void(int64_t, int64_t, double)>& progress) {
   const int64_t runs = run.warmup + run.iters;
   for (int64_t i = 0; i < run.warmup; ++i) {
-    run_iteration(rt, prompts, run.output_len, run.max_batched_tokens);
+    run_iteration(rt, prompts, run.output_len, run.max_batched_tokens, {}, run.verify_tokens);
     if (progress) progress(i + 1, runs, -1.0);
   }
   LatencySummary s;
   for (int64_t i = 0; i < run.iters; ++i) {
-    s.iterations.push_back(run_iteration(rt, prompts, run.output_len, run.max_batched_tokens));
+    s.iterations.push_back(run_iteration(rt, prompts, run.output_len, run.max_batched_tokens, {}, run.verify_tokens));
     if (progress) progress(run.warmup + i + 1, runs, s.iterations.back().total);
   }
   auto med = [&](double IterationResult::*field) {

@@ -33,9 +33,13 @@ struct IterationResult {
 // rows (whole prompts, at least one per call). `after_prefill` (the profile's)
 // runs between the two, untimed. Throws fp8lm::Error when the KV cache cannot
 // hold the batch.
+// `verify_tokens` > 1: every decode step feeds each sequence that many tokens (the last one and
+// verify_tokens − 1 more, as a speculative verify step of k = verify_tokens − 1 drafted tokens
+// that all fail, issue 42) with every position's logits; the next step starts one position on
+// and overwrites the rest. The cache holds verify_tokens − 1 positions more a sequence.
 IterationResult run_iteration(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
                               int64_t output_len, int64_t max_batched_tokens,
-                              const std::function<void()>& after_prefill = {});
+                              const std::function<void()>& after_prefill = {}, int64_t verify_tokens = 1);
 
 // Medians over the timed iterations, and the iterations themselves.
 struct LatencySummary {
@@ -51,6 +55,7 @@ struct LatencyRun {
   int64_t max_batched_tokens = 16384;
   int64_t warmup = 1;
   int64_t iters = 3;
+  int64_t verify_tokens = 1;  // tokens a sequence feeds a decode step (bench latency --verify-tokens)
 };
 
 // The lengths (add_length_flags), --warmup, --iters and --max-num-batched-tokens into `run`;

@@ -141,3 +141,24 @@ def test_profile_without_decode_and_json_without_profile(run, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["profile"] is None
     assert "op profile" not in r.stdout
+
+
+def test_verify_tokens_feed_each_sequence_k_plus_one_tokens_a_step(run, tmp_path):
+    # Issue 42's verify-step cost: each decode step feeds every sequence --verify-tokens tokens,
+    # whose extra positions the cache sized for the benchmark holds (16 + 2 + 15 positions: three
+    # blocks of 16 a sequence instead of two); out of range is refused by name.
+    docs = {}
+    for v in ("1", "16"):
+        out = tmp_path / f"v{v}.json"
+        r = run("bench", "latency", str(MODEL), "--threads", "2", "--batch-size", "2", "--input-len", "16",
+                "--output-len", "2", "--warmup", "0", "--iters", "1", "--verify-tokens", v, "--json", str(out))
+        assert r.returncode == 0, r.stderr
+        docs[v] = json.loads(out.read_text())
+    assert docs["1"]["config"]["verify_tokens"] == 1 and docs["16"]["config"]["verify_tokens"] == 16
+    assert docs["1"]["config"]["kv_cache_tokens"] == 2 * 32
+    assert docs["16"]["config"]["kv_cache_tokens"] == 2 * 48
+    assert docs["16"]["per_iteration"]["tpot_median_s"][0] > 0
+    for bad in ("0", "18"):
+        r = run("bench", "latency", str(MODEL), "--verify-tokens", bad, "--output-len", "2")
+        assert r.returncode != 0
+        assert f"--verify-tokens: {bad} is outside 1 … 17" in r.stderr
