@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,11 +24,13 @@ namespace {
 
 struct ChatFlags {
   std::string system;
+  std::string speculative_config;  // --speculative-config; empty: none
 };
 
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const ChatFlags& cf) {
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);
+  const std::optional<engine::SpeculativeConfig> spec = speculative_config(cf.speculative_config, params);
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = 1;  // one conversation: the KV cache and the step profile are for it alone
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
@@ -60,10 +63,13 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
     const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, /*add_special_tokens=*/false);
     const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
     try {
-      const engine::GenerationResult r = engine::generate(*rt, prompt_ids, params, [](std::string_view piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-      });
+      const engine::GenerationResult r = engine::generate(
+          *rt, prompt_ids, params,
+          [](std::string_view piece) {
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+          },
+          spec ? &*spec : nullptr);
       std::printf("\n");
       std::fflush(stdout);
       messages.push_back({{"role", "assistant"}, {"content", r.text}});
@@ -85,6 +91,7 @@ void add_chat_command(CLI::App& app) {
   auto sf = add_sampling_flags(cmd);
   auto cf = std::make_shared<ChatFlags>();
   cmd->add_option("--system", cf->system, "A system message to start the conversation with");
+  add_speculative_config_flag(cmd, cf->speculative_config);
   cmd->callback([mf, rf, sf, cf] { run(*mf, *rf, *sf, *cf); });
 }
 

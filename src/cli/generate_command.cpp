@@ -52,8 +52,7 @@ void print_speed(const engine::GenerationResult& r) {
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const GenerateFlags& gf) {
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);  // bad flags fail before the model loads
-  std::optional<engine::SpeculativeConfig> spec;
-  if (!gf.speculative_config.empty()) spec = engine::parse_speculative_config(gf.speculative_config);
+  const std::optional<engine::SpeculativeConfig> spec = speculative_config(gf.speculative_config, params);
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = 1;  // one sequence: the KV cache and the step profile are for it alone
   std::string prompt = gf.prompt;
@@ -107,10 +106,7 @@ void add_generate_command(CLI::App& app) {
   gf->prompt_option = cmd->add_option("--prompt,-p", gf->prompt, "The prompt (read from stdin when not given)");
   cmd->add_flag("--json", gf->json, "Print one JSON object (text, token ids, timings) instead of streaming");
   cmd->add_flag("--no-special", gf->no_special, "Do not add the tokenizer's special tokens (BOS) to the prompt");
-  cmd->add_option("--speculative-config", gf->speculative_config,
-                  "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
-                  "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b} (lossless: greedy tokens unchanged, sampled ones "
-                  "distributed as without it; penalties refused)");
+  add_speculative_config_flag(cmd, gf->speculative_config);
   cmd->callback([mf, rf, sf, gf] { run(*mf, *rf, *sf, *gf); });
 }
 

@@ -240,4 +240,19 @@ void print_load_summary(const engine::Runtime& rt, const RunFlags& flags) {
   }
 }
 
+void add_speculative_config_flag(CLI::App* cmd, std::string& json) {
+  cmd->add_option("--speculative-config", json,
+                  "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
+                  "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b} (lossless: greedy tokens unchanged, sampled "
+                  "ones distributed as without it; penalties refused)");
+}
+
+std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json,
+                                                            const engine::SamplingParams& params) {
+  if (json.empty()) return std::nullopt;
+  engine::SpeculativeConfig c = engine::parse_speculative_config(json);
+  engine::check_speculative_params(params);
+  return c;
+}
+
 }  // namespace fp8lm::cli

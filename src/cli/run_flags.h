@@ -12,6 +12,7 @@
 #include "engine/runtime.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "io/generation_config.h"
 
 namespace fp8lm::cli {
@@ -57,6 +58,13 @@ void add_scheduler_flags(CLI::App* cmd, SchedulerFlags& flags, const std::string
 // Ki/Mi/Gi/Ti powers of 1024, a trailing "B" is allowed. Throws fp8lm::Error
 // naming `flag` for anything else, zero or a value beyond 2^64.
 uint64_t parse_byte_size(const std::string& text, const std::string& flag);
+
+// --speculative-config JSON (vLLM's; engine/speculative.h) on the commands that speculate.
+void add_speculative_config_flag(CLI::App* cmd, std::string& json);
+// The parsed config, or none for an empty flag; throws fp8lm::Error naming what is wrong, also
+// where `params` cannot be speculated for (engine::check_speculative_params).
+std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json,
+                                                            const engine::SamplingParams& params);
 
 struct SamplingFlags {
   engine::SamplingParams base;

@@ -46,10 +46,7 @@ class SequenceBlocks {
 GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const SamplingParams& params,
                           const std::function<void(std::string_view)>& on_text, const SpeculativeConfig* speculative) {
   params.validate();
-  if (speculative != nullptr &&
-      (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f))
-    throw Error("--speculative-config with repetition, presence or frequency penalties: not implemented (the "
-                "verify step would need each position's penalties)");
+  if (speculative != nullptr) check_speculative_params(params);
   const int64_t context = rt.max_model_len();  // the model's context, or less (--max-model-len)
   if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
   if (int64_t(prompt.size()) >= context) {

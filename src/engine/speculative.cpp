@@ -62,6 +62,12 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   return c;
 }
 
+void check_speculative_params(const SamplingParams& params) {
+  if (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f)
+    throw Error("--speculative-config with repetition, presence or frequency penalties: not implemented (the "
+                "verify step would need each position's penalties)");
+}
+
 std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const SpeculativeConfig& config) {
   const auto len = int64_t(tokens.size());
   const int k = config.num_speculative_tokens;

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/sampler.h"
+
 namespace fp8lm::engine {
 
 struct SpeculativeConfig {
@@ -31,6 +33,10 @@ inline constexpr int kMaxSpeculativeTokens = 16;
 // alone sets both). Throws fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not
 // know, a method it does not implement (a draft model, "eagle3", …), a value out of range.
 SpeculativeConfig parse_speculative_config(std::string_view json);
+
+// Throws fp8lm::Error where generation cannot speculate for `params` (penalties: each position's
+// would depend on the drafts before it); front-ends call it before loading a model.
+void check_speculative_params(const SamplingParams& params);
 
 // The n-gram drafter: for the sequence's tokens (prompt and output so far), the longest n in
 // [prompt_lookup_min, prompt_lookup_max] whose last n tokens occurred earlier in the sequence,

@@ -375,3 +375,15 @@ def test_speculative_stops_where_generation_without_it_stops(run):
 def test_speculative_config_refused_by_name(run, config, words):
     r = generate(run, "--prompt", "Hi", "--max-tokens", "2", "--speculative-config", config)
     assert words in assert_clean_error(r)
+
+
+def test_chat_with_speculation_replies_as_without(run):
+    # Two greedy turns: speculation changes no token of either reply.
+    args = ("--kv-cache-dtype", "fp32", "--ignore-eos", "--max-tokens", "24", "--temperature", "0")
+    turns = "Tell me about the river.\nAnd then?\n/exit\n"
+    plain = chat(run, *args, input=turns)
+    spec = chat(run, *args, "--speculative-config", NGRAM, input=turns)
+    assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
+    assert spec.stdout == plain.stdout
+    refused = chat(run, "--repetition-penalty", "1.2", "--speculative-config", NGRAM, input="Hi\n")
+    assert "penalties: not implemented" in assert_clean_error(refused)
