@@ -1,7 +1,9 @@
 // The persistent decode kernel (src/backend/cuda/persistent/decode_program.h) against the layered
 // decode it replaces, on the shipped model: the logits of 12 decode steps after a prompt, for
 // BF16 and FP8 (per-channel × per-token, dynamic), with a BF16 and an FP8 KV cache; 64 greedy
-// tokens; and a batched decode step against each sequence alone.
+// tokens; and a batched decode step against each sequence alone. Then the same logits on tiny
+// Qwen2, Qwen3, Mistral and LLM Compressor checkpoints (their bias, q/k norm, sliding window,
+// static scales).
 //
 // Tolerance. Both paths run the same operations with the same roundings (decode_program.h,
 // "Numerics"), but sum in other orders: the GEMV's K split and attention's context split differ
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
+#include "cpp/model_fixtures.h"
 #include "cuda/model_trace.h"
 #include "engine/generate.h"
 #include "engine/runtime.h"
@@ -131,6 +134,67 @@ TEST(CudaPersistentGenerate, GreedyTokensEqualTheLayeredPath) {
     }
   }
 }
+
+// The architectures' own paths on transformers-made tiny checkpoints (tests/fixtures/models,
+// head_dim 32): Qwen2's q/k/v bias, Qwen3's q/k norm, Mistral's sliding window (8 positions: the
+// 12 steps after a longer prompt cross it), and LLM Compressor's static-scale FP8 Qwen3 with its
+// FP8 KV cache. The same measure and bounds as above, E from each model's own online FP8.
+struct FixtureCase {
+  const char* dir;
+  const char* quant;  // "" = as stored
+  const char* kv;
+  double share;
+};
+
+class CudaPersistentFixtures : public ::testing::TestWithParam<FixtureCase> {};
+
+std::unique_ptr<engine::Runtime> load_fixture(const std::string& dir, const std::string& quant, const std::string& kv,
+                                              backend::DecodeKernel kernel) {
+  io::LoadOverrides o;
+  if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
+  if (!kv.empty()) o.kv_cache_dtype = io::parse_kv_cache_dtype(kv);
+  engine::RuntimeOptions opt;
+  opt.device = backend::Device::kCuda;
+  opt.kv_cache_tokens = 1024;
+  opt.decode_kernel = kernel;
+  return engine::Runtime::load(model_fixture_dir(dir), o, opt);
+}
+
+TEST_P(CudaPersistentFixtures, DecodeLogitsMatchTheLayeredPath) {
+  REQUIRE_HOPPER();
+  const FixtureCase c = GetParam();
+  const std::string base = std::string(c.dir) == "llmc_fp8_static_kv_qwen3" ? "qwen3" : c.dir;
+  const std::vector<int32_t> prompt = {1, 17, 42, 9, 200, 31, 77, 5, 63, 120, 8, 19, 250, 3};
+  std::vector<int32_t> fed;
+  for (int i = 0; i < 12; ++i) fed.push_back(int32_t((37 * i + 11) % 256));
+  auto bf16 = load_fixture(base, "", "bf16", backend::DecodeKernel::kLayered);
+  auto fp8 = load_fixture(base, "fp8", "bf16", backend::DecodeKernel::kLayered);
+  const double effect = mean_abs_diff(decode_rows(run(*bf16, prompt, fed), fed.size()),
+                                      decode_rows(run(*fp8, prompt, fed), fed.size()));
+  ASSERT_GT(effect, 0.0);
+  auto layered = load_fixture(c.dir, c.quant, c.kv, backend::DecodeKernel::kLayered);
+  auto persistent = load_fixture(c.dir, c.quant, c.kv, backend::DecodeKernel::kPersistent);
+  for (const std::string& note : persistent->notes()) EXPECT_EQ(note.find("op by op"), std::string::npos) << note;
+  const Trace want = decode_rows(run(*layered, prompt, fed), fed.size());
+  const Trace got = decode_rows(run(*persistent, prompt, fed), fed.size());
+  const double mean = mean_abs_diff(want, got), worst = max_abs_diff(want, got);
+  std::printf("[ %s %s / kv %s ] persistent vs layered: mean|Δ| %.5f (%.3f of E %.5f), max|Δ| %.4f\n", c.dir,
+              *c.quant ? c.quant : "as stored", c.kv, mean, mean / effect, effect, worst);
+  EXPECT_LE(mean, c.share * effect);
+  expect_same_top1_and_finite(want, got, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, CudaPersistentFixtures,
+                         ::testing::Values(FixtureCase{"qwen2", "", "bf16", 0.25}, FixtureCase{"qwen2", "fp8", "bf16", 1.5},
+                                           FixtureCase{"qwen3", "", "bf16", 0.25}, FixtureCase{"qwen3", "fp8", "fp8", 1.5},
+                                           FixtureCase{"mistral", "", "bf16", 0.25},
+                                           FixtureCase{"mistral", "fp8", "bf16", 1.5},
+                                           FixtureCase{"llmc_fp8_static_kv_qwen3", "", "", 1.5}),
+                         [](const auto& param_info) {
+                           return std::string(param_info.param.dir) + "_" +
+                                  (*param_info.param.quant ? param_info.param.quant : "stored") + "_kv_" +
+                                  (*param_info.param.kv ? param_info.param.kv : "stored");
+                         });
 
 // A decode step of three sequences (each in its own blocks, different contexts) gives each the
 // logits it gets alone through the same kernel: every GEMV tile computes its rows apart, and only

@@ -861,11 +861,12 @@ void launch(const Params& p, int ctas, size_t smem, cudaStream_t stream) {
   if (p.rows < 1 || p.rows > kMaxRows) throw Error("persistent decode: " + std::to_string(p.rows) + " rows");
   const bool profile = p.profile != nullptr;
   switch (p.shape.head_dim) {
+    case 32: profile ? launch_with<32, true>(p, ctas, smem, stream) : launch_with<32, false>(p, ctas, smem, stream); break;
     case 64: profile ? launch_with<64, true>(p, ctas, smem, stream) : launch_with<64, false>(p, ctas, smem, stream); break;
     case 128:
       profile ? launch_with<128, true>(p, ctas, smem, stream) : launch_with<128, false>(p, ctas, smem, stream);
       break;
-    default: throw Error("persistent decode: head_dim " + std::to_string(p.shape.head_dim) + " is not 64 or 128");
+    default: throw Error("persistent decode: head_dim " + std::to_string(p.shape.head_dim) + " is not 32, 64 or 128");
   }
 }
 

@@ -11,7 +11,7 @@
 // What it runs (decode_program_supports says why not, naming the first thing it refuses):
 //   * linear layers in BF16, or FP8 E4M3 with a per-tensor or per-channel weight scale and a
 //     dynamic per-token or static per-tensor activation scale (W8A8); k a multiple of 64 bytes;
-//   * head_dim 64 or 128, full rotary, optional q/k norm (Qwen3), optional sliding window;
+//   * head_dim 32, 64 or 128, full rotary, optional q/k norm (Qwen3), optional sliding window;
 //   * a BF16 or FP8 (E4M3 / E5M2) KV cache;
 //   * 1 … kMaxRows rows (one decode token per sequence).
 // Everything else takes the layered path (the engine's choice per step, cuda_ops_persistent.cpp).

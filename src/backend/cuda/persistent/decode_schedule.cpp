@@ -72,7 +72,8 @@ std::string unsupported_shape(const ModelShape& s, int rows) {
   if (rows < 1 || rows > kMaxRows)
     return std::to_string(rows) + " rows (it runs 1 to " + std::to_string(kMaxRows) + ")";
   if (s.layers < 1 || s.layers > 65535) return std::to_string(s.layers) + " layers";
-  if (s.head_dim != 64 && s.head_dim != 128) return "head_dim " + std::to_string(s.head_dim) + " (it runs 64 and 128)";
+  if (s.head_dim != 32 && s.head_dim != 64 && s.head_dim != 128)
+    return "head_dim " + std::to_string(s.head_dim) + " (it runs 32, 64 and 128)";
   if (s.kv_heads < 1 || s.q_heads % s.kv_heads != 0 || s.q_heads / s.kv_heads > kMaxGroup)
     return std::to_string(s.q_heads) + " query heads over " + std::to_string(s.kv_heads) + " KV heads (groups of at most " +
            std::to_string(kMaxGroup) + ")";
