@@ -5,15 +5,23 @@
 #include <optional>
 
 #include "common/error.h"
+#include "io/json_file.h"
 
 namespace fp8lm::engine {
 namespace {
 
 [[noreturn]] void refuse(const std::string& why) { throw Error("--speculative-config: " + why); }
 
+// A value as the user wrote it, cut short for an error message.
+std::string shown(const nlohmann::json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
 int int_field(const nlohmann::json& j, const char* key, int lo, int hi) {
   const nlohmann::json& v = j.at(key);
-  if (!v.is_number_integer()) refuse(std::string("\"") + key + "\" must be an integer, got " + v.dump());
+  if (!v.is_number_integer()) refuse(std::string("\"") + key + "\" must be an integer, got " + shown(v));
   const int64_t n = v.get<int64_t>();
   if (n < lo || n > hi)
     refuse(std::string("\"") + key + "\" " + std::to_string(n) + " is outside " + std::to_string(lo) + " … " +
@@ -24,13 +32,9 @@ int int_field(const nlohmann::json& j, const char* key, int lo, int hi) {
 }  // namespace
 
 SpeculativeConfig parse_speculative_config(std::string_view text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    refuse(std::string("not valid JSON (") + e.what() + ")");
-  }
-  if (!j.is_object()) refuse("expected a JSON object, got " + j.dump());
+  // io::parse_json bounds the nesting (a deep value would overflow the stack in dump()).
+  const nlohmann::json j = io::parse_json(text, "--speculative-config");
+  if (!j.is_object()) refuse("expected a JSON object, got " + shown(j));
   // What vLLM's SpeculativeConfig takes that fp8lm does not run yet is refused by name, never
   // ignored: a draft model, EAGLE / EAGLE-3 heads, MTP, and the knobs that go with them.
   static const char* const kKnown[] = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"};
@@ -38,14 +42,14 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown)) continue;
     if (key == "model")
       refuse("\"model\": draft models are not implemented yet (issue 42); \"method\": \"ngram\" is");
-    refuse("\"" + key + "\" is not a key fp8lm implements (it takes method, num_speculative_tokens, "
+    refuse("\"" + (key.size() > 40 ? key.substr(0, 37) + "..." : key) + "\" is not a key fp8lm implements (it takes method, num_speculative_tokens, "
            "prompt_lookup_min, prompt_lookup_max)");
   }
   if (!j.contains("method")) refuse("\"method\" is missing (\"ngram\" is what fp8lm implements)");
-  if (!j["method"].is_string()) refuse("\"method\" must be a string, got " + j["method"].dump());
+  if (!j["method"].is_string()) refuse("\"method\" must be a string, got " + shown(j["method"]));
   const std::string method = j["method"].get<std::string>();
   if (method != "ngram" && method != "[ngram]")
-    refuse("method \"" + method + "\" is not implemented (\"ngram\" is; draft models and eagle3 are issue 42's next parts)");
+    refuse("method \"" + (method.size() > 40 ? method.substr(0, 37) + "..." : method) + "\" is not implemented (\"ngram\" is; draft models and eagle3 are issue 42's next parts)");
   SpeculativeConfig c;
   if (!j.contains("num_speculative_tokens")) refuse("\"num_speculative_tokens\" is missing");
   c.num_speculative_tokens = int_field(j, "num_speculative_tokens", 1, kMaxSpeculativeTokens);

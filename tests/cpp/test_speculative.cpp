@@ -45,6 +45,12 @@ TEST(SpeculativeConfig, ParsesVllmsNgramConfig) {
 
 TEST(SpeculativeConfig, RefusesWhatItDoesNotImplementByName) {
   expect_refused("{not json", "not valid JSON");
+  // Nesting beyond io::kMaxJsonDepth is refused while parsing, in bounded stack.
+  expect_refused(R"({"method": "ngram", "num_speculative_tokens": )" + std::string(100000, '[') +
+                     std::string(100000, ']') + "}",
+                 "nests arrays and objects");
+  expect_refused(R"({"method": "ngram", "num_speculative_tokens": ")" + std::string(5000, 'x') + "\"}",
+                 "must be an integer, got \"xxxxxxxx");
   expect_refused("[1, 2]", "expected a JSON object");
   expect_refused(R"({"num_speculative_tokens": 3})", "\"method\" is missing");
   expect_refused(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3})", "\"model\"");
