@@ -127,11 +127,11 @@ std::string CudaOps::prepare_decode_program(const backend::DecodeModel& model) {
     l.down = device_linear(*dl.down, "down_proj", why);
     l.window = int32_t(dl.sliding_window);
     for (const persistent::DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
-      p->row_bytes = std::max(p->row_bytes, int64_t(d->k) * (d->fp8 ? 1 : 2));
+      p->row_bytes = std::max(p->row_bytes, persistent::row_bytes(*d));
     p->layers.push_back(l);
   }
   p->lm_head = device_linear(*model.lm_head, "lm_head", why);
-  p->row_bytes = std::max(p->row_bytes, int64_t(p->lm_head.k) * (p->lm_head.fp8 ? 1 : 2));
+  p->row_bytes = std::max(p->row_bytes, persistent::row_bytes(p->lm_head));
   if (!why.empty()) return "decode steps op by op: the persistent decode kernel does not run " + why;
   p->final_norm = vector_of(model.final_norm, "final norm");
   p->embedding = model.embedding;
@@ -227,7 +227,6 @@ std::optional<backend::Tensor> CudaOps::decode_program(int64_t rows, backend::Kv
   a.rows = int32_t(rows);
   a.splits = shape.schedule.attention_splits;
   std::copy(std::begin(shape.schedule.phase_count), std::end(shape.schedule.phase_count), a.phase_count);
-  a.lm_head_tiles = shape.schedule.lm_head_tiles;
   const size_t profile_words = size_t(shape.schedule.ctas) * persistent::kProfileKinds * persistent::kProfileParts;
   if (m.profile_api) {
     if (p.profile.bytes() < profile_words * 8) p.profile = DeviceBuffer(m.allocator, profile_words * 8, m.stream);

@@ -94,7 +94,7 @@ __device__ __forceinline__ unsigned* phase_counter(const Params& p, int layer, i
 
 // Bytes per staged row: k elements, padded by 16 bytes so that the rows of one 64-byte step fall
 // in different banks.
-__device__ __forceinline__ int staged_stride(const DeviceLinear& l) { return l.k * (l.fp8 ? 1 : 2) + 16; }
+__device__ __forceinline__ int staged_stride(const DeviceLinear& l) { return int(row_bytes(l)) + 16; }
 
 // The row statistics a staging pass shares across the CTA.
 struct StageShared {
@@ -613,9 +613,8 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
 // ---- prefetch ---------------------------------------------------------------------------------
 
 __device__ __forceinline__ uint32_t prefetch_rows(const DeviceLinear& l, int row0, int rows) {
-  const int64_t row_bytes = int64_t(l.k) * (l.fp8 ? 1 : 2);
-  const auto* base = static_cast<const unsigned char*>(l.w) + row0 * row_bytes;
-  int64_t bytes = rows * row_bytes;
+  const auto* base = static_cast<const unsigned char*>(l.w) + row0 * row_bytes(l);
+  const int64_t bytes = rows * row_bytes(l);
   for (int64_t off = 0; off < bytes; off += (int64_t(1) << 20))
     prefetch_l2(base + off, uint32_t(min(bytes - off, int64_t(1) << 20)));
   return uint32_t(bytes);

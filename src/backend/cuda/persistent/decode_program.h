@@ -52,6 +52,9 @@ struct DeviceLinear {
   Fp8ScaleRule rule;  // dynamic activation scales
 };
 
+// Bytes of one weight row: what a tile streams a row, and what a staged input row holds.
+constexpr int64_t row_bytes(const DeviceLinear& l) { return int64_t(l.k) * (l.fp8 ? 1 : 2); }
+
 struct DeviceLayer {
   const float* input_norm = nullptr;
   const float* post_norm = nullptr;
@@ -129,7 +132,6 @@ struct Params {
   int32_t rows = 0;
   int32_t splits = 0;
   int32_t phase_count[kPhasesPerLayer] = {};
-  int32_t lm_head_tiles = 0;
   // Non-null: the kernel's own timers (a separate instantiation), [ctas][kProfileKinds]
   // [kProfileParts] nanoseconds and counts — see Profile below.
   unsigned long long* profile = nullptr;

@@ -85,8 +85,7 @@ std::string unsupported_shape(const ModelShape& s, int rows) {
 }
 
 std::string unsupported_linear(const DeviceLinear& l, const char* what) {
-  const int64_t row_bytes = int64_t(l.k) * (l.fp8 ? 1 : 2);
-  if (l.n % kTileRows != 0 || row_bytes % 64 != 0 || l.k % 8 != 0)
+  if (l.n % kTileRows != 0 || row_bytes(l) % 64 != 0 || l.k % 8 != 0)
     return std::string(what) + " of " + std::to_string(l.n) + " x " + std::to_string(l.k) +
            " (it runs n a multiple of 16 and rows of a multiple of 64 bytes)";
   return {};
