@@ -78,9 +78,20 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   int64_t position = 0;
   const auto start = std::chrono::steady_clock::now();
   auto decode_start = start;
+  // A generated token into the sampler (penalties, draw counter), the drafter's history and the
+  // output; true when it ends the sequence.
+  auto keep = [&](int32_t token) {
+    sampler.accept(token);
+    history.push_back(token);
+    const SequenceOutput::Step s = output.push(token);
+    emit(s.text);
+    emit(s.tail);
+    if (s.finished) r.finish_reason = s.finish_reason;
+    return s.finished;
+  };
   while (true) {
     if (speculative != nullptr && !output.tokens().empty()) {
-      // A verify step: the last token and the drafted ones, each position's greedy token back.
+      // A verify step: the last token and the drafted ones, each position's logits back.
       std::vector<int32_t> draft = ngram_draft(history, *speculative);
       const int64_t room = std::min<int64_t>(context - position - 1, max_new - int64_t(output.tokens().size()) - 1);
       if (int64_t(draft.size()) > room) draft.resize(size_t(std::max<int64_t>(room, 0)));
@@ -120,14 +131,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
         r.speculative.add(int(draft.size()), accepted);
         position += accepted + 1;
         bool finished = false;
-        for (size_t i = 0; i < kept.size() && !finished; ++i) {
-          sampler.accept(kept[i]);
-          history.push_back(kept[i]);
-          const SequenceOutput::Step s = output.push(kept[i]);
-          emit(s.text);
-          emit(s.tail);
-          if (s.finished) r.finish_reason = s.finish_reason, finished = true;
-        }
+        for (size_t i = 0; i < kept.size() && !finished; ++i) finished = keep(kept[i]);
         if (finished) break;
         step.assign(1, kept.back());
         continue;
@@ -142,19 +146,11 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
     rt.model().forward_sample({&in, 1}, {&row, 1}, sampled);
     position += int64_t(step.size());
     const int32_t token = sampled.at(0);
-    sampler.accept(token);
-    history.push_back(token);
     if (output.tokens().empty()) {
       r.prefill_seconds = seconds_since(start);
       decode_start = std::chrono::steady_clock::now();
     }
-    const SequenceOutput::Step s = output.push(token);
-    emit(s.text);
-    emit(s.tail);
-    if (s.finished) {
-      r.finish_reason = s.finish_reason;
-      break;
-    }
+    if (keep(token)) break;
     step.assign(1, token);
   }
   r.tokens = output.tokens();
