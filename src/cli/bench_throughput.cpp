@@ -48,16 +48,9 @@ struct ThroughputFlags {
   SchedulerFlags scheduler;
   int64_t max_num_batched_tokens = engine::SchedulerConfig{}.max_num_batched_tokens;
   int64_t prefix_len = 0;  // leading tokens every prompt shares
+  std::string speculative_config;  // vLLM's --speculative-config JSON; empty: none
   std::string json;
 };
-
-
-
-
-
-
-
-
 
 void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFlags& tf) {
   check_positive("--num-prompts", tf.num_prompts);
@@ -72,6 +65,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   if (tf.max_num_batched_tokens < tf.scheduler.max_num_seqs)
     throw Error("--max-num-batched-tokens: " + std::to_string(tf.max_num_batched_tokens) +
                 " must be at least --max-num-seqs (" + std::to_string(tf.scheduler.max_num_seqs) + ")");
+  const std::optional<engine::SpeculativeConfig> spec = speculative_config(tf.speculative_config);
   engine::RuntimeOptions options = rf.options();
   const io::LoadOverrides overrides = mf.overrides();
 
@@ -98,7 +92,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
 
   auto prompts = synthetic_prompts(*rt, tf.num_prompts, tf.input_len);
   for (size_t i = 1; i < prompts.size(); ++i) std::copy_n(prompts[0].begin(), tf.prefix_len, prompts[i].begin());
-  engine::Engine eng(*rt, sched);
+  engine::Engine eng(*rt, sched, spec);
   engine::SamplingParams params;
   params.temperature = 0.0f;
   params.max_tokens = int32_t(tf.output_len);
@@ -168,6 +162,11 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
     std::printf("  %-26s %12.3f\n", "prefix cache hit rate",
                 eng.prefix_cache_queries() > 0 ? double(eng.prefix_cache_hits()) / double(eng.prefix_cache_queries()) : 0.0);
   std::printf("  %-26s %12lld\n", "peak running", static_cast<long long>(eng.peak_running()));
+  const engine::SpeculativeStats st = eng.speculative_stats();
+  if (spec) {
+    std::printf("  %-26s %12.3f\n", "draft acceptance rate", st.acceptance_rate());
+    std::printf("  %-26s %12.3f\n", "mean accepted length", st.mean_accepted_length());
+  }
   std::printf("  %-26s %12.2f\n", "weight bandwidth GB/s", weight_gb_s);
   std::printf("  %-26s %12.1f\n", "weights MiB", double(rt->weight_bytes()) / double(1 << 20));
   std::printf("  %-26s %12.1f\n", "KV cache MiB", double(rt->kv_cache_bytes()) / double(1 << 20));
@@ -185,6 +184,8 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"enable_prefix_caching", tf.scheduler.enable_prefix_caching},
         {"async_scheduling", tf.scheduler.async_scheduling},
         {"prefix_len", tf.prefix_len},
+        {"speculative_config", tf.speculative_config.empty() ? nlohmann::json(nullptr)
+                                                             : nlohmann::json(tf.speculative_config)},
         {"sampling", "greedy, ignore_eos"},
         {"block_size", rt->block_size()},
         {"kv_cache_tokens", options.kv_cache_tokens},
@@ -210,6 +211,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"prefix_cache_queries", eng.prefix_cache_queries()},
         {"prefix_cache_hits", eng.prefix_cache_hits()},
         {"peak_running", eng.peak_running()},
+        {"speculative", spec ? speculative_json(st) : nlohmann::json(nullptr)},
         {"weight_bandwidth_gb_s", weight_gb_s},
         // The device's time in steps (Ops::device_step_seconds; null where the ops run on the host).
         {"device_busy_s", device_busy ? nlohmann::json(*device_busy) : nlohmann::json(nullptr)},
@@ -239,6 +241,7 @@ void add_bench_throughput_command(CLI::App& bench) {
   add_scheduler_flags(cmd, tf->scheduler, "reports the hit rate");
   cmd->add_option("--prefix-len", tf->prefix_len,
                   "Leading tokens (of --input-len) that every prompt shares, for prefix caching (default 0)");
+  add_speculative_config_flag(cmd, tf->speculative_config);
   add_json_file_flag(cmd, tf->json);
   cmd->callback([mf, rf, tf] { run_throughput(*mf, *rf, *tf); });
 }

@@ -30,7 +30,7 @@ struct ChatFlags {
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const ChatFlags& cf) {
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);
-  const std::optional<engine::SpeculativeConfig> spec = speculative_config(cf.speculative_config, params);
+  const std::optional<engine::SpeculativeConfig> spec = speculative_config(cf.speculative_config);
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = 1;  // one conversation: the KV cache and the step profile are for it alone
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);

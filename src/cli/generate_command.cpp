@@ -52,7 +52,7 @@ void print_speed(const engine::GenerationResult& r) {
 void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, const GenerateFlags& gf) {
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);  // bad flags fail before the model loads
-  const std::optional<engine::SpeculativeConfig> spec = speculative_config(gf.speculative_config, params);
+  const std::optional<engine::SpeculativeConfig> spec = speculative_config(gf.speculative_config);
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = 1;  // one sequence: the KV cache and the step profile are for it alone
   std::string prompt = gf.prompt;
@@ -74,12 +74,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
                           {"completion_tokens", r.tokens.size()},
                           {"prefill_seconds", r.prefill_seconds},
                           {"decode_seconds", r.decode_seconds}};
-    if (spec)
-      out["speculative"] = {{"verify_steps", r.speculative.steps},
-                            {"drafted_tokens", r.speculative.drafted},
-                            {"accepted_tokens", r.speculative.accepted},
-                            {"acceptance_rate", r.speculative.acceptance_rate()},
-                            {"mean_accepted_length", r.speculative.mean_accepted_length()}};
+    if (spec) out["speculative"] = speculative_json(r.speculative);
     std::printf("%s\n", out.dump().c_str());
   } else {
     r = engine::generate(

@@ -243,16 +243,25 @@ void print_load_summary(const engine::Runtime& rt, const RunFlags& flags) {
 void add_speculative_config_flag(CLI::App* cmd, std::string& json) {
   cmd->add_option("--speculative-config", json,
                   "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
-                  "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b} (lossless: greedy tokens unchanged, sampled "
-                  "ones distributed as without it; penalties refused)");
+                  "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b, \"disable_by_batch_size\": n} (lossless: greedy "
+                  "tokens unchanged, sampled ones distributed as without it)");
 }
 
-std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json,
-                                                            const engine::SamplingParams& params) {
+std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json) {
   if (json.empty()) return std::nullopt;
-  engine::SpeculativeConfig c = engine::parse_speculative_config(json);
-  engine::check_speculative_params(params);
-  return c;
+  return engine::parse_speculative_config(json);
+}
+
+nlohmann::json speculative_json(const engine::SpeculativeStats& st) {
+  std::vector<double> per_position;
+  for (size_t i = 0; i < st.reached.size(); ++i)
+    per_position.push_back(st.reached[i] > 0 ? double(st.accepted_at[i]) / double(st.reached[i]) : 0.0);
+  return {{"verify_steps", st.steps},
+          {"drafted_tokens", st.drafted},
+          {"accepted_tokens", st.accepted},
+          {"acceptance_rate", st.acceptance_rate()},
+          {"mean_accepted_length", st.mean_accepted_length()},
+          {"acceptance_by_position", per_position}};
 }
 
 }  // namespace fp8lm::cli

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,10 +62,10 @@ uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 // --speculative-config JSON (vLLM's; engine/speculative.h) on the commands that speculate.
 void add_speculative_config_flag(CLI::App* cmd, std::string& json);
-// The parsed config, or none for an empty flag; throws fp8lm::Error naming what is wrong, also
-// where `params` cannot be speculated for (engine::check_speculative_params).
-std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json,
-                                                            const engine::SamplingParams& params);
+// The parsed config, or none for an empty flag; throws fp8lm::Error naming what is wrong.
+std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json);
+// A run's acceptance counts as the JSON outputs report them (generate, bench throughput).
+nlohmann::json speculative_json(const engine::SpeculativeStats& st);
 
 struct SamplingFlags {
   engine::SamplingParams base;

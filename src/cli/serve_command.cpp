@@ -43,6 +43,7 @@ struct ServeFlags {
   std::string chat_template;
   bool skip_tokenizer_init = false;
   std::string generation_config = "auto";
+  std::string speculative_config;  // vLLM's --speculative-config JSON; empty: none
   double shutdown_timeout = server::ServerOptions{}.shutdown_timeout;
   double header_timeout = server::ServerOptions{}.header_timeout;
   double body_timeout = server::ServerOptions{}.body_timeout;
@@ -124,6 +125,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   o.scheduler.async_scheduling = sf.scheduler.async_scheduling;
   o.generation_defaults = generation_defaults(sf.generation_config, mf.model);
   o.scheduler.validate();
+  o.speculative = speculative_config(sf.speculative_config);  // refused by name before the model loads
   if (rf.max_model_len < 0) throw Error("--max-model-len: " + std::to_string(rf.max_model_len) + " is negative");
   if (sf.max_waiting < 0) throw Error("--max-waiting: " + std::to_string(sf.max_waiting) + " is negative");
   o.max_model_len = rf.max_model_len;
@@ -186,6 +188,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--generation-config", sf->generation_config,
                   "Requests' default sampling parameters: auto (the model's generation_config.json, the default), "
                   "fp8lm (OpenAI's defaults), or a directory holding a generation_config.json");
+  add_speculative_config_flag(cmd, sf->speculative_config);
   cmd->add_flag("--skip-tokenizer-init", sf->skip_tokenizer_init,
                 "Use no tokenizer (a --load-format dummy model has none): prompts as token ids, choices with "
                 "token_ids and empty text; chat and stop strings are refused");

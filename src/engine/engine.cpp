@@ -13,8 +13,7 @@ namespace {
 // Greedy without penalties or logprobs: the token is the logits' argmax (the
 // lowest id on ties, as the sampler's), which the backend can take itself.
 bool plain_greedy(const SamplingParams& p, int32_t logprobs) {
-  return p.greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
-         logprobs < 0;
+  return p.greedy() && !p.has_penalties() && logprobs < 0;
 }
 
 }  // namespace
@@ -31,9 +30,10 @@ struct Engine::Active {
   Sampler sampler;        // its own seed and draw counter: the draws do not depend on the batch
   SequenceOutput output;  // stop conditions and streamed text, as generate()
   Sequence seq;
-  int64_t sampled = 0;        // rows sampled for it in launched steps (its tokens, some maybe to come)
+  int64_t sampled = 0;        // its tokens sampled in launched steps (some maybe to come)
   bool in_scheduler = true;   // until finished, or its last token (max_tokens) is launched
   bool finished = false;      // its final output is made
+  bool speculate = false;     // drafts are verified for it (the engine speculates, and it may)
   int64_t last_step = 0;      // the last launched step (Launch::number) with a row of it
   // Why the request failed in work of its own (its row could not be sampled, its
   // text or stop checks threw): it finishes with "error" when its row is emitted,
@@ -52,11 +52,17 @@ struct Engine::Launch {
   int64_t number = 0;  // steps_ once launched: 1, 2, …
   std::vector<ScheduledSequence> batch;
   std::vector<uint8_t> samples;  // per row: its logits are sampled (ScheduledSequence::samples at scheduling)
+  // Speculative decoding, per row: the drafts it verifies (empty: none), and where its logits
+  // rows begin (a verify row has draft.size() + 1 of them, every other row one).
+  std::vector<std::vector<int32_t>> draft;
+  std::vector<size_t> first_row;
+  size_t logits_rows = 0;
   Mode mode = Mode::kArgmax;
   // Per row: where its token goes in seq.tokens (a placeholder until collected), or kNoSlot
   // where the token is the request's last (max_tokens) and none goes there.
   std::vector<size_t> slot;
-  std::vector<int32_t> tokens;                       // per row, once collected
+  std::vector<int32_t> tokens;                       // per logits row, from the backend
+  std::vector<std::vector<int32_t>> kept;           // per row, once collected: its tokens (a verify row's kept)
   std::vector<std::vector<SampleResult>> logprobs;  // per row, kHost with logprobs
 };
 
@@ -65,8 +71,8 @@ constexpr int32_t kPlaceholder = -1;  // outside every vocabulary: the model ref
 constexpr size_t kNoSlot = size_t(-1);
 }  // namespace
 
-Engine::Engine(Runtime& runtime, SchedulerConfig config)
-    : rt_(runtime), scheduler_(runtime.blocks(), runtime.block_size(), config) {
+Engine::Engine(Runtime& runtime, SchedulerConfig config, std::optional<SpeculativeConfig> speculative)
+    : rt_(runtime), scheduler_(runtime.blocks(), runtime.block_size(), config), speculative_(speculative) {
   blocks_total_ = runtime.blocks().num_total();
 }
 
@@ -109,6 +115,7 @@ RequestId Engine::add_request(Request request) {
                 "; the whole KV cache has " + std::to_string(blocks_total_) +
                 " blocks (a larger --kv-cache-tokens helps)");
   auto active = std::make_unique<Active>(rt_, std::move(request), max_tokens);
+  active->speculate = speculative_.has_value() && active->request.speculate && active->request.logprobs < 0;
   std::lock_guard lock(mutex_);
   const RequestId id = next_id_++;
   active->seq.id = id;
@@ -140,6 +147,35 @@ void Engine::update_metrics() {
   prefix_hits_ = scheduler_.prefix_cache_hits();
 }
 
+SpeculativeStats Engine::speculative_stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return spec_stats_;
+}
+
+bool Engine::drafting() const {
+  if (!speculative_) return false;
+  const int limit = speculative_->disable_by_batch_size;
+  return limit == 0 || scheduler_.num_running() < limit;
+}
+
+// Drafts for every decoding sequence that speculates (its last token known: no step in flight),
+// as many as its max_tokens leaves room for after the step's own token.
+void Engine::draft() {
+  for (auto& [id, ap] : active_) {
+    Active& a = *ap;
+    Sequence& q = a.seq;
+    if (!a.speculate || a.finished || !a.in_scheduler || q.num_computed == 0 ||
+        int64_t(q.tokens.size()) - q.num_computed != 1)
+      continue;
+    const int64_t room = a.request.params.max_tokens - a.sampled - 1;
+    if (room <= 0) continue;
+    std::vector<int32_t> d = ngram_draft(q.tokens, *speculative_);
+    if (int64_t(d.size()) > room) d.resize(size_t(room));
+    q.tokens.insert(q.tokens.end(), d.begin(), d.end());
+    q.num_draft = int64_t(d.size());
+  }
+}
+
 RequestOutput Engine::output_of(const Active& a) const {
   RequestOutput out;
   out.id = a.seq.id;
@@ -162,12 +198,20 @@ std::unique_ptr<Engine::Launch> Engine::plan(std::vector<ScheduledSequence> batc
   // on the host), the backend samples every row itself from the sampler's
   // description of its next draw; rows that sample nothing this step take the
   // argmax, and their token is dropped.
+  // A verify row of a request that samples (or has penalties) needs its probabilities at each
+  // position: the logits come to the host.
   bool argmax_only = true, on_device = true;
+  l->draft.resize(l->batch.size());
   for (size_t i = 0; i < l->batch.size(); ++i) {
+    const Sequence& q = *l->batch[i].seq;
+    l->first_row.push_back(l->logits_rows);
+    if (q.num_draft > 0) l->draft[i].assign(q.tokens.end() - q.num_draft, q.tokens.end());
+    l->logits_rows += l->draft[i].size() + 1;
     if (!l->samples[i]) continue;
-    const Active& a = *active_.at(l->batch[i].seq->id);
-    argmax_only = argmax_only && plain_greedy(a.request.params, a.request.logprobs);
-    on_device = on_device && a.request.logprobs < 0;
+    const Active& a = *active_.at(q.id);
+    const bool greedy = plain_greedy(a.request.params, a.request.logprobs);
+    argmax_only = argmax_only && greedy;
+    on_device = on_device && a.request.logprobs < 0 && (greedy || l->draft[i].empty());
   }
   l->mode = argmax_only ? Launch::Mode::kArgmax : on_device ? Launch::Mode::kDevice : Launch::Mode::kHost;
   return l;
@@ -175,17 +219,19 @@ std::unique_ptr<Engine::Launch> Engine::plan(std::vector<ScheduledSequence> batc
 
 std::string Engine::launch(Launch& l) {
   inputs_.clear();
-  for (const ScheduledSequence& s : l.batch) {
-    const Sequence& q = *s.seq;
-    inputs_.push_back({std::span<const int32_t>(q.tokens).subspan(size_t(q.num_computed), size_t(s.num_tokens)),
-                       q.num_computed, q.block_table, false});
+  for (size_t i = 0; i < l.batch.size(); ++i) {
+    const Sequence& q = *l.batch[i].seq;
+    inputs_.push_back({std::span<const int32_t>(q.tokens).subspan(size_t(q.num_computed), size_t(l.batch[i].num_tokens)),
+                       q.num_computed, q.block_table, !l.draft[i].empty()});
   }
-  // The samplers' descriptions come after the tokens before them were accepted (collect).
+  // The samplers' descriptions come after the tokens before them were accepted (collect). A
+  // verify row here is plain greedy: the same description at each of its positions.
   if (l.mode == Launch::Mode::kDevice) {
-    rows_.assign(l.batch.size(), backend::RowSampling{});
+    rows_.assign(l.logits_rows, backend::RowSampling{});
     for (size_t i = 0; i < l.batch.size(); ++i)
-      if (l.samples[i]) rows_[i] = active_.at(l.batch[i].seq->id)->sampler.row_sampling();
-      else rows_[i].temperature = 0.0f;
+      for (size_t r = 0; r <= l.draft[i].size(); ++r)
+        if (l.samples[i]) rows_[l.first_row[i] + r] = active_.at(l.batch[i].seq->id)->sampler.row_sampling();
+        else rows_[l.first_row[i] + r].temperature = 0.0f;
   }
   try {
     switch (l.mode) {
@@ -212,7 +258,7 @@ void Engine::commit(Launch& l) {
   for (size_t i = 0; i < l.batch.size(); ++i) {
     Active& a = *active_.at(l.batch[i].seq->id);
     a.last_step = l.number;
-    if (!l.samples[i]) continue;
+    if (!l.samples[i] || !l.draft[i].empty()) continue;  // a verify row's tokens are placed at collect
     if (++a.sampled < a.request.params.max_tokens) {
       l.slot[i] = a.seq.tokens.size();
       a.seq.tokens.push_back(kPlaceholder);
@@ -226,70 +272,110 @@ void Engine::commit(Launch& l) {
 }
 
 // Waits for the launched step's tokens; each sampler accepts its row's, and the
-// placeholders get them (so the next launch reads them).
+// placeholders get them (so the next launch reads them). A verify row keeps the drafts its
+// request's tokens confirm and one token more; the sequence drops the rest.
 void Engine::collect(Launch& l) {
   const int64_t vocab = rt_.model().vocab_size();
   if (l.mode == Launch::Mode::kHost) {
-    l.tokens.assign(l.batch.size(), 0);
     l.logprobs.assign(l.batch.size(), {});
   } else {
     rt_.model().wait_tokens(l.tokens);
-    if (l.tokens.size() != l.batch.size())
-      throw Error("internal: a step of " + std::to_string(l.batch.size()) + " sequences gave " +
+    if (l.tokens.size() != l.logits_rows)
+      throw Error("internal: a step of " + std::to_string(l.logits_rows) + " logits rows gave " +
                   std::to_string(l.tokens.size()) + " tokens");
   }
+  l.kept.assign(l.batch.size(), {});
+  std::vector<int32_t> verified;
   for (size_t i = 0; i < l.batch.size(); ++i) {
     if (!l.samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
     Active& a = *active_.at(l.batch[i].seq->id);
     if (a.finished) continue;  // stopped (or cancelled) after this step was launched: the row is dropped
+    const std::vector<int32_t>& draft = l.draft[i];
+    std::vector<int32_t>& kept = l.kept[i];
+    int accepted = 0;
     // A row that cannot be sampled fails its own request (emit finishes it), never
     // the batch. Its placeholder gets token 0, which any vocabulary has: the next
     // step may already read it, and that row's token is dropped.
     try {
+      const size_t rows = draft.size() + 1;
       if (l.mode == Launch::Mode::kHost) {
-        const std::span<float> row = std::span<float>(logits_).subspan(i * size_t(vocab), size_t(vocab));
-        if (a.request.logprobs >= 0) {
-          l.logprobs[i].push_back(a.sampler.sample_with_logprobs(row, a.request.logprobs));
-          l.tokens[i] = l.logprobs[i].back().token;
+        const std::span<float> logits = std::span<float>(logits_).subspan(l.first_row[i] * size_t(vocab), rows * size_t(vocab));
+        if (!draft.empty()) {
+          VerifiedDraft v = verify_draft_rows(a.sampler, logits, draft);
+          kept = std::move(v.tokens);
+          accepted = v.accepted;
+        } else if (a.request.logprobs >= 0) {
+          l.logprobs[i].push_back(a.sampler.sample_with_logprobs(logits, a.request.logprobs));
+          kept.push_back(l.logprobs[i].back().token);
         } else {
-          l.tokens[i] = a.sampler.sample(row);
+          kept.push_back(a.sampler.sample(logits));
         }
       } else {
-        if (l.tokens[i] < 0 || l.tokens[i] >= vocab) throw Error(backend::kNoTokenReason);
-        a.sampler.accept(l.tokens[i]);
+        verified.assign(l.tokens.begin() + int64_t(l.first_row[i]), l.tokens.begin() + int64_t(l.first_row[i] + rows));
+        for (const int32_t t : verified)
+          if (t < 0 || t >= vocab) throw Error(backend::kNoTokenReason);
+        accepted = draft.empty() ? 0 : accepted_prefix(draft, verified);
+        kept.assign(verified.begin(), verified.begin() + accepted + 1);
       }
+      // sample() has recorded its token; the rest are recorded here.
+      if (l.mode != Launch::Mode::kHost || !draft.empty())
+        for (const int32_t t : kept) a.sampler.accept(t);
     } catch (const std::exception& e) {
       a.error = std::string("sampling failed: ") + e.what();
-      l.tokens[i] = 0;
+      kept.assign(1, 0);
+      accepted = 0;
     }
-    if (l.slot[i] != kNoSlot) a.seq.tokens[l.slot[i]] = l.tokens[i];
+    if (draft.empty()) {
+      if (l.slot[i] != kNoSlot) a.seq.tokens[l.slot[i]] = kept[0];
+      continue;
+    }
+    {
+      std::lock_guard lock(stats_mutex_);
+      spec_stats_.add(int(draft.size()), accepted);
+    }
+    scheduler_.accept_drafts(a.seq, accepted);
+    a.sampled += int64_t(kept.size());
+    if (a.sampled < a.request.params.max_tokens) {
+      l.slot[i] = a.seq.tokens.size();
+      a.seq.tokens.push_back(kept.back());
+    } else {
+      scheduler_.remove(&a.seq);  // its last token: as commit() for a row without drafts
+      a.in_scheduler = false;
+    }
   }
 }
 
-// The collected tokens through each request's stop checks and detokenizer.
+// The collected tokens through each request's stop checks and detokenizer: a verify row's one
+// by one, up to the first that ends the request.
 void Engine::emit(Launch& l, std::vector<RequestOutput>& outputs, const Finish& finish) {
   for (size_t i = 0; i < l.batch.size(); ++i) {
     if (!l.samples[i]) continue;
     Active& a = *active_.at(l.batch[i].seq->id);
     if (a.finished) continue;
-    const int32_t token = l.tokens[i];
+    std::vector<int32_t> tokens;
+    std::string text;
     SequenceOutput::Step s;
-    if (a.error.empty()) {
+    for (const int32_t token : l.kept[i]) {
+      if (!a.error.empty()) break;
       try {
         s = a.output.push(token);  // detokenizing and stop checks: the request's own work
       } catch (const std::exception& e) {
         a.error = std::string("detokenizing or stop checking failed: ") + e.what();
+        break;
       }
+      tokens.push_back(token);
+      text += s.text + s.tail;
+      if (s.finished) break;
     }
     if (!a.error.empty()) {
       fail(a, finish);
       continue;
     }
-    ++generated_;
+    generated_ += int64_t(tokens.size());
     RequestOutput out = output_of(a);
-    out.new_tokens.push_back(token);
+    out.new_tokens = std::move(tokens);
     if (l.mode == Launch::Mode::kHost) out.logprobs = std::move(l.logprobs[i]);
-    out.text = std::move(s.text) + s.tail;
+    out.text = std::move(text);
     if (s.finished) finish(a, std::move(out), std::move(s.finish_reason));
     else if (l.slot[i] == kNoSlot)
       throw Error("internal: request " + std::to_string(a.seq.id) + " sampled its max_tokens but did not finish");
@@ -334,6 +420,19 @@ std::vector<RequestOutput> Engine::step() {
     if (it != active_.end() && !it->second->finished) fail(*it->second, finish);
   }
 
+  // Speculative decoding drafts from every sequence's last token: the step in flight (if any)
+  // is handled first, and the step that drafts runs synchronously.
+  std::unique_ptr<Launch> previous = std::move(in_flight_);
+  const bool drafts = drafting();
+  if (drafts) {
+    if (previous) {
+      collect(*previous);
+      emit(*previous, outputs, finish);
+      previous.reset();
+    }
+    draft();
+  }
+
   // The next batch, scheduled while the step in flight (if any) still runs.
   std::vector<ScheduledSequence> batch = scheduler_.schedule();
   std::unique_ptr<Launch> next = batch.empty() ? nullptr : plan(std::move(batch));
@@ -345,7 +444,6 @@ std::vector<RequestOutput> Engine::step() {
 
   // The step in flight gives its tokens to the placeholders the next batch reads;
   // the next step starts; only then is the last one's output handled.
-  std::unique_ptr<Launch> previous = std::move(in_flight_);
   if (previous) collect(*previous);
   std::string failure;
   if (next) {
@@ -361,7 +459,7 @@ std::vector<RequestOutput> Engine::step() {
       out.error = failure;
       finish(a, std::move(out), "error");
     }
-  } else if (next && scheduler_.config().async_scheduling) {
+  } else if (next && scheduler_.config().async_scheduling && !drafts) {
     in_flight_ = std::move(next);
   } else if (next) {
     collect(*next);

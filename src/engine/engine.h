@@ -22,6 +22,17 @@
 // request that stops at step N on a stop token or string (known only then)
 // has a row in step N+1 whose token is dropped; one that reaches max_tokens
 // is never scheduled past it. Tokens are those of the synchronous loop.
+//
+// Speculative decoding (a SpeculativeConfig; engine/speculative.h): at the start of a step every
+// decoding sequence whose request speculates gets drafted tokens (n-gram: prompt lookup), and the
+// step verifies them with its last token, each position's result back — the argmax on the
+// backend where the request is plain greedy, else the logits on the host, where its sampler
+// verifies each draft (speculative sampling: the tokens are distributed as without drafts). A
+// row then yields the confirmed drafts and one token more; the rest are rolled back
+// (Scheduler::accept_drafts). The drafts follow the step before's tokens, so steps that draft run
+// synchronously (a step's output is returned by the step() call that started it); at
+// disable_by_batch_size running sequences or more nothing is drafted and async scheduling is back.
+// Requests with logprobs decode one token a step.
 #pragma once
 
 #include <atomic>
@@ -29,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,13 +49,15 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence_output.h"
+#include "engine/speculative.h"
 
 namespace fp8lm::engine {
 
 // What one step did for one request.
 struct RequestOutput {
   RequestId id = 0;
-  std::vector<int32_t> new_tokens;  // generated this step (a stop token included): zero or one
+  // Generated this step (a stop token included): zero or one, or up to k + 1 in a verify step.
+  std::vector<int32_t> new_tokens;
   std::string text;                 // text that became final this step (stop string excluded)
   bool finished = false;
   // When finished: "stop", "length", "cancelled", or "error": the backend ran
@@ -75,6 +89,8 @@ struct Request {
   // false: no text at all (RequestOutput::text stays empty), as for a model
   // without a tokenizer; stop strings then never match.
   bool detokenize = true;
+  // With the engine's speculative config: false decodes this request one token a step.
+  bool speculate = true;
 };
 
 // A finished request, as run_to_completion() reports it.
@@ -92,7 +108,8 @@ class Engine {
  public:
   // `runtime` must outlive the engine, which uses its model, KV cache and
   // blocks exclusively while it has work.
-  Engine(Runtime& runtime, SchedulerConfig config = {});
+  // `speculative`: drafts verified a step (see above); none: one token a sequence a step.
+  Engine(Runtime& runtime, SchedulerConfig config = {}, std::optional<SpeculativeConfig> speculative = std::nullopt);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -135,6 +152,9 @@ class Engine {
   int64_t prefix_cache_queries() const { return prefix_queries_.load(); }
   int64_t prefix_cache_hits() const { return prefix_hits_.load(); }
   const SchedulerConfig& config() const { return scheduler_.config(); }
+  // Speculative decoding: drafted and accepted tokens, verify rows, per draft position.
+  SpeculativeStats speculative_stats() const;
+  const std::optional<SpeculativeConfig>& speculative_config() const { return speculative_; }
 
  private:
   struct Active;
@@ -143,6 +163,7 @@ class Engine {
 
   Runtime& rt_;
   Scheduler scheduler_;
+  std::optional<SpeculativeConfig> speculative_;
   int64_t blocks_total_ = 0;
 
   mutable std::mutex mutex_;  // guards the three below
@@ -160,10 +181,15 @@ class Engine {
   std::vector<backend::RowSampling> rows_;  // start_sample's descriptions, one per row
   std::vector<model::SequenceInput> inputs_;
 
+  mutable std::mutex stats_mutex_;  // guards spec_stats_
+  SpeculativeStats spec_stats_;
+
   std::atomic<int64_t> running_{0}, waiting_{0}, blocks_used_{0}, preemptions_{0}, generated_{0}, steps_{0},
       peak_running_{0}, queued_{0}, prefix_queries_{0}, prefix_hits_{0};
 
   void update_metrics();
+  bool drafting() const;  // speculative decoding drafts in the coming step
+  void draft();
   std::unique_ptr<Launch> plan(std::vector<ScheduledSequence> batch);
   std::string launch(Launch& step);  // empty, or why the device could not run it
   void commit(Launch& step);

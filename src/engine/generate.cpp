@@ -46,7 +46,6 @@ class SequenceBlocks {
 GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const SamplingParams& params,
                           const std::function<void(std::string_view)>& on_text, const SpeculativeConfig* speculative) {
   params.validate();
-  if (speculative != nullptr) check_speculative_params(params);
   const int64_t context = rt.max_model_len();  // the model's context, or less (--max-model-len)
   if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
   if (int64_t(prompt.size()) >= context) {
@@ -99,34 +98,21 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
         step.insert(step.end(), draft.begin(), draft.end());
         blocks.reserve(position + int64_t(step.size()));
         const model::SequenceInput in{step, position, blocks.table(), true};
-        // The step's tokens: greedy, the model's argmax at each position while it confirms the
-        // draft; sampled, speculative sampling of each drafted token, then (all kept) a draw at
-        // the last position. Either way the tokens are distributed as without speculation.
+        // The step's tokens: plain greedy, the model's argmax at each position while it confirms
+        // the draft (only tokens leave the backend); otherwise the sampler verifies each drafted
+        // token from the logits (speculative sampling, penalties included). Either way the tokens
+        // are distributed as without speculation.
         std::vector<int32_t> kept;
         int accepted = 0;
-        if (params.greedy()) {
+        if (params.greedy() && !params.has_penalties()) {
           rt.model().forward_greedy({&in, 1}, sampled);
           accepted = accepted_prefix(draft, sampled);
           kept.assign(sampled.begin(), sampled.begin() + accepted + 1);
         } else {
           rt.model().forward({&in, 1}, logits);
-          const auto vocab = size_t(rt.model().vocab_size());
-          std::vector<float> row(vocab);
-          Sampler lookahead = sampler;  // the draws of the tokens this step keeps
-          for (size_t i = 0; i <= draft.size(); ++i) {
-            std::copy_n(logits.begin() + int64_t(i * vocab), vocab, row.begin());
-            if (i == draft.size()) {
-              kept.push_back(lookahead.sample(row));
-              break;
-            }
-            const std::vector<float> p = lookahead.probabilities(row);
-            const DraftVerdict v =
-                verify_drafted_token(p, draft[i], lookahead.row_sampling().uniform, lookahead.second_uniform());
-            kept.push_back(v.token);
-            lookahead.accept(v.token);
-            if (!v.accepted) break;
-            ++accepted;
-          }
+          VerifiedDraft v = verify_draft_rows(sampler, logits, draft);
+          kept = std::move(v.tokens);
+          accepted = v.accepted;
         }
         r.speculative.add(int(draft.size()), accepted);
         position += accepted + 1;

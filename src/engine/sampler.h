@@ -40,6 +40,9 @@ struct SamplingParams {
   // Throws fp8lm::Error naming the first bad parameter and its value.
   void validate() const;
   bool greedy() const;
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
   // Whether generating `token` ends the sequence: one of stop_token_ids, or
   // one of the model's EOS ids unless ignore_eos.
   bool stops_on(int32_t token, std::span<const int32_t> eos_ids) const;

@@ -56,6 +56,12 @@ void Scheduler::release(Sequence& seq) {
   seq.cached_blocks.clear();
 }
 
+void Scheduler::drop_drafts(Sequence& seq, int64_t n) {
+  n = std::min(n, seq.num_draft);
+  seq.tokens.resize(seq.tokens.size() - size_t(n));
+  seq.num_draft -= n;
+}
+
 // ---- prefix caching --------------------------------------------------------------
 
 std::span<const int32_t> Scheduler::block_tokens(const Sequence& seq, size_t block) const {
@@ -109,12 +115,13 @@ void Scheduler::drop_lost_entries(Sequence& seq) {
   chain.resize(cut);
 }
 
-// After a step: registers the blocks that became full. A block equal to one
+// After a step: registers the blocks that became full of the sequence's own tokens (drafts are not). A block equal to one
 // already cached stays uncached (the sequence's chain goes on through the
 // cached one), as does one whose hash another prefix holds (a collision),
 // which ends the chain for now.
 void Scheduler::cache_full_blocks(Sequence& seq) {
-  const int64_t full = seq.num_computed / block_size_;
+  const int64_t own = int64_t(seq.tokens.size()) - seq.num_draft;
+  const int64_t full = std::min(seq.num_computed, own) / block_size_;
   if (int64_t(seq.cached_blocks.size()) >= full) return;
   hash_blocks(seq, full);
   drop_lost_entries(seq);
@@ -145,6 +152,7 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
       batch.erase(it);
     }
     release(*victim);
+    drop_drafts(*victim, victim->num_draft);
     victim->num_computed = 0;
     ++victim->num_preemptions;
     ++preemptions_;
@@ -153,28 +161,45 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
     return victim;
   };
 
-  // Pass 1: decodes (one token left to compute); pass 2: unfinished prompt chunks.
+  // Pass 1: decodes (one token left to compute, and any drafts after it); pass 2: unfinished
+  // prompt chunks.
   for (const bool decodes : {true, false}) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
       Sequence* seq = running_[i];
-      const int64_t remaining = int64_t(seq->tokens.size()) - seq->num_computed;
-      if (remaining == 0 || (remaining == 1) != decodes) {  // 0: its next token is not known yet
+      int64_t remaining = int64_t(seq->tokens.size()) - seq->num_computed;
+      if (remaining == 0 || (remaining - seq->num_draft == 1) != decodes) {  // 0: its next token is not known yet
         ++i;
         continue;
       }
-      const int64_t n = std::min(remaining, budget);
+      if (remaining > budget && seq->num_draft > 0) {  // a verify step is never split: fewer drafts
+        drop_drafts(*seq, remaining - budget);
+        remaining = int64_t(seq->tokens.size()) - seq->num_computed;
+      }
+      int64_t n = std::min(remaining, budget);
       bool self_preempted = false;
-      while (!grow(*seq, seq->num_computed + n))
+      while (!grow(*seq, seq->num_computed + n)) {
+        if (seq->num_draft > 0) {  // drafts go before anyone is preempted for them
+          drop_drafts(*seq, seq->num_draft);
+          n = int64_t(seq->tokens.size()) - seq->num_computed;
+          continue;
+        }
         if (preempt_last() == seq) {
           self_preempted = true;
           break;
         }
+      }
       if (self_preempted) break;  // it was the last running sequence
       batch.push_back({seq, n});
       budget -= n;
       ++i;
     }
   }
+
+  // A sequence the budget left out this step drafts again at its next.
+  for (Sequence* seq : running_)
+    if (seq->num_draft > 0 &&
+        std::none_of(batch.begin(), batch.end(), [&](const ScheduledSequence& s) { return s.seq == seq; }))
+      drop_drafts(*seq, seq->num_draft);
 
   // Admissions, oldest waiting first; none in a step that had to preempt.
   while (!preempted && budget > 0 && !waiting_.empty() && int64_t(running_.size()) < config_.max_num_seqs) {
@@ -206,6 +231,18 @@ void Scheduler::commit(const std::vector<ScheduledSequence>& batch) {
     s.seq->num_computed += s.num_tokens;
     if (config_.enable_prefix_caching) cache_full_blocks(*s.seq);
   }
+}
+
+void Scheduler::accept_drafts(Sequence& seq, int64_t accepted) {
+  if (accepted < 0 || accepted > seq.num_draft || seq.num_computed != int64_t(seq.tokens.size()))
+    throw Error("internal: request " + std::to_string(seq.id) + " keeps " + std::to_string(accepted) + " of " +
+                std::to_string(seq.num_draft) + " drafts with " + std::to_string(seq.num_computed) + " of " +
+                std::to_string(seq.tokens.size()) + " tokens computed");
+  const int64_t rejected = seq.num_draft - accepted;
+  seq.num_computed -= rejected;
+  seq.num_draft = 0;
+  seq.tokens.resize(seq.tokens.size() - size_t(rejected));
+  if (config_.enable_prefix_caching) cache_full_blocks(seq);  // blocks the kept drafts filled
 }
 
 void Scheduler::remove(Sequence* seq) {

@@ -49,6 +49,8 @@ struct Sequence {
   int64_t num_computed = 0;           // tokens[0, num_computed) are in the KV cache
   std::vector<int64_t> block_table;   // blocks for positions [0, num_computed (+ scheduled))
   int64_t num_preemptions = 0;
+  // Speculative decoding: the last num_draft tokens are drafts, not yet the sequence's own.
+  int64_t num_draft = 0;
 
   // Prefix caching only (the scheduler's bookkeeping):
   std::vector<BlockHash> block_hashes;     // hash_block chain of each full block of tokens, grown as they fill
@@ -60,7 +62,8 @@ struct Sequence {
 struct ScheduledSequence {
   Sequence* seq = nullptr;
   int64_t num_tokens = 0;  // tokens[seq->num_computed, + num_tokens) run this step
-  // The chunk reaches the end of the sequence's tokens: its logits are sampled.
+  // The chunk reaches the end of the sequence's tokens: its logits are sampled (with drafts, the
+  // logits of every position: the verify step's).
   bool samples() const { return seq->num_computed + num_tokens == int64_t(seq->tokens.size()); }
 };
 
@@ -91,6 +94,10 @@ class Scheduler {
   // After the forward call: the scheduled tokens are in the cache; with
   // prefix caching, the blocks they filled are registered for sharing.
   void commit(const std::vector<ScheduledSequence>& batch);
+
+  // After a verify step's commit: the first `accepted` of seq's drafts become its tokens, the
+  // rest are dropped, and num_computed ends after the kept ones (their K/V is the step's).
+  void accept_drafts(Sequence& seq, int64_t accepted);
 
   // Finished or cancelled: frees its blocks and forgets it (running or waiting).
   void remove(Sequence* seq);
@@ -130,6 +137,8 @@ class Scheduler {
   bool grow(Sequence& seq, int64_t positions);
   // Frees seq's blocks (tail first with prefix caching) and its cache entries.
   void release(Sequence& seq);
+  // Drops seq's last `n` drafts (of num_draft).
+  static void drop_drafts(Sequence& seq, int64_t n);
 
   // Prefix caching.
   std::span<const int32_t> block_tokens(const Sequence& seq, size_t block) const;

@@ -37,13 +37,14 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (!j.is_object()) refuse("expected a JSON object, got " + shown(j));
   // What vLLM's SpeculativeConfig takes that fp8lm does not run yet is refused by name, never
   // ignored: a draft model, EAGLE / EAGLE-3 heads, MTP, and the knobs that go with them.
-  static const char* const kKnown[] = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"};
+  static const char* const kKnown[] = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
+                                      "disable_by_batch_size"};
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown)) continue;
     if (key == "model")
       refuse("\"model\": draft models are not implemented yet (issue 42); \"method\": \"ngram\" is");
     refuse("\"" + (key.size() > 40 ? key.substr(0, 37) + "..." : key) + "\" is not a key fp8lm implements (it takes method, num_speculative_tokens, "
-           "prompt_lookup_min, prompt_lookup_max)");
+           "prompt_lookup_min, prompt_lookup_max, disable_by_batch_size)");
   }
   if (!j.contains("method")) refuse("\"method\" is missing (\"ngram\" is what fp8lm implements)");
   if (!j["method"].is_string()) refuse("\"method\" must be a string, got " + shown(j["method"]));
@@ -63,13 +64,10 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (c.prompt_lookup_min > c.prompt_lookup_max)
     refuse("prompt_lookup_min " + std::to_string(c.prompt_lookup_min) + " is above prompt_lookup_max " +
            std::to_string(c.prompt_lookup_max));
+  // vLLM takes it from 2 on: at 1 a lone request would never speculate.
+  if (j.contains("disable_by_batch_size"))
+    c.disable_by_batch_size = int_field(j, "disable_by_batch_size", 2, 1 << 20);
   return c;
-}
-
-void check_speculative_params(const SamplingParams& params) {
-  if (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f)
-    throw Error("--speculative-config with repetition, presence or frequency penalties: not implemented (the "
-                "verify step would need each position's penalties)");
 }
 
 std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const SpeculativeConfig& config) {
@@ -108,6 +106,29 @@ DraftVerdict verify_drafted_token(std::span<const float> p, int32_t draft, doubl
     if (target < cdf) return {false, last};
   }
   return {false, last};  // u at the top of the CDF, within rounding: the last token in play
+}
+
+VerifiedDraft verify_draft_rows(const Sampler& sampler, std::span<float> logits, std::span<const int32_t> draft) {
+  if (draft.empty() || logits.size() % (draft.size() + 1) != 0)
+    throw Error("speculative decoding: " + std::to_string(logits.size()) + " logits for a draft of " +
+                std::to_string(draft.size()));
+  const size_t vocab = logits.size() / (draft.size() + 1);
+  VerifiedDraft v;
+  Sampler lookahead = sampler;  // the draws and the penalties' counts of the tokens this step keeps
+  for (size_t i = 0; i <= draft.size(); ++i) {
+    const std::span<float> row = logits.subspan(i * vocab, vocab);
+    if (i == draft.size()) {
+      v.tokens.push_back(lookahead.sample(row));
+      break;
+    }
+    const std::vector<float> p = lookahead.probabilities(row);
+    const DraftVerdict d = verify_drafted_token(p, draft[i], lookahead.row_sampling().uniform, lookahead.second_uniform());
+    v.tokens.push_back(d.token);
+    lookahead.accept(d.token);
+    if (!d.accepted) break;
+    ++v.accepted;
+  }
+  return v;
 }
 
 int accepted_prefix(std::span<const int32_t> draft, std::span<const int32_t> verified) {

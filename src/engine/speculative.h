@@ -3,8 +3,8 @@
 //
 // This part: vLLM's --speculative-config JSON, and the n-gram drafter ("prompt lookup": the
 // tokens that followed the last earlier occurrence of the sequence's latest n-gram), and the
-// verification of its drafts that engine::generate runs (generate.h): greedy, or speculative
-// sampling (verify_drafted_token). Draft models and EAGLE-3 heads are refused by name until they
+// verification of its drafts that engine::generate (generate.h) and the batched engine
+// (engine.h) run: greedy, or speculative sampling (verify_drafted_token). Draft models and EAGLE-3 heads are refused by name until they
 // exist.
 #pragma once
 
@@ -24,19 +24,19 @@ struct SpeculativeConfig {
   int num_speculative_tokens = 0;  // k: drafted tokens a step, 1 … kMaxSpeculativeTokens
   int prompt_lookup_min = 1;       // n-gram lengths tried, longest first
   int prompt_lookup_max = 1;
+  // The batched engine drafts nothing in a step while this many sequences or more are running
+  // (vLLM's disable_by_batch_size): at a large batch a verify step costs more than it wins.
+  // 0: always drafts.
+  int disable_by_batch_size = 0;
 };
 
 inline constexpr int kMaxSpeculativeTokens = 16;
 
 // Parses vLLM's --speculative-config JSON: {"method": "ngram", "num_speculative_tokens": k,
-// "prompt_lookup_min": a, "prompt_lookup_max": b} (a defaults to 1, b to a... as vLLM: a given
-// alone sets both). Throws fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not
+// "prompt_lookup_min": a, "prompt_lookup_max": b, "disable_by_batch_size": n} (as vLLM: a or b
+// given alone sets both, neither gives 5). Throws fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not
 // know, a method it does not implement (a draft model, "eagle3", …), a value out of range.
 SpeculativeConfig parse_speculative_config(std::string_view json);
-
-// Throws fp8lm::Error where generation cannot speculate for `params` (penalties: each position's
-// would depend on the drafts before it); front-ends call it before loading a model.
-void check_speculative_params(const SamplingParams& params);
 
 // The n-gram drafter: for the sequence's tokens (prompt and output so far), the longest n in
 // [prompt_lookup_min, prompt_lookup_max] whose last n tokens occurred earlier in the sequence,
@@ -56,6 +56,18 @@ struct DraftVerdict {
   int32_t token = 0;
 };
 DraftVerdict verify_drafted_token(std::span<const float> p, int32_t draft, double u_accept, double u_resample);
+
+// The tokens a verify step keeps, from the target's logits at each position of [last, draft...]
+// (draft.size() + 1 rows of the vocabulary, `logits` is scratch): at each drafted position the
+// sampler's distribution there (penalties as after the tokens kept before it, temperature and the
+// filters; greedy: one-hot on the argmax) verifies the draft (verify_drafted_token), and the first
+// rejection ends the step with the resampled token; all kept, a draw at the last position adds
+// one. `sampler` is not changed (the caller accepts the tokens); `accepted` counts kept drafts.
+struct VerifiedDraft {
+  std::vector<int32_t> tokens;  // accepted + 1 of them
+  int accepted = 0;
+};
+VerifiedDraft verify_draft_rows(const Sampler& sampler, std::span<float> logits, std::span<const int32_t> draft);
 
 // How many of `draft` the model's own greedy tokens confirm: `verified` holds the model's token
 // after each position of [last, draft...] (draft.size() + 1 of them); draft[i] is accepted while

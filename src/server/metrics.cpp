@@ -104,6 +104,19 @@ std::string ServerMetrics::render(const EngineGauges& g, const std::string& mode
           g.prefix_cache_queries);
   counter("fp8lm:prefix_cache_hits_total", "Prefix cache hits: looked-up tokens found cached, not recomputed.",
           g.prefix_cache_hits);
+  if (g.speculative) {
+    counter("fp8lm:spec_decode_num_drafts_total", "Speculative decoding: verify rows (a request's drafts, checked in one step).",
+            g.spec_drafts);
+    counter("fp8lm:spec_decode_num_draft_tokens_total", "Speculative decoding: drafted tokens.", g.spec_draft_tokens);
+    counter("fp8lm:spec_decode_num_accepted_tokens_total", "Speculative decoding: drafted tokens the model confirmed.",
+            g.spec_accepted_tokens);
+    out += "# HELP fp8lm:spec_decode_num_accepted_tokens_per_pos_total Speculative decoding: accepted drafted tokens "
+           "by draft position (0: the first drafted token).\n"
+           "# TYPE fp8lm:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+    for (size_t i = 0; i < g.spec_accepted_per_pos.size(); ++i)
+      out += "fp8lm:spec_decode_num_accepted_tokens_per_pos_total{" + model + ",position=\"" + std::to_string(i) +
+             "\"} " + std::to_string(g.spec_accepted_per_pos[i]) + "\n";
+  }
   std::lock_guard lock(mutex_);
   counter("fp8lm:prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens_);
   counter("fp8lm:generation_tokens_total", "Generated tokens.", generation_tokens_);

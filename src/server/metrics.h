@@ -37,6 +37,11 @@ struct EngineGauges {
   int64_t preemptions = 0;
   int64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_cache_hits = 0;     // of those, tokens found cached
+  // Speculative decoding, when the server speculates (vLLM's spec_decode counters): verify rows
+  // (drafts), drafted and accepted tokens, and per draft position the accepted ones.
+  bool speculative = false;
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
 };
 
 class ServerMetrics {

@@ -776,6 +776,14 @@ struct Server::Impl {
     g.preemptions = engine->num_preemptions();
     g.prefix_cache_queries = engine->prefix_cache_queries();
     g.prefix_cache_hits = engine->prefix_cache_hits();
+    if (engine->speculative_config()) {
+      const engine::SpeculativeStats st = engine->speculative_stats();
+      g.speculative = true;
+      g.spec_drafts = st.steps;
+      g.spec_draft_tokens = st.drafted;
+      g.spec_accepted_tokens = st.accepted;
+      g.spec_accepted_per_pos = st.accepted_at;
+    }
     return metrics.render(g, opt.served_model_name);
   }
 
@@ -981,7 +989,7 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
   s.defaults = engine::with_generation_defaults(engine::SamplingParams{}, o.generation_defaults);
   s.defaults.validate();
 
-  s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler);
+  s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler, o.speculative);
   TransportLimits limits;
   // A request holds a handler thread while its body is read and it runs (a
   // stream until its end): room for every running request and more; further

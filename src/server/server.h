@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "io/generation_config.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
@@ -41,6 +43,7 @@ struct ServerOptions {
   int64_t max_model_len = 0;             // 0: the model's context
   int64_t max_waiting = 0;               // requests waiting before 503s; 0: 4 × max_num_seqs
   engine::SchedulerConfig scheduler;
+  std::optional<engine::SpeculativeConfig> speculative;  // --speculative-config; none: no drafts
   // Requests' default sampling parameters: the sampling fields of this generation config
   // (io::read_generation_config; --generation-config) over OpenAI's defaults; empty: OpenAI's.
   io::GenerationDefaults generation_defaults;

@@ -99,8 +99,9 @@ TEST(GenerateShipped, SpeculativeNgramGreedyEqualsTransformers) {
 
 // Sampled generation with speculation: a seeded request gives the same tokens every time,
 // drafts are kept at some steps, and the blocks come back (the distribution itself:
-// test_speculative.cpp's chi-square). Penalties are refused by name, not run without speculation.
-TEST(GenerateShipped, SpeculativeSamplingIsSeededAndPenaltiesAreRefused) {
+// test_speculative.cpp's chi-square). Penalties: each drafted position is verified with the
+// counts of the tokens kept before it, so greedy with penalties keeps its tokens.
+TEST(GenerateShipped, SpeculativeSamplingIsSeededAndPenaltiesKeepTheirTokens) {
   auto rt = load_shipped("bf16");
   SpeculativeConfig spec;
   spec.num_speculative_tokens = 4, spec.prompt_lookup_min = 1, spec.prompt_lookup_max = 3;
@@ -117,9 +118,12 @@ TEST(GenerateShipped, SpeculativeSamplingIsSeededAndPenaltiesAreRefused) {
   std::printf("[ ngram k=4, temperature 0.7 ] %lld of %lld drafted tokens kept\n",
               static_cast<long long>(a.speculative.accepted), static_cast<long long>(a.speculative.drafted));
   EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
-  engine::SamplingParams penalized = greedy(4);
+  engine::SamplingParams penalized = greedy(48);
   penalized.repetition_penalty = 1.2f;
-  EXPECT_THROW(engine::generate(*rt, prompt, penalized, {}, &spec), Error);
+  penalized.presence_penalty = 0.5f;
+  const engine::GenerationResult with = engine::generate(*rt, prompt, penalized, {}, &spec);
+  EXPECT_EQ(with.tokens, engine::generate(*rt, prompt, penalized).tokens);
+  EXPECT_GT(with.speculative.steps, 0);
 }
 TEST(GenerateShipped, GreedyWithBf16KvDivergesOnlyAtNearTies) { check_greedy("bf16", false); }
 TEST(GenerateShipped, TwoRanksGreedyEqualsTransformersFloat32Kv) { check_greedy("fp32", true, 2); }

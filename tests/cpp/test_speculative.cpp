@@ -41,6 +41,10 @@ TEST(SpeculativeConfig, ParsesVllmsNgramConfig) {
       parse_speculative_config(R"({"method": "[ngram]", "num_speculative_tokens": 3, "prompt_lookup_max": 4})");
   EXPECT_EQ(e.prompt_lookup_min, 4);
   EXPECT_EQ(e.prompt_lookup_max, 4);
+  EXPECT_EQ(e.disable_by_batch_size, 0);
+  EXPECT_EQ(parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 8})")
+                .disable_by_batch_size,
+            8);
 }
 
 TEST(SpeculativeConfig, RefusesWhatItDoesNotImplementByName) {
@@ -55,8 +59,9 @@ TEST(SpeculativeConfig, RefusesWhatItDoesNotImplementByName) {
   expect_refused(R"({"num_speculative_tokens": 3})", "\"method\" is missing");
   expect_refused(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3})", "\"model\"");
   expect_refused(R"({"method": "eagle3", "num_speculative_tokens": 3})", "method \"eagle3\" is not implemented");
-  expect_refused(R"({"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 8})",
-                 "\"disable_by_batch_size\" is not a key");
+  expect_refused(R"({"method": "ngram", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1})",
+                 "\"draft_tensor_parallel_size\" is not a key");
+  expect_refused(R"({"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 1})", "outside 2");
   expect_refused(R"({"method": "ngram"})", "\"num_speculative_tokens\" is missing");
   expect_refused(R"({"method": "ngram", "num_speculative_tokens": 0})", "outside 1");
   expect_refused(R"({"method": "ngram", "num_speculative_tokens": 17})", "outside 1");

@@ -97,3 +97,23 @@ def test_prefix_caching_shares_the_common_prefix(run, tmp_path):
     assert "prefix cache hit rate" not in off.stdout
     assert json.loads(out.read_text())["results"]["prefix_cache_hits"] == 0
     assert "--prefix-len" in assert_clean_error(bench(run, "--input-len", "8", "--prefix-len", "9"))
+
+
+def test_speculative_config_reports_acceptance(run, tmp_path):
+    # The shipped model's greedy continuations of random prompts soon repeat themselves: prompt
+    # lookup drafts, every request still gets exactly --output-len tokens, and fewer steps do it.
+    args = ("--num-prompts", "4", "--input-len", "16", "--output-len", "48", "--max-num-seqs", "4")
+    plain, spec = tmp_path / "plain.json", tmp_path / "spec.json"
+    assert bench(run, *args, "--json", str(plain)).returncode == 0
+    config = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}'
+    r = bench(run, *args, "--speculative-config", config, "--json", str(spec))
+    assert r.returncode == 0, r.stderr
+    assert "mean accepted length" in r.stdout
+    p, s = json.loads(plain.read_text()), json.loads(spec.read_text())
+    assert p["results"]["speculative"] is None and s["config"]["speculative_config"] == config
+    st = s["results"]["speculative"]
+    assert s["results"]["output_tokens"] == 4 * 48
+    assert 0 < st["accepted_tokens"] <= st["drafted_tokens"]
+    assert st["mean_accepted_length"] == pytest.approx((st["accepted_tokens"] + st["verify_steps"]) / st["verify_steps"])
+    assert len(st["acceptance_by_position"]) == 4
+    assert s["results"]["forward_steps"] < p["results"]["forward_steps"]
