@@ -654,7 +654,11 @@ TEST(ServerMetrics, RenderHasEveryMetric) {
   m.observe_inter_token(0.01);
   m.observe_finished(0.5, 10, 4, "length");
   m.observe_finished(0.2, 3, 1, "abort");
-  const std::string out = m.render({2, 3, 0.25, 7, 40, 32}, "my-model");
+  server::EngineGauges g;
+  g.running = 2, g.waiting = 3, g.kv_cache_usage = 0.25, g.preemptions = 7;
+  g.prefix_cache_queries = 40, g.prefix_cache_hits = 32;
+  const std::string out = m.render(g, "my-model");
+  EXPECT_EQ(out.find("spec_decode"), std::string::npos) << "no speculative counters without speculation";
   for (const char* line : {"fp8lm:num_requests_running{model_name=\"my-model\"} 2\n",
                            "fp8lm:num_requests_waiting{model_name=\"my-model\"} 3\n",
                            "fp8lm:kv_cache_usage_perc{model_name=\"my-model\"} 0.25\n",
@@ -673,6 +677,18 @@ TEST(ServerMetrics, RenderHasEveryMetric) {
                            "fp8lm:e2e_request_latency_seconds_count{model_name=\"my-model\"} 2\n",
                            "fp8lm:e2e_request_latency_seconds_bucket{model_name=\"my-model\",le=\"+Inf\"} 2\n"})
     EXPECT_NE(out.find(line), std::string::npos) << line;
+  g.speculative = true;
+  g.spec_drafts = 9, g.spec_draft_tokens = 36, g.spec_accepted_tokens = 20;
+  g.spec_accepted_per_pos = {8, 6, 4, 2};
+  const std::string spec = m.render(g, "my-model");
+  for (const char* line : {"# TYPE fp8lm:spec_decode_num_drafts_total counter\n",
+                           "fp8lm:spec_decode_num_drafts_total{model_name=\"my-model\"} 9\n",
+                           "fp8lm:spec_decode_num_draft_tokens_total{model_name=\"my-model\"} 36\n",
+                           "fp8lm:spec_decode_num_accepted_tokens_total{model_name=\"my-model\"} 20\n",
+                           "# TYPE fp8lm:spec_decode_num_accepted_tokens_per_pos_total counter\n",
+                           "fp8lm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"my-model\",position=\"0\"} 8\n",
+                           "fp8lm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"my-model\",position=\"3\"} 2\n"})
+    EXPECT_NE(spec.find(line), std::string::npos) << line;
 }
 
 // ---- the engine's per-token logprobs ------------------------------------------------------
