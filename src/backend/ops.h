@@ -92,6 +92,11 @@ int64_t decode_graph_rows(int64_t rows);
 // The most padding rows decode_graph_rows adds to a step (257 → 272): what the
 // padding blocks of a KV cache must hold, one position per padding row.
 inline constexpr int64_t kMaxDecodePadding = 15;
+// Steps of the same number of tokens V for every sequence with every position's logits
+// (speculative verify steps, V = k + 1) are recorded and padded like decode steps up to this V:
+// the CUDA decode attention's bound on a sequence's new tokens (kDecodeMaxNewTokens); beyond it
+// such a step takes the prefill kernels, which are not recorded.
+inline constexpr int64_t kMaxRecordedVerifyTokens = 8;
 
 // How a sparse MoE block (Qwen3-MoE, Mixtral) picks and weighs each row's
 // experts from its router logits, as transformers does: softmax over the

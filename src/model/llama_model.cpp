@@ -130,6 +130,15 @@ int64_t LlamaModel::decode_step_rows(int64_t rows, const backend::KvCache& cache
   return padded;
 }
 
+int64_t LlamaModel::verify_step_sequences(int64_t seqs, int64_t tokens_each, const backend::KvCache& cache) const {
+  const backend::KvCacheShape& shape = cache.shape();
+  if (rows_coupled_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return seqs;
+  const int64_t padded = backend::decode_graph_rows(seqs);
+  if ((padded - seqs) * tokens_each > shape.padding_blocks * shape.block_size || !moe_recordable(padded * tokens_each))
+    return seqs;
+  return padded;
+}
+
 void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits) {
   const backend::Tensor out = run_step(batch, cache);
   logits.resize(size_t(out.rows * out.cols));
@@ -206,30 +215,44 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
   }
   const auto rows = int64_t(ids.size());
   const auto real_logit_rows = int64_t(logit_rows.size());
-  // A step of one decode token per sequence has the same ops for any positions
-  // and contexts, so a backend may record it once per row count and replay it.
-  const bool decode_only = observer_ == nullptr && real_logit_rows == rows &&
-                           std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.num_tokens == 1; });
+  // A step in which every sequence feeds the same number of tokens V with every position's
+  // logits — a decode step (V = 1) or a speculative verify step (V = k + 1) — has the same ops
+  // for any positions and contexts, so a backend may record it once per (sequences, V) and
+  // replay it.
+  const int64_t per_seq = seqs.empty() ? 0 : seqs.front().num_tokens;
+  const bool uniform = observer_ == nullptr && real_logit_rows == rows && per_seq <= backend::kMaxRecordedVerifyTokens &&
+                       std::all_of(seqs.begin(), seqs.end(), [&](const auto& s) { return s.num_tokens == per_seq; });
+  const bool decode_only = uniform && per_seq == 1;
   // Where the backend records it, the step is padded to a size of the graph
-  // ladder (decode_step_rows): padding row j is one more sequence, token 0 at
-  // position j of the cache's padding blocks — a slot of its own, which no real
-  // sequence's block table holds — so it reads and writes only padding. Its
-  // logits row comes after the real ones and is cut off below.
-  const int64_t step_rows = decode_only ? decode_step_rows(rows, cache) : rows;
+  // ladder (decode_step_rows, over sequences): padding sequence j is V tokens 0
+  // at positions jV … jV + V − 1 of the cache's padding blocks — slots of its
+  // own, which no real sequence's block table holds — so it reads and writes
+  // only padding. Their logits rows come after the real ones and are cut off
+  // below.
+  const auto real_seqs = int64_t(seqs.size());
+  const int64_t step_seqs = decode_only ? decode_step_rows(real_seqs, cache)
+                            : uniform   ? verify_step_sequences(real_seqs, per_seq, cache)
+                                        : real_seqs;
   std::vector<int64_t> padding_table;
-  if (step_rows > rows) {
+  if (step_seqs > real_seqs) {
     const backend::KvCacheShape& shape = cache.shape();
     for (int64_t b = shape.num_blocks - shape.padding_blocks; b < shape.num_blocks; ++b) padding_table.push_back(b);
-    for (int64_t j = 0; j < step_rows - rows; ++j) {
-      seqs.push_back({int64_t(ids.size()), 1, j, padding_table});
-      logit_rows.push_back(int64_t(ids.size()));
-      ids.push_back(0);
-      positions.push_back(j);
+    for (int64_t j = 0; j < step_seqs - real_seqs; ++j) {
+      const int64_t start = j * per_seq;
+      seqs.push_back({int64_t(ids.size()), per_seq, start, padding_table});
+      for (int64_t i = 0; i < per_seq; ++i) {
+        logit_rows.push_back(int64_t(ids.size()));
+        ids.push_back(0);
+        positions.push_back(start + i);
+      }
     }
   }
+  const int64_t step_rows = int64_t(ids.size());
   ops_.begin_step({ids, positions, seqs, logit_rows});
   // MoE blocks are recorded only where the backend keeps them on the device (Ops::moe_recordable).
-  const uint64_t key = decode_only && moe_recordable(step_rows) ? uint64_t(step_rows) : 0;
+  const uint64_t key = !uniform || !moe_recordable(step_rows) ? 0
+                       : decode_only                          ? uint64_t(step_rows)
+                                                              : uint64_t(step_rows) | uint64_t(per_seq) << 32;
   backend::Tensor out = ops_.run_step(key, [&] {
     // A decode-only step may run as the backend's one program (its persistent kernel).
     if (decode_only && decode_program_)

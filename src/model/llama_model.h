@@ -134,6 +134,12 @@ class LlamaModel {
   // scale is row-independent, so the real rows' results and cache entries
   // are exactly those of the unpadded step.
   int64_t decode_step_rows(int64_t rows, const backend::KvCache& cache) const;
+  // The sequences a speculative verify step of `seqs` sequences × `tokens_each` tokens (every
+  // position's logits) runs on `cache`: padded as decode_step_rows pads a decode step's, padding
+  // sequence j `tokens_each` tokens 0 at padding positions j · tokens_each onwards, where they
+  // fit the padding blocks; `seqs` otherwise (such a step is recorded at its own size), and
+  // where a decode step would not be padded.
+  int64_t verify_step_sequences(int64_t seqs, int64_t tokens_each, const backend::KvCache& cache) const;
   // Whether a step of `rows` rows may be recorded as far as the MoE blocks go: every block's
   // moe() stays on the device at that size (Ops::moe_recordable); true without MoE.
   bool moe_recordable(int64_t rows) const;

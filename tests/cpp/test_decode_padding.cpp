@@ -95,7 +95,8 @@ void PrintTo(const Case& c, std::ostream* os) { *os << (*c.quant ? c.quant : "bf
 class DecodePadding : public testing::TestWithParam<Case> {};
 
 // Batches of 3, 5 and 9 sequences (padded to 4, 8 and 16 rows): a prefill of
-// every prompt, then decode steps through forward and forward_greedy, then
+// every prompt, then decode steps through forward and forward_greedy, a verify
+// step of 3 tokens a sequence (padded to 4, 8 and 16 sequences), then
 // each sequence alone reading back its cache (a step of one row: never
 // padded) — every logit and token bit for bit equal to the unpadded run's.
 TEST_P(DecodePadding, RealRowsAndTheirCacheAreUnchanged) {
@@ -110,7 +111,7 @@ TEST_P(DecodePadding, RealRowsAndTheirCacheAreUnchanged) {
     SCOPED_TRACE(std::to_string(n) + " sequences");
     EXPECT_EQ(padded->model().rank(0).model->decode_step_rows(n, padded->kv_cache()), rows);
     EXPECT_EQ(plain->model().rank(0).model->decode_step_rows(n, plain->kv_cache()), n);
-    Batch b = make_batch(n, vocab, kSteps);
+    Batch b = make_batch(n, vocab, kSteps + 2);  // the decode steps, then a verify step of 3 tokens
     for (const auto& t : b.tables)
       for (const int64_t block : t) ASSERT_LT(block, padded->blocks().num_total()) << "a sequence's block";
 
@@ -153,6 +154,25 @@ TEST_P(DecodePadding, RealRowsAndTheirCacheAreUnchanged) {
         append_argmax(want);
       }
     }
+
+    // A speculative verify step: each sequence its last token and two more, every position's
+    // logits, padded as a decode step is (verify_step_sequences).
+    // Padding sequences of 3 positions each, in the padding block's 16: 3 → 4 and 5 → 8; 9 → 16
+    // would need 21, so that step runs at its own size.
+    EXPECT_EQ(padded->model().rank(0).model->verify_step_sequences(n, 3, padded->kv_cache()), n == 9 ? 9 : rows);
+    EXPECT_EQ(plain->model().rank(0).model->verify_step_sequences(n, 3, plain->kv_cache()), n);
+    std::vector<std::vector<int32_t>> fed(static_cast<size_t>(n));
+    in.clear();
+    for (int i = 0; i < n; ++i) {
+      std::vector<int32_t>& t = b.tokens[size_t(i)];
+      fed[size_t(i)] = {t.back(), t[0], t[t.size() / 2]};
+      in.push_back({fed[size_t(i)], int64_t(t.size()) - 1, b.tables[size_t(i)], true});
+    }
+    plain->model().forward(in, want);
+    padded->model().forward(in, got);
+    ASSERT_EQ(want.size(), size_t(n * 3 * vocab)) << "three logits rows per real sequence";
+    ASSERT_TRUE(bit_equal(want, got)) << "verify step";
+    for (int i = 0; i < n; ++i) b.tokens[size_t(i)].insert(b.tokens[size_t(i)].end(), fed[size_t(i)].begin() + 1, fed[size_t(i)].end());
 
     // Read-back: each sequence alone decodes once more over everything it
     // cached. A K/V entry the padding had changed would change these bits.

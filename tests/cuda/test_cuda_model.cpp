@@ -281,6 +281,65 @@ TEST(CudaModelGraphs, BatchSizesRecordOnlyTheLadder) {
               static_cast<unsigned long long>(ops.graph_replays()));
 }
 
+// Speculative verify steps — every sequence V tokens with every position's logits — are recorded
+// too, per (sequences, V), padded where the padding block holds V positions a padding sequence:
+// their logits equal the eager steps' within the ladder test's bound, and the second run of each
+// shape replays its graph.
+TEST(CudaModelGraphs, VerifyStepsRecordPerTokenCount) {
+  REQUIRE_HOPPER();
+  const Reference& ref = reference();
+  auto load_graphs = [](bool graphs) {
+    io::LoadOverrides o;
+    o.kv_cache_dtype = io::parse_kv_cache_dtype("bf16");
+    engine::RuntimeOptions opt;
+    opt.device = backend::Device::kCuda;
+    opt.kv_cache_tokens = 4096;
+    opt.cuda_graphs = graphs;
+    return engine::Runtime::load(shipped_dir(), o, opt);
+  };
+  auto gpu = load_graphs(true);
+  auto eager = load_graphs(false);
+  auto& ops = dynamic_cast<cuda::CudaOps&>(gpu->ops());
+  const int64_t vocab = gpu->config().vocab_size;
+  constexpr int kSeqs = 6;
+  std::vector<std::vector<int32_t>> prompts(kSeqs);
+  std::vector<std::vector<int64_t>> tables(kSeqs);
+  std::vector<model::SequenceInput> in;
+  for (int i = 0; i < kSeqs; ++i) {
+    prompts[size_t(i)].assign(ref.prompt.begin(), ref.prompt.begin() + 4 + 2 * i);
+    for (int64_t b = 0; b < 4; ++b) tables[size_t(i)].push_back(i * 4 + b);
+    in.push_back({prompts[size_t(i)], 0, tables[size_t(i)], false});
+  }
+  std::vector<float> want, got;
+  eager->model().forward(in, want);
+  gpu->model().forward(in, got);
+  std::vector<std::vector<int32_t>> fed(kSeqs);
+  for (const int v : {2, 5, 8}) {
+    for (const int n : {1, 3, 6}) {
+      uint64_t replays = 0;
+      for (int again = 0; again < 3; ++again) {
+        if (again == 2) replays = ops.graph_replays();
+        in.clear();
+        for (int i = 0; i < n; ++i) {
+          const std::vector<int32_t>& p = prompts[size_t(i)];
+          fed[size_t(i)].assign(ref.prompt.begin() + 1, ref.prompt.begin() + 1 + v);
+          fed[size_t(i)][0] = p.back();
+          in.push_back({fed[size_t(i)], int64_t(p.size()) - 1, tables[size_t(i)], true});
+        }
+        eager->model().forward(in, want);
+        gpu->model().forward(in, got);
+        ASSERT_EQ(got.size(), size_t(n * v * vocab)) << "every position's logits of the real sequences";
+        double worst = 0;
+        for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, std::abs(double(want[k]) - double(got[k])));
+        EXPECT_LE(worst, 2.0 * max_abs_diff(ref.bf16, ref.fp8)) << n << " sequences × " << v << " tokens";
+      }
+      EXPECT_EQ(ops.graph_replays(), replays + 1) << n << " sequences × " << v << " tokens: the third run replays";
+    }
+  }
+  std::printf("[ verify graphs ] %zu graphs, %llu replays in all\n", ops.graphs(),
+              static_cast<unsigned long long>(ops.graph_replays()));
+}
+
 // device_step_seconds sums each step's span on the device: it grows with every step and never
 // exceeds the wall time the steps took.
 TEST(CudaModelTiming, DeviceStepSecondsGrowWithinTheWallTime) {
