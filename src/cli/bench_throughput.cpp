@@ -86,13 +86,15 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
 
   const std::string load_before = load_average();
   const auto load0 = Clock::now();
+  const std::unique_ptr<engine::DraftModel> draft = load_draft_model(spec, options);
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
+  if (draft) draft->check_target(rt->config().vocab_size);
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load0).count();
   print_load_summary(*rt, rf);
 
   auto prompts = synthetic_prompts(*rt, tf.num_prompts, tf.input_len);
   for (size_t i = 1; i < prompts.size(); ++i) std::copy_n(prompts[0].begin(), tf.prefix_len, prompts[i].begin());
-  engine::Engine eng(*rt, sched, spec);
+  engine::Engine eng(*rt, sched, spec, draft.get());
   engine::SamplingParams params;
   params.temperature = 0.0f;
   params.max_tokens = int32_t(tf.output_len);

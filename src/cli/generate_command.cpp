@@ -57,7 +57,9 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   options.max_num_seqs = 1;  // one sequence: the KV cache and the step profile are for it alone
   std::string prompt = gf.prompt;
   if (gf.prompt_option->count() == 0) prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
+  const std::unique_ptr<engine::DraftModel> draft = load_draft_model(spec, options);
   std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
+  if (draft) draft->check_target(rt->config().vocab_size);
   print_load_summary(*rt, rf);
   add_model_eos(params, *rt, mf.model);
   std::fprintf(stderr, "fp8lm: %s\n", note.c_str());
@@ -65,7 +67,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
   engine::GenerationResult r;
   if (gf.json) {
-    r = engine::generate(*rt, prompt_ids, params, {}, spec ? &*spec : nullptr);
+    r = engine::generate(*rt, prompt_ids, params, {}, spec ? &*spec : nullptr, draft.get());
     nlohmann::json out = {{"text", r.text},
                           {"prompt_ids", prompt_ids},
                           {"token_ids", r.tokens},
@@ -83,7 +85,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
           std::fwrite(piece.data(), 1, piece.size(), stdout);
           std::fflush(stdout);
         },
-        spec ? &*spec : nullptr);
+        spec ? &*spec : nullptr, draft.get());
     std::printf("\n");
   }
   print_speed(r);

@@ -252,6 +252,20 @@ std::optional<engine::SpeculativeConfig> speculative_config(const std::string& j
   return engine::parse_speculative_config(json);
 }
 
+std::unique_ptr<engine::DraftModel> load_draft_model(const std::optional<engine::SpeculativeConfig>& spec,
+                                                     const engine::RuntimeOptions& target) {
+  if (!spec || spec->method != engine::SpeculativeConfig::Method::kDraftModel) return nullptr;
+  engine::RuntimeOptions o = target;
+  o.load_progress = nullptr;
+  o.kv_cache_bytes = 0;
+  o.kv_cache_tokens = 0;
+  o.k_scales.clear();
+  o.v_scales.clear();
+  if (o.device != backend::Device::kCpu) o.kv_cache_tokens = std::max<int64_t>(o.max_num_seqs, 1) * 4096;
+  std::fprintf(stderr, "fp8lm: loading the draft model %s\n", spec->model.c_str());
+  return engine::DraftModel::load(*spec, o);
+}
+
 nlohmann::json speculative_json(const engine::SpeculativeStats& st) {
   std::vector<double> per_position;
   for (size_t i = 0; i < st.reached.size(); ++i)

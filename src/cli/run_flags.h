@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/draft_model.h"
 #include "engine/runtime.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -64,6 +65,13 @@ uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 void add_speculative_config_flag(CLI::App* cmd, std::string& json);
 // The parsed config, or none for an empty flag; throws fp8lm::Error naming what is wrong.
 std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json);
+// The draft model a speculative config names (none for the n-gram drafter or no config), loaded
+// on the target's device with its threads — before the target, so that on a GPU the target's KV
+// cache takes what the draft left; a draft KV cache given no size holds `target.max_num_seqs`
+// sequences of 4,096 tokens on a GPU (of its context on the CPU). Then check_target.
+std::unique_ptr<engine::DraftModel> load_draft_model(const std::optional<engine::SpeculativeConfig>& spec,
+                                                     const engine::RuntimeOptions& target);
+
 // A run's acceptance counts as the JSON outputs report them (generate, bench throughput).
 nlohmann::json speculative_json(const engine::SpeculativeStats& st);
 

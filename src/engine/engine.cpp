@@ -71,8 +71,16 @@ constexpr int32_t kPlaceholder = -1;  // outside every vocabulary: the model ref
 constexpr size_t kNoSlot = size_t(-1);
 }  // namespace
 
-Engine::Engine(Runtime& runtime, SchedulerConfig config, std::optional<SpeculativeConfig> speculative)
-    : rt_(runtime), scheduler_(runtime.blocks(), runtime.block_size(), config), speculative_(speculative) {
+Engine::Engine(Runtime& runtime, SchedulerConfig config, std::optional<SpeculativeConfig> speculative,
+               Drafter* drafter)
+    : rt_(runtime), scheduler_(runtime.blocks(), runtime.block_size(), config), speculative_(speculative),
+      drafter_(drafter) {
+  if (speculative_ && drafter_ == nullptr) {
+    if (speculative_->method != SpeculativeConfig::Method::kNgram)
+      throw Error("internal: speculative decoding with a draft model needs the loaded draft model");
+    own_drafter_ = std::make_unique<NgramDrafter>(*speculative_);
+    drafter_ = own_drafter_.get();
+  }
   blocks_total_ = runtime.blocks().num_total();
 }
 
@@ -86,9 +94,11 @@ Engine::~Engine() {
       // Its tokens are dropped either way; a destructor does not throw.
     }
   }
-  // Blocks of unfinished requests go back to the runtime's allocator.
-  for (auto& [id, a] : active_)
+  // Blocks of unfinished requests go back to the runtime's allocator (and the draft model's).
+  for (auto& [id, a] : active_) {
     if (a->in_scheduler) scheduler_.remove(&a->seq);
+    if (drafter_ != nullptr) drafter_->release(id);
+  }
 }
 
 RequestId Engine::add_request(Request request) {
@@ -159,20 +169,32 @@ bool Engine::drafting() const {
 }
 
 // Drafts for every decoding sequence that speculates (its last token known: no step in flight),
-// as many as its max_tokens leaves room for after the step's own token.
+// as many as its max_tokens leaves room for after the step's own token, all from one call of the
+// drafter.
 void Engine::draft() {
+  std::vector<Drafter::Request> want;
+  std::vector<Sequence*> seqs;
   for (auto& [id, ap] : active_) {
     Active& a = *ap;
     Sequence& q = a.seq;
     if (!a.speculate || a.finished || !a.in_scheduler || q.num_computed == 0 ||
         int64_t(q.tokens.size()) - q.num_computed != 1)
       continue;
-    const int64_t room = a.request.params.max_tokens - a.sampled - 1;
+    const int64_t room = std::min<int64_t>(a.request.params.max_tokens - a.sampled - 1, speculative_->num_speculative_tokens);
     if (room <= 0) continue;
-    std::vector<int32_t> d = ngram_draft(q.tokens, *speculative_);
-    if (int64_t(d.size()) > room) d.resize(size_t(room));
-    q.tokens.insert(q.tokens.end(), d.begin(), d.end());
-    q.num_draft = int64_t(d.size());
+    want.push_back({q.id, q.tokens, int(room), {}});
+    seqs.push_back(&q);
+  }
+  drafted_.clear();
+  if (want.empty()) return;
+  drafter_->draft(want);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const std::vector<int32_t>& d = want[i].draft;
+    const auto n = std::min<int64_t>(int64_t(d.size()), want[i].max_tokens);
+    if (n <= 0) continue;
+    seqs[i]->tokens.insert(seqs[i]->tokens.end(), d.begin(), d.begin() + n);
+    seqs[i]->num_draft = n;
+    drafted_.push_back(seqs[i]);
   }
 }
 
@@ -334,6 +356,7 @@ void Engine::collect(Launch& l) {
       spec_stats_.add(int(draft.size()), accepted);
     }
     scheduler_.accept_drafts(a.seq, accepted);
+    drafter_->keep(a.seq.id, int64_t(a.seq.tokens.size()));
     a.sampled += int64_t(kept.size());
     if (a.sampled < a.request.params.max_tokens) {
       l.slot[i] = a.seq.tokens.size();
@@ -401,6 +424,7 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<RequestId> done;
   const Finish finish = [&](Active& a, RequestOutput out, std::string reason) {
     if (a.in_scheduler) scheduler_.remove(&a.seq);
+    if (drafter_ != nullptr) drafter_->release(a.seq.id);
     a.in_scheduler = false;
     a.finished = true;
     out.finished = true;
@@ -435,6 +459,11 @@ std::vector<RequestOutput> Engine::step() {
 
   // The next batch, scheduled while the step in flight (if any) still runs.
   std::vector<ScheduledSequence> batch = scheduler_.schedule();
+  // A sequence whose drafts the schedule dropped (budget, preemption) keeps only its own tokens
+  // in the drafter too.
+  for (Sequence* q : drafted_)
+    if (q->num_draft == 0) drafter_->keep(q->id, int64_t(q->tokens.size()));
+  drafted_.clear();
   std::unique_ptr<Launch> next = batch.empty() ? nullptr : plan(std::move(batch));
   // The metrics as of this schedule, before the (long) forward call; the
   // arrivals leave the queued count only now, so that num_waiting() never

@@ -108,8 +108,11 @@ class Engine {
  public:
   // `runtime` must outlive the engine, which uses its model, KV cache and
   // blocks exclusively while it has work.
-  // `speculative`: drafts verified a step (see above); none: one token a sequence a step.
-  Engine(Runtime& runtime, SchedulerConfig config = {}, std::optional<SpeculativeConfig> speculative = std::nullopt);
+  // `speculative`: drafts verified a step (see above); none: one token a sequence a step. A
+  // config with a draft model needs `drafter`, the loaded draft model (engine/draft_model.h),
+  // which must outlive the engine; the n-gram drafter is the engine's own.
+  Engine(Runtime& runtime, SchedulerConfig config = {}, std::optional<SpeculativeConfig> speculative = std::nullopt,
+         Drafter* drafter = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -164,6 +167,9 @@ class Engine {
   Runtime& rt_;
   Scheduler scheduler_;
   std::optional<SpeculativeConfig> speculative_;
+  std::unique_ptr<Drafter> own_drafter_;  // the n-gram drafter
+  Drafter* drafter_ = nullptr;
+  std::vector<Sequence*> drafted_;  // the sequences draft() gave drafts this step
   int64_t blocks_total_ = 0;
 
   mutable std::mutex mutex_;  // guards the three below

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "common/error.h"
 #include "engine/sequence_output.h"
 
 namespace fp8lm::engine {
 namespace {
+
+constexpr uint64_t kSequence = 1;  // the one sequence's id for the drafter
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -44,8 +47,23 @@ class SequenceBlocks {
 }  // namespace
 
 GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const SamplingParams& params,
-                          const std::function<void(std::string_view)>& on_text, const SpeculativeConfig* speculative) {
+                          const std::function<void(std::string_view)>& on_text, const SpeculativeConfig* speculative,
+                          Drafter* drafter) {
   params.validate();
+  // The n-gram drafter is made here; a draft model is the caller's (loaded once for many calls).
+  std::unique_ptr<Drafter> ngram;
+  if (speculative != nullptr && drafter == nullptr) {
+    if (speculative->method != SpeculativeConfig::Method::kNgram)
+      throw Error("internal: speculative decoding with a draft model needs the loaded draft model");
+    ngram = std::make_unique<NgramDrafter>(*speculative);
+    drafter = ngram.get();
+  }
+  struct Release {  // the drafter forgets this sequence however generation ends
+    Drafter* d;
+    ~Release() {
+      if (d != nullptr) d->release(kSequence);
+    }
+  } release{speculative != nullptr ? drafter : nullptr};
   const int64_t context = rt.max_model_len();  // the model's context, or less (--max-model-len)
   if (prompt.empty()) throw Error("the prompt is empty: nothing to generate from");
   if (int64_t(prompt.size()) >= context) {
@@ -91,9 +109,10 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   while (true) {
     if (speculative != nullptr && !output.tokens().empty()) {
       // A verify step: the last token and the drafted ones, each position's logits back.
-      std::vector<int32_t> draft = ngram_draft(history, *speculative);
       const int64_t room = std::min<int64_t>(context - position - 1, max_new - int64_t(output.tokens().size()) - 1);
-      if (int64_t(draft.size()) > room) draft.resize(size_t(std::max<int64_t>(room, 0)));
+      Drafter::Request want{kSequence, history, int(std::min<int64_t>(room, speculative->num_speculative_tokens)), {}};
+      if (want.max_tokens > 0) drafter->draft({&want, 1});
+      std::vector<int32_t>& draft = want.draft;
       if (!draft.empty()) {
         step.insert(step.end(), draft.begin(), draft.end());
         blocks.reserve(position + int64_t(step.size()));
@@ -115,6 +134,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
           accepted = v.accepted;
         }
         r.speculative.add(int(draft.size()), accepted);
+        drafter->keep(kSequence, int64_t(history.size()) + accepted);  // what the drafter saw and still holds
         position += accepted + 1;
         bool finished = false;
         for (size_t i = 0; i < kept.size() && !finished; ++i) finished = keep(kept[i]);

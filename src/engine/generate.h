@@ -31,16 +31,17 @@ struct GenerationResult {
 // prompt is empty or does not leave room for one token in the context, or
 // when the KV cache cannot hold the sequence.
 //
-// With `speculative`, each decode step feeds the last token and the n-gram drafter's tokens
-// (speculative.h) as one step of k + 1 positions and keeps what the model itself would give:
-// greedy, the drafted tokens its argmax confirms, then its token after them; sampled, each
-// drafted token kept or replaced by speculative sampling (verify_drafted_token), and a draw
-// after the last one when all are kept — the tokens are distributed as without speculation
-// (the same seed gives other tokens: the draws differ). The K/V the step wrote for rejected
-// positions is overwritten by the next step, which starts right after the kept ones. Penalties
-// are refused (fp8lm::Error): each position's would depend on the drafts before it.
+// With `speculative`, each decode step feeds the last token and the drafter's tokens
+// (speculative.h: the n-gram drafter, or `drafter` — a draft model, engine/draft_model.h, which
+// the caller loaded for a kDraftModel config) as one step of k + 1 positions and keeps what the
+// model itself would give: plain greedy, the drafted tokens its argmax confirms, then its token
+// after them; otherwise each drafted token kept or replaced by speculative sampling
+// (verify_drafted_token, penalties counted as after the tokens kept before it), and a draw after
+// the last one when all are kept — the tokens are distributed as without speculation (the same
+// seed gives other tokens: the draws differ). The K/V the step wrote for rejected positions is
+// overwritten by the next step, which starts right after the kept ones.
 GenerationResult generate(Runtime& runtime, std::span<const int32_t> prompt, const SamplingParams& params,
                           const std::function<void(std::string_view)>& on_text = {},
-                          const SpeculativeConfig* speculative = nullptr);
+                          const SpeculativeConfig* speculative = nullptr, Drafter* drafter = nullptr);
 
 }  // namespace fp8lm::engine

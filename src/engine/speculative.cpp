@@ -37,21 +37,38 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (!j.is_object()) refuse("expected a JSON object, got " + shown(j));
   // What vLLM's SpeculativeConfig takes that fp8lm does not run yet is refused by name, never
   // ignored: a draft model, EAGLE / EAGLE-3 heads, MTP, and the knobs that go with them.
-  static const char* const kKnown[] = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
-                                      "disable_by_batch_size"};
+  static const char* const kKnown[] = {"method",           "num_speculative_tokens", "prompt_lookup_min",
+                                      "prompt_lookup_max", "disable_by_batch_size",  "model",
+                                      "quantization"};
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown)) continue;
-    if (key == "model")
-      refuse("\"model\": draft models are not implemented yet (issue 42); \"method\": \"ngram\" is");
-    refuse("\"" + (key.size() > 40 ? key.substr(0, 37) + "..." : key) + "\" is not a key fp8lm implements (it takes method, num_speculative_tokens, "
+    refuse("\"" + (key.size() > 40 ? key.substr(0, 37) + "..." : key) +
+           "\" is not a key fp8lm implements (it takes method, model, quantization, num_speculative_tokens, "
            "prompt_lookup_min, prompt_lookup_max, disable_by_batch_size)");
   }
-  if (!j.contains("method")) refuse("\"method\" is missing (\"ngram\" is what fp8lm implements)");
-  if (!j["method"].is_string()) refuse("\"method\" must be a string, got " + shown(j["method"]));
-  const std::string method = j["method"].get<std::string>();
-  if (method != "ngram" && method != "[ngram]")
-    refuse("method \"" + (method.size() > 40 ? method.substr(0, 37) + "..." : method) + "\" is not implemented (\"ngram\" is; draft models and eagle3 are issue 42's next parts)");
   SpeculativeConfig c;
+  auto string_field = [&](const char* key) {
+    if (!j[key].is_string()) refuse(std::string("\"") + key + "\" must be a string, got " + shown(j[key]));
+    return j[key].get<std::string>();
+  };
+  // vLLM: a "model" without a method is a draft model ("draft_model"); "ngram" takes none.
+  std::string method = j.contains("method") ? string_field("method") : j.contains("model") ? "draft_model" : "";
+  if (method.empty()) refuse("\"method\" is missing (\"ngram\", or a draft \"model\", is what fp8lm implements)");
+  if (method == "ngram" || method == "[ngram]") {
+    if (j.contains("model")) refuse("\"model\" with method \"ngram\": prompt lookup uses no model");
+    if (j.contains("quantization")) refuse("\"quantization\" with method \"ngram\": prompt lookup uses no model");
+  } else if (method == "draft_model") {
+    c.method = SpeculativeConfig::Method::kDraftModel;
+    if (!j.contains("model")) refuse("method \"draft_model\" needs \"model\": the draft model's directory");
+    c.model = string_field("model");
+    if (c.model.empty()) refuse("\"model\" is empty");
+    if (j.contains("quantization")) c.quantization = string_field("quantization");
+    for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"})
+      if (j.contains(key)) refuse(std::string("\"") + key + "\" is the n-gram drafter's; a draft model takes none");
+  } else {
+    refuse("method \"" + (method.size() > 40 ? method.substr(0, 37) + "..." : method) +
+           "\" is not implemented (\"ngram\" and \"draft_model\" are; eagle3 is issue 42's next part)");
+  }
   if (!j.contains("num_speculative_tokens")) refuse("\"num_speculative_tokens\" is missing");
   c.num_speculative_tokens = int_field(j, "num_speculative_tokens", 1, kMaxSpeculativeTokens);
   // vLLM's defaults: neither given, both 5; one given, the other the same.
@@ -68,6 +85,13 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (j.contains("disable_by_batch_size"))
     c.disable_by_batch_size = int_field(j, "disable_by_batch_size", 2, 1 << 20);
   return c;
+}
+
+void NgramDrafter::draft(std::span<Request> requests) {
+  for (Request& r : requests) {
+    r.draft = ngram_draft(r.tokens, config_);
+    if (int64_t(r.draft.size()) > r.max_tokens) r.draft.resize(size_t(std::max(r.max_tokens, 0)));
+  }
 }
 
 std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const SpeculativeConfig& config) {

@@ -19,8 +19,12 @@
 namespace fp8lm::engine {
 
 struct SpeculativeConfig {
-  enum class Method { kNgram };
+  // kNgram: prompt lookup, no model. kDraftModel: a smaller model with the target's vocabulary
+  // drafts greedily (engine/draft_model.h).
+  enum class Method { kNgram, kDraftModel };
   Method method = Method::kNgram;
+  std::string model;         // kDraftModel: its directory
+  std::string quantization;  // kDraftModel: online quantization of the draft ("fp8", …); empty: as stored
   int num_speculative_tokens = 0;  // k: drafted tokens a step, 1 … kMaxSpeculativeTokens
   int prompt_lookup_min = 1;       // n-gram lengths tried, longest first
   int prompt_lookup_max = 1;
@@ -34,7 +38,8 @@ inline constexpr int kMaxSpeculativeTokens = 16;
 
 // Parses vLLM's --speculative-config JSON: {"method": "ngram", "num_speculative_tokens": k,
 // "prompt_lookup_min": a, "prompt_lookup_max": b, "disable_by_batch_size": n} (as vLLM: a or b
-// given alone sets both, neither gives 5). Throws fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not
+// given alone sets both, neither gives 5), or a draft model: {"model": DIR,
+// "num_speculative_tokens": k, "quantization": "fp8"} ("method": "draft_model" optional). Throws fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not
 // know, a method it does not implement (a draft model, "eagle3", …), a value out of range.
 SpeculativeConfig parse_speculative_config(std::string_view json);
 
@@ -68,6 +73,38 @@ struct VerifiedDraft {
   int accepted = 0;
 };
 VerifiedDraft verify_draft_rows(const Sampler& sampler, std::span<float> logits, std::span<const int32_t> draft);
+
+// Where drafts come from. The engine asks for a batch of sequences' drafts at once, and tells
+// the drafter what each sequence kept (a drafter with state — a draft model's KV cache — keeps
+// what is still valid) and when a sequence is gone. Drafts are deterministic (the drafter's q is
+// one-hot), which verify_drafted_token assumes.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  struct Request {
+    uint64_t id = 0;                  // the sequence's, stable while it lives
+    std::span<const int32_t> tokens;  // prompt and output so far
+    int max_tokens = 0;               // drafts wanted, ≥ 1
+    std::vector<int32_t> draft;       // out: at most max_tokens
+  };
+  virtual void draft(std::span<Request> requests) = 0;
+  // Sequence `id` now starts with `length` tokens the drafter saw in its last draft() call (its
+  // tokens then and the drafts it kept); anything it derived from later ones is stale.
+  virtual void keep(uint64_t id, int64_t length) = 0;
+  virtual void release(uint64_t id) = 0;
+};
+
+// Prompt lookup (ngram_draft) for each request: no state.
+class NgramDrafter final : public Drafter {
+ public:
+  explicit NgramDrafter(const SpeculativeConfig& config) : config_(config) {}
+  void draft(std::span<Request> requests) override;
+  void keep(uint64_t, int64_t) override {}
+  void release(uint64_t) override {}
+
+ private:
+  SpeculativeConfig config_;
+};
 
 // How many of `draft` the model's own greedy tokens confirm: `verified` holds the model's token
 // after each position of [last, draft...] (draft.size() + 1 of them); draft[i] is accepted while

@@ -989,7 +989,7 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
   s.defaults = engine::with_generation_defaults(engine::SamplingParams{}, o.generation_defaults);
   s.defaults.validate();
 
-  s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler, o.speculative);
+  s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler, o.speculative, o.drafter);
   TransportLimits limits;
   // A request holds a handler thread while its body is read and it runs (a
   // stream until its end): room for every running request and more; further

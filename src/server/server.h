@@ -44,6 +44,7 @@ struct ServerOptions {
   int64_t max_waiting = 0;               // requests waiting before 503s; 0: 4 × max_num_seqs
   engine::SchedulerConfig scheduler;
   std::optional<engine::SpeculativeConfig> speculative;  // --speculative-config; none: no drafts
+  engine::Drafter* drafter = nullptr;  // a draft model's (outlives the server); null: the n-gram drafter
   // Requests' default sampling parameters: the sampling fields of this generation config
   // (io::read_generation_config; --generation-config) over OpenAI's defaults; empty: OpenAI's.
   io::GenerationDefaults generation_defaults;

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "cpp/model_fixtures.h"
+#include "engine/draft_model.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 
@@ -173,6 +175,70 @@ TEST(EngineSpeculative, OptedOutAndLogprobRequestsDoNotDraft) {
   EXPECT_EQ(got[0].tokens, got[1].tokens);
   EXPECT_EQ(got[0].tokens, engine::generate(*rt, c.prompt, c.params).tokens);
   EXPECT_EQ(eng.speculative_stats().steps, 0);
+}
+
+// A draft model: the shipped model itself quantized to FP8 online (the target's vocabulary, and
+// nearly its greedy choices). Every request of the batch — greedy, seeded, penalties — equals
+// generate alone with the same draft model, greedy ones equal no speculation, most drafts are
+// kept, and the draft model's KV blocks all come back.
+TEST(EngineSpeculative, DraftModelBatchEqualsGenerateAlone) {
+  auto rt = load_shipped();
+  engine::SpeculativeConfig spec;
+  spec.method = engine::SpeculativeConfig::Method::kDraftModel;
+  spec.model = (std::filesystem::path(FP8LM_SOURCE_DIR) / model_manifest()["shipped"]["dir"].get<std::string>()).string();
+  spec.quantization = "fp8";
+  spec.num_speculative_tokens = 3;
+  engine::RuntimeOptions opt;
+  opt.threads = 2;
+  opt.kv_cache_tokens = 4096;
+  const std::unique_ptr<engine::DraftModel> draft = engine::DraftModel::load(spec, opt);
+  draft->check_target(rt->config().vocab_size);
+  std::vector<Case> cases = make_cases(*rt);
+  cases.resize(8);
+  std::vector<engine::GenerationResult> alone_spec, alone_plain;
+  for (const Case& c : cases) {
+    alone_spec.push_back(engine::generate(*rt, c.prompt, c.params, {}, &spec, draft.get()));
+    alone_plain.push_back(c.params.greedy() ? engine::generate(*rt, c.prompt, c.params) : alone_spec.back());
+  }
+  EXPECT_EQ(draft->runtime().blocks().num_free(), draft->runtime().blocks().num_total());
+  {
+    engine::Engine eng(*rt, {256, 8}, spec, draft.get());
+    const std::vector<engine::Completion> got = run_engine(eng, cases);
+    expect_same(got, alone_spec, cases, /*greedy_only=*/false);
+    expect_same(got, alone_plain, cases, /*greedy_only=*/true);
+    EXPECT_GT(eng.speculative_stats().accepted, 0);
+  }
+  {
+    // Greedy requests alone: the FP8 draft's argmax is mostly the target's.
+    std::vector<Case> greedy;
+    for (const Case& c : cases)
+      if (c.params.greedy() && !c.params.has_penalties()) greedy.push_back(c);
+    engine::Engine eng(*rt, {256, 8}, spec, draft.get());
+    (void)run_engine(eng, greedy);
+    const engine::SpeculativeStats st = eng.speculative_stats();
+    EXPECT_GT(st.acceptance_rate(), 0.8) << st.accepted << " of " << st.drafted;
+    std::printf("[ engine, FP8 draft of the shipped model, k=3, greedy ] %lld of %lld drafted tokens kept\n",
+                static_cast<long long>(st.accepted), static_cast<long long>(st.drafted));
+  }
+  EXPECT_EQ(draft->runtime().blocks().num_free(), draft->runtime().blocks().num_total());
+  EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
+}
+
+TEST(EngineSpeculative, ADraftModelOfAnotherVocabularyIsRefused) {
+  engine::SpeculativeConfig spec;
+  spec.method = engine::SpeculativeConfig::Method::kDraftModel;
+  // The tool-call fixture: the shipped tokenizer with 16 added tokens (16,400 ids).
+  spec.model = (std::filesystem::path(FP8LM_FIXTURE_DIR) / "models" / "tool_calls").string();
+  spec.num_speculative_tokens = 2;
+  engine::RuntimeOptions opt;
+  opt.kv_cache_tokens = 256;
+  const std::unique_ptr<engine::DraftModel> draft = engine::DraftModel::load(spec, opt);
+  try {
+    draft->check_target(16384);
+    ADD_FAILURE() << "a draft of another vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must share the target's tokenizer"), std::string::npos) << e.what();
+  }
 }
 
 // ---- the scheduler's drafts alone (no model) ----------------------------------------------

@@ -47,6 +47,18 @@ TEST(SpeculativeConfig, ParsesVllmsNgramConfig) {
             8);
 }
 
+TEST(SpeculativeConfig, ParsesADraftModel) {
+  // vLLM: a "model" without a method is a draft model.
+  const SpeculativeConfig c =
+      parse_speculative_config(R"({"model": "draft/dir", "num_speculative_tokens": 5, "quantization": "fp8"})");
+  EXPECT_EQ(c.method, SpeculativeConfig::Method::kDraftModel);
+  EXPECT_EQ(c.model, "draft/dir");
+  EXPECT_EQ(c.quantization, "fp8");
+  EXPECT_EQ(c.num_speculative_tokens, 5);
+  EXPECT_EQ(parse_speculative_config(R"({"method": "draft_model", "model": "d", "num_speculative_tokens": 2})").method,
+            SpeculativeConfig::Method::kDraftModel);
+}
+
 TEST(SpeculativeConfig, RefusesWhatItDoesNotImplementByName) {
   expect_refused("{not json", "not valid JSON");
   // Nesting beyond io::kMaxJsonDepth is refused while parsing, in bounded stack.
@@ -57,7 +69,12 @@ TEST(SpeculativeConfig, RefusesWhatItDoesNotImplementByName) {
                  "must be an integer, got \"xxxxxxxx");
   expect_refused("[1, 2]", "expected a JSON object");
   expect_refused(R"({"num_speculative_tokens": 3})", "\"method\" is missing");
-  expect_refused(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3})", "\"model\"");
+  expect_refused(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3})",
+                 "method \"eagle3\" is not implemented");
+  expect_refused(R"({"method": "ngram", "model": "x", "num_speculative_tokens": 3})", "prompt lookup uses no model");
+  expect_refused(R"({"method": "draft_model", "num_speculative_tokens": 3})", "needs \"model\"");
+  expect_refused(R"({"model": "x", "num_speculative_tokens": 3, "prompt_lookup_max": 2})", "a draft model takes none");
+  expect_refused(R"({"model": 7, "num_speculative_tokens": 3})", "\"model\" must be a string");
   expect_refused(R"({"method": "eagle3", "num_speculative_tokens": 3})", "method \"eagle3\" is not implemented");
   expect_refused(R"({"method": "ngram", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1})",
                  "\"draft_tensor_parallel_size\" is not a key");

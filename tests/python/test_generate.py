@@ -354,6 +354,18 @@ def test_speculative_greedy_matches_transformers_exactly(run, index):
     assert spec["mean_accepted_length"] >= 1.0
 
 
+def test_speculative_draft_model_greedy_matches_transformers_exactly(run):
+    # The draft model: the shipped model quantized to FP8 online (the target's tokenizer). Its
+    # drafts are verified by the BF16 target, whose tokens with a float32 KV cache are transformers'.
+    p = PROMPTS[0]
+    n = SHIPPED["new_tokens"]
+    draft = json.dumps({"model": str(MODEL), "num_speculative_tokens": 3, "quantization": "fp8"})
+    got = generate_json(run, *greedy_args(p["text"], n), "--speculative-config", draft)
+    assert got["token_ids"] == p["greedy"][:n]
+    spec = got["speculative"]
+    assert spec["accepted_tokens"] > spec["drafted_tokens"] // 2
+
+
 def test_speculative_stops_where_generation_without_it_stops(run):
     # A stop token met inside a verify step's kept tokens ends the output there, as without it.
     p = PROMPTS[0]
@@ -368,7 +380,9 @@ def test_speculative_stops_where_generation_without_it_stops(run):
 
 @pytest.mark.parametrize("config, words", [
     ('{"method": "eagle3", "num_speculative_tokens": 3}', 'method "eagle3" is not implemented'),
-    ('{"model": "draft", "method": "ngram", "num_speculative_tokens": 3}', '"model": draft models'),
+    ('{"model": "draft", "method": "ngram", "num_speculative_tokens": 3}', 'prompt lookup uses no model'),
+    ('{"model": "no/such/dir", "num_speculative_tokens": 3}', 'the draft model: '),
+    ('{"model": "models/fp8lm-gutenberg-22m", "num_speculative_tokens": 3, "quantization": "fp9"}', 'fp9'),
     ('{"method": "ngram", "num_speculative_tokens": 3, "typo": 1}', '"typo" is not a key'),
     ('{"method": "ngram"', "not valid JSON"),
 ])
