@@ -205,6 +205,16 @@ TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
     }
   }
 }
+// The shipped model in BF16 with a BF16 KV cache of 4,096 tokens, its steps recorded as graphs or not.
+std::unique_ptr<engine::Runtime> load_graphs(bool graphs) {
+  io::LoadOverrides o;
+  o.kv_cache_dtype = io::parse_kv_cache_dtype("bf16");
+  engine::RuntimeOptions opt;
+  opt.device = backend::Device::kCuda;
+  opt.kv_cache_tokens = 4096;
+  opt.cuda_graphs = graphs;
+  return engine::Runtime::load(shipped_dir(), o, opt);
+}
 
 // Serving meets every batch size, but decode steps are recorded only at the
 // sizes of the graph ladder (backend::decode_graph_rows): batches of 1..20
@@ -216,15 +226,6 @@ TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
 TEST(CudaModelGraphs, BatchSizesRecordOnlyTheLadder) {
   REQUIRE_HOPPER();
   const Reference& ref = reference();
-  auto load_graphs = [](bool graphs) {
-    io::LoadOverrides o;
-    o.kv_cache_dtype = io::parse_kv_cache_dtype("bf16");
-    engine::RuntimeOptions opt;
-    opt.device = backend::Device::kCuda;
-    opt.kv_cache_tokens = 4096;
-    opt.cuda_graphs = graphs;
-    return engine::Runtime::load(shipped_dir(), o, opt);
-  };
   auto gpu = load_graphs(true);
   auto eager = load_graphs(false);
   auto& ops = dynamic_cast<cuda::CudaOps&>(gpu->ops());
@@ -288,15 +289,6 @@ TEST(CudaModelGraphs, BatchSizesRecordOnlyTheLadder) {
 TEST(CudaModelGraphs, VerifyStepsRecordPerTokenCount) {
   REQUIRE_HOPPER();
   const Reference& ref = reference();
-  auto load_graphs = [](bool graphs) {
-    io::LoadOverrides o;
-    o.kv_cache_dtype = io::parse_kv_cache_dtype("bf16");
-    engine::RuntimeOptions opt;
-    opt.device = backend::Device::kCuda;
-    opt.kv_cache_tokens = 4096;
-    opt.cuda_graphs = graphs;
-    return engine::Runtime::load(shipped_dir(), o, opt);
-  };
   auto gpu = load_graphs(true);
   auto eager = load_graphs(false);
   auto& ops = dynamic_cast<cuda::CudaOps&>(gpu->ops());
