@@ -205,6 +205,7 @@ TEST(CudaModelGenerate, GreedyTokensEqualTheCpu) {
     }
   }
 }
+
 // The shipped model in BF16 with a BF16 KV cache of 4,096 tokens, its steps recorded as graphs or not.
 std::unique_ptr<engine::Runtime> load_graphs(bool graphs) {
   io::LoadOverrides o;
