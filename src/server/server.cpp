@@ -256,8 +256,14 @@ struct Server::Impl {
   void on_output(const std::shared_ptr<Job>& job, size_t c, const engine::RequestOutput& o) {
     const auto now = Clock::now();
     if (!o.new_tokens.empty()) {
-      if (!job->got_token[c]) metrics.observe_ttft(seconds(now - job->arrival));
-      else metrics.observe_inter_token(seconds(now - job->last_token[c]));
+      // A verify step's tokens (speculative decoding) share the interval: each is observed at
+      // its share of it, so TPOT stays a time per token.
+      if (!job->got_token[c]) {
+        metrics.observe_ttft(seconds(now - job->arrival));  // the prefill's one token
+      } else {
+        const double each = seconds(now - job->last_token[c]) / double(o.new_tokens.size());
+        for (size_t i = 0; i < o.new_tokens.size(); ++i) metrics.observe_inter_token(each);
+      }
       job->got_token[c] = 1;
       job->last_token[c] = now;
     }
