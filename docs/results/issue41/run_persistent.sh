@@ -1,7 +1,8 @@
 # Issue 41, the persistent kernel's device runs from the second on: its GPU tests, the copy
 # bandwidth, bench latency (Llama-3.1-8B dummy, 1,024 in / 128 out) layered against persistent —
 # FP8 and BF16, batch 1 and 8 — with a previous persistent build where the archive holds one
-# (fp8lm_v2) at FP8 batch 1, then the kernel's own timers (--profile, 32 out) at batch 1.
+# (fp8lm_v2) at batch 1, then the kernel's own timers (--profile, 32 out) at batch 1; with VERIFY=1
+# also issue 42's verify steps (--verify-tokens V: V tokens a sequence a step) on the layered path.
 set -u
 R=${OUT:-/tmp/out}; mkdir -p $R /tmp/f; tar xJf gpu-persistent.tar.xz -C /tmp/f
 lt=$(ldconfig -p | awk '/libcublasLt.so/ {print $NF; exit}')
@@ -22,13 +23,30 @@ lat() {  # lat BIN KERNEL QUANT BATCH NAME [extra]
   echo "$5 exit $?: $(grep -E 'TPOT median|decode weight GB/s' $R/$5.log | tr -s ' ' | tr '\n' ' ')"
 }
 {
+# QUICK=1 (little device time left): batch 1 only, and the short verify sweep.
 for q in fp8 bf16; do for b in 1 8; do
+  [[ ${QUICK:-0} == 1 && $b == 8 ]] && continue
   lat fp8lm layered $q $b lat_layered_${q}_b$b; lat fp8lm persistent $q $b lat_persistent_${q}_b$b
 done; done
-[[ -x /tmp/f/fp8lm_v2 ]] && lat fp8lm_v2 persistent fp8 1 lat_persistent_v2_fp8_b1
+if [[ -x /tmp/f/fp8lm_v2 ]]; then
+  lat fp8lm_v2 persistent fp8 1 lat_persistent_v2_fp8_b1; lat fp8lm_v2 persistent bf16 1 lat_persistent_v2_bf16_b1
+fi
 } | tee $R/latency.txt
-for q in fp8 bf16; do
+for q in ${PROFILE_QUANTS:-fp8}; do
   OUTLEN=32 lat fp8lm persistent $q 1 prof_persistent_${q}_b1 --profile > /dev/null
   echo "== $q b1 persistent profile"; sed -n '/op profile, decode/,/of the roofline/p' $R/prof_persistent_${q}_b1.log
 done | tee $R/profile.txt
-(cd $R && tar czf runs.tgz lat_*.json lat_*.log prof_*.log prof_*.json tests_*.log && rm -f lat_*.json lat_*.log prof_*.log prof_*.json tests_*.log)
+if [[ ${VERIFY:-0} == 1 ]]; then
+  timeout 240 /tmp/f/test_cuda_model --gtest_filter='CudaModelGraphs.*' > $R/tests_verify_graphs.log 2>&1
+  echo "verify graphs test exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]|graphs,' $R/tests_verify_graphs.log | tr '\n' ' ')" | tee -a $R/tests.txt
+  {
+  sweep="fp8:1:1 fp8:1:2 fp8:1:3 fp8:1:5 fp8:1:8 bf16:1:1 bf16:1:5 fp8:8:1 fp8:8:5"
+  [[ ${QUICK:-0} == 1 ]] && sweep="fp8:1:1 fp8:1:5"
+  for qbv in $sweep; do
+    IFS=: read -r q b v <<< "$qbv"
+    OUTLEN=64 lat fp8lm layered $q $b verify_${q}_b${b}_v$v --verify-tokens $v
+  done
+  OUTLEN=64 lat fp8lm layered fp8 1 verify_fp8_b1_v5_eager --verify-tokens 5 --no-cuda-graphs
+  } | tee $R/verify.txt
+fi
+(cd $R && tar czf runs.tgz verify_*.json verify_*.log lat_*.json lat_*.log prof_*.log prof_*.json tests_*.log && rm -f lat_*.json lat_*.log prof_*.log prof_*.json tests_*.log verify_*)
