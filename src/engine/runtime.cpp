@@ -18,7 +18,7 @@ namespace fp8lm::engine {
 namespace {
 
 // `count` samples of `length` token ids drawn uniformly (fixed seed): KV-scale
-// calibration for a model without a tokenizer (--load-format dummy).
+// calibration for a model without a tokenizer (--load-format dummy, or RuntimeOptions::load_tokenizer off).
 std::vector<std::vector<int32_t>> random_token_samples(int64_t vocab, int64_t count, int64_t length) {
   std::mt19937_64 rng(0x6b7663616c696221ULL);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(count), std::vector<int32_t>(static_cast<size_t>(length)));
@@ -125,7 +125,8 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   loader::check_supported(rt->spec_);
   const RopeTable rope_check(c);  // an unsupported RoPE scaling fails here, before anything loads
   // --load-format dummy needs config.json alone: without tokenizer.json there is no tokenizer.
-  if (!rt->spec_.dummy_weights || std::filesystem::exists(dir / "tokenizer.json"))
+  rt->tokenizer_skipped_ = !options.load_tokenizer;
+  if (options.load_tokenizer && (!rt->spec_.dummy_weights || std::filesystem::exists(dir / "tokenizer.json")))
     rt->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
 
   for (int64_t id : c.eos_token_ids) rt->eos_ids_.push_back(int32_t(id));
@@ -327,9 +328,10 @@ double Runtime::decode_weight_bytes(int64_t batch) const {
 }
 
 const tokenizer::Tokenizer& Runtime::tokenizer() const {
-  if (!tokenizer_)
+  if (!tokenizer_ && !tokenizer_skipped_)
     throw Error(spec_.directory.string() +
                 " has no tokenizer.json (--load-format dummy loads config.json alone); use bench latency/throughput");
+  if (!tokenizer_) throw Error(spec_.directory.string() + ": loaded without its tokenizer (token ids only)");
   return *tokenizer_;
 }
 

@@ -60,6 +60,9 @@ struct RuntimeOptions {
   // An FP8 E4M3 KV cache without scales (none in the checkpoint, none given):
   // calibrate them at load on fp8lm's built-in text (true), or use 1.0 (false).
   bool calibrate_kv_scales = true;
+  // false: no tokenizer is loaded, tokenizer.json or not (has_tokenizer() is then false): for
+  // programs that feed token ids alone, such as tests on tiny checkpoints that ship none.
+  bool load_tokenizer = true;
   // Called as the weights load (and, with --quantization, are quantized): layers done of all.
   std::function<void(int64_t done, int64_t total)> load_progress;
 };
@@ -120,6 +123,7 @@ class Runtime {
   Runtime() = default;
   io::ModelSpec spec_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  bool tokenizer_skipped_ = false;  // RuntimeOptions::load_tokenizer was off
   std::unique_ptr<ModelRunner> runner_;
   backend::Ops* ops_ = nullptr;  // rank 0's
   std::unique_ptr<BlockAllocator> blocks_;

@@ -350,6 +350,33 @@ TEST(DummyWeights, RuntimeWithoutTokenizer) {
   EXPECT_THROW(engine::Runtime::load(dir.path(), {}, opt), Error);
 }
 
+// RuntimeOptions::load_tokenizer off: a real checkpoint without tokenizer.json (the tiny
+// fixtures) loads for token ids alone, and one with a tokenizer.json leaves it unread.
+TEST(DummyWeights, RuntimeWithTheTokenizerSkipped) {
+  engine::RuntimeOptions opt;
+  opt.threads = 2;
+  opt.kv_cache_tokens = 64;
+  EXPECT_THROW(engine::Runtime::load(model_fixture_dir("qwen2"), {}, opt), Error) << "no tokenizer.json";
+  opt.load_tokenizer = false;
+  const auto rt = engine::Runtime::load(model_fixture_dir("qwen2"), {}, opt);
+  EXPECT_FALSE(rt->has_tokenizer());
+  const std::vector<int32_t> ids = {1, 17, 42, 9};
+  const std::vector<int64_t> table = {0};
+  const model::SequenceInput in{ids, 0, table, false};
+  std::vector<float> logits;
+  rt->model().forward({&in, 1}, logits);
+  EXPECT_EQ(int64_t(logits.size()), rt->config().vocab_size);
+  const auto shipped = engine::Runtime::load(
+      std::filesystem::path(FP8LM_SOURCE_DIR) / model_manifest()["shipped"]["dir"].get<std::string>(), {}, opt);
+  EXPECT_FALSE(shipped->has_tokenizer());
+  try {
+    (void)shipped->tokenizer();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loaded without its tokenizer"), std::string::npos) << e.what();
+  }
+}
+
 // ---- errors ------------------------------------------------------------------
 
 std::string error_of(const fs::path& dir, const io::LoadOverrides& o = dummy()) {
