@@ -74,13 +74,7 @@ constexpr size_t kNoSlot = size_t(-1);
 Engine::Engine(Runtime& runtime, SchedulerConfig config, std::optional<SpeculativeConfig> speculative,
                Drafter* drafter)
     : rt_(runtime), scheduler_(runtime.blocks(), runtime.block_size(), config), speculative_(speculative),
-      drafter_(drafter) {
-  if (speculative_ && drafter_ == nullptr) {
-    if (speculative_->method != SpeculativeConfig::Method::kNgram)
-      throw Error("internal: speculative decoding with a draft model needs the loaded draft model");
-    own_drafter_ = std::make_unique<NgramDrafter>(*speculative_);
-    drafter_ = own_drafter_.get();
-  }
+      drafter_(speculative ? &resolve_drafter(*speculative, drafter, own_drafter_) : nullptr) {
   blocks_total_ = runtime.blocks().num_total();
 }
 
@@ -250,10 +244,12 @@ std::string Engine::launch(Launch& l) {
   // verify row here is plain greedy: the same description at each of its positions.
   if (l.mode == Launch::Mode::kDevice) {
     rows_.assign(l.logits_rows, backend::RowSampling{});
-    for (size_t i = 0; i < l.batch.size(); ++i)
-      for (size_t r = 0; r <= l.draft[i].size(); ++r)
-        if (l.samples[i]) rows_[l.first_row[i] + r] = active_.at(l.batch[i].seq->id)->sampler.row_sampling();
-        else rows_[l.first_row[i] + r].temperature = 0.0f;
+    for (size_t i = 0; i < l.batch.size(); ++i) {
+      backend::RowSampling row;
+      if (l.samples[i]) row = active_.at(l.batch[i].seq->id)->sampler.row_sampling();
+      else row.temperature = 0.0f;
+      std::fill_n(rows_.begin() + int64_t(l.first_row[i]), l.draft[i].size() + 1, row);
+    }
   }
   try {
     switch (l.mode) {
@@ -336,7 +332,7 @@ void Engine::collect(Launch& l) {
         verified.assign(l.tokens.begin() + int64_t(l.first_row[i]), l.tokens.begin() + int64_t(l.first_row[i] + rows));
         for (const int32_t t : verified)
           if (t < 0 || t >= vocab) throw Error(backend::kNoTokenReason);
-        accepted = draft.empty() ? 0 : accepted_prefix(draft, verified);
+        accepted = accepted_prefix(draft, verified);
         kept.assign(verified.begin(), verified.begin() + accepted + 1);
       }
       // sample() has recorded its token; the rest are recorded here.

@@ -52,12 +52,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   params.validate();
   // The n-gram drafter is made here; a draft model is the caller's (loaded once for many calls).
   std::unique_ptr<Drafter> ngram;
-  if (speculative != nullptr && drafter == nullptr) {
-    if (speculative->method != SpeculativeConfig::Method::kNgram)
-      throw Error("internal: speculative decoding with a draft model needs the loaded draft model");
-    ngram = std::make_unique<NgramDrafter>(*speculative);
-    drafter = ngram.get();
-  }
+  if (speculative != nullptr) drafter = &resolve_drafter(*speculative, drafter, ngram);
   struct Release {  // the drafter forgets this sequence however generation ends
     Drafter* d;
     ~Release() {

@@ -12,12 +12,12 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& why) { throw Error("--speculative-config: " + why); }
 
-// A value as the user wrote it, cut short for an error message.
-std::string shown(const nlohmann::json& v) {
-  std::string s = v.dump();
+// What the user wrote, cut short for an error message.
+std::string cut(std::string s) {
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
+std::string shown(const nlohmann::json& v) { return cut(v.dump()); }
 
 int int_field(const nlohmann::json& j, const char* key, int lo, int hi) {
   const nlohmann::json& v = j.at(key);
@@ -36,13 +36,13 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   const nlohmann::json j = io::parse_json(text, "--speculative-config");
   if (!j.is_object()) refuse("expected a JSON object, got " + shown(j));
   // What vLLM's SpeculativeConfig takes that fp8lm does not run yet is refused by name, never
-  // ignored: a draft model, EAGLE / EAGLE-3 heads, MTP, and the knobs that go with them.
+  // ignored: EAGLE / EAGLE-3 heads, MTP, and the knobs that go with them.
   static const char* const kKnown[] = {"method",           "num_speculative_tokens", "prompt_lookup_min",
                                       "prompt_lookup_max", "disable_by_batch_size",  "model",
                                       "quantization"};
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown)) continue;
-    refuse("\"" + (key.size() > 40 ? key.substr(0, 37) + "..." : key) +
+    refuse("\"" + cut(key) +
            "\" is not a key fp8lm implements (it takes method, model, quantization, num_speculative_tokens, "
            "prompt_lookup_min, prompt_lookup_max, disable_by_batch_size)");
   }
@@ -66,7 +66,7 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
     for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"})
       if (j.contains(key)) refuse(std::string("\"") + key + "\" is the n-gram drafter's; a draft model takes none");
   } else {
-    refuse("method \"" + (method.size() > 40 ? method.substr(0, 37) + "..." : method) +
+    refuse("method \"" + cut(method) +
            "\" is not implemented (\"ngram\" and \"draft_model\" are; eagle3 is issue 42's next part)");
   }
   if (!j.contains("num_speculative_tokens")) refuse("\"num_speculative_tokens\" is missing");
@@ -85,6 +85,14 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (j.contains("disable_by_batch_size"))
     c.disable_by_batch_size = int_field(j, "disable_by_batch_size", 2, 1 << 20);
   return c;
+}
+
+Drafter& resolve_drafter(const SpeculativeConfig& config, Drafter* given, std::unique_ptr<Drafter>& own) {
+  if (given != nullptr) return *given;
+  if (config.method != SpeculativeConfig::Method::kNgram)
+    throw Error("internal: speculative decoding with a draft model needs the loaded draft model");
+  own = std::make_unique<NgramDrafter>(config);
+  return *own;
 }
 
 void NgramDrafter::draft(std::span<Request> requests) {

@@ -4,11 +4,13 @@
 // This part: vLLM's --speculative-config JSON, and the n-gram drafter ("prompt lookup": the
 // tokens that followed the last earlier occurrence of the sequence's latest n-gram), and the
 // verification of its drafts that engine::generate (generate.h) and the batched engine
-// (engine.h) run: greedy, or speculative sampling (verify_drafted_token). Draft models and EAGLE-3 heads are refused by name until they
-// exist.
+// (engine.h) run: greedy, or speculative sampling (verify_drafted_token); the Drafter interface
+// that the n-gram drafter and draft models (engine/draft_model.h) share. EAGLE-3 heads are
+// refused by name until they exist.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,8 +41,9 @@ inline constexpr int kMaxSpeculativeTokens = 16;
 // Parses vLLM's --speculative-config JSON: {"method": "ngram", "num_speculative_tokens": k,
 // "prompt_lookup_min": a, "prompt_lookup_max": b, "disable_by_batch_size": n} (as vLLM: a or b
 // given alone sets both, neither gives 5), or a draft model: {"model": DIR,
-// "num_speculative_tokens": k, "quantization": "fp8"} ("method": "draft_model" optional). Throws fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not
-// know, a method it does not implement (a draft model, "eagle3", …), a value out of range.
+// "num_speculative_tokens": k, "quantization": "fp8"} ("method": "draft_model" optional). Throws
+// fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not know, a method it does not
+// implement ("eagle3", …), a value out of range.
 SpeculativeConfig parse_speculative_config(std::string_view json);
 
 // The n-gram drafter: for the sequence's tokens (prompt and output so far), the longest n in
@@ -105,6 +108,10 @@ class NgramDrafter final : public Drafter {
  private:
   SpeculativeConfig config_;
 };
+
+// The drafter `config` drafts with: `given` (a loaded draft model) where there is one, else a
+// new NgramDrafter that `own` keeps; a draft-model config without `given` is an internal error.
+Drafter& resolve_drafter(const SpeculativeConfig& config, Drafter* given, std::unique_ptr<Drafter>& own);
 
 // How many of `draft` the model's own greedy tokens confirm: `verified` holds the model's token
 // after each position of [last, draft...] (draft.size() + 1 of them); draft[i] is accepted while

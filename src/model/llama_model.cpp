@@ -118,25 +118,25 @@ backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blo
 }
 
 int64_t LlamaModel::decode_step_rows(int64_t rows, const backend::KvCache& cache) const {
-  const backend::KvCacheShape& shape = cache.shape();
-  if (rows_coupled_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return rows;
-  const int64_t padded = backend::decode_graph_rows(rows);
-  if (!moe_recordable(padded)) return rows;
-  if (padded - rows > shape.padding_blocks * shape.block_size)
-    throw Error("model: a decode step of " + std::to_string(rows) + " sequences is padded to " +
-                std::to_string(padded) + " rows, but the KV cache's " + std::to_string(shape.padding_blocks) +
-                " padding blocks hold only " + std::to_string(shape.padding_blocks * shape.block_size) +
-                " padding rows");
-  return padded;
+  return padded_sequences(rows, 1, cache);
 }
 
 int64_t LlamaModel::verify_step_sequences(int64_t seqs, int64_t tokens_each, const backend::KvCache& cache) const {
+  return padded_sequences(seqs, tokens_each, cache);
+}
+
+int64_t LlamaModel::padded_sequences(int64_t seqs, int64_t tokens_each, const backend::KvCache& cache) const {
   const backend::KvCacheShape& shape = cache.shape();
   if (rows_coupled_ || shape.padding_blocks <= 0 || !ops_.pads_decode_batches()) return seqs;
   const int64_t padded = backend::decode_graph_rows(seqs);
-  if ((padded - seqs) * tokens_each > shape.padding_blocks * shape.block_size || !moe_recordable(padded * tokens_each))
-    return seqs;
-  return padded;
+  if (!moe_recordable(padded * tokens_each)) return seqs;
+  if ((padded - seqs) * tokens_each <= shape.padding_blocks * shape.block_size) return padded;
+  // A verify step whose padding would not fit runs at its own size; the runtime reserves a
+  // decode step's padding (kMaxDecodePadding), so there it always fits.
+  if (tokens_each > 1) return seqs;
+  throw Error("model: a decode step of " + std::to_string(seqs) + " sequences is padded to " + std::to_string(padded) +
+              " rows, but the KV cache's " + std::to_string(shape.padding_blocks) + " padding blocks hold only " +
+              std::to_string(shape.padding_blocks * shape.block_size) + " padding rows");
 }
 
 void LlamaModel::forward(std::span<const SequenceInput> batch, backend::KvCache& cache, std::vector<float>& logits) {
@@ -230,9 +230,7 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
   // only padding. Their logits rows come after the real ones and are cut off
   // below.
   const auto real_seqs = int64_t(seqs.size());
-  const int64_t step_seqs = decode_only ? decode_step_rows(real_seqs, cache)
-                            : uniform   ? verify_step_sequences(real_seqs, per_seq, cache)
-                                        : real_seqs;
+  const int64_t step_seqs = uniform ? padded_sequences(real_seqs, per_seq, cache) : real_seqs;
   std::vector<int64_t> padding_table;
   if (step_seqs > real_seqs) {
     const backend::KvCacheShape& shape = cache.shape();

@@ -148,6 +148,10 @@ class LlamaModel {
   const std::string& decode_program_note() const { return decode_program_note_; }
 
  private:
+  // decode_step_rows and verify_step_sequences: `seqs` sequences of `tokens_each` tokens padded
+  // to the ladder where the padding blocks hold the padding sequences' positions.
+  int64_t padded_sequences(int64_t seqs, int64_t tokens_each, const backend::KvCache& cache) const;
+
   struct Layer {
     std::unique_ptr<backend::Weight> input_norm, post_attention_norm, q_norm, k_norm;
     std::unique_ptr<backend::Weight> q, k, v, o, gate, up, down;
