@@ -86,9 +86,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
 
   const std::string load_before = load_average();
   const auto load0 = Clock::now();
-  const std::unique_ptr<engine::DraftModel> draft = load_draft_model(spec, options);
-  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
-  if (draft) draft->check_target(rt->config().vocab_size);
+  auto [draft, rt] = load_target_and_draft(mf.model, overrides, options, spec);
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load0).count();
   print_load_summary(*rt, rf);
 

@@ -33,9 +33,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   const std::optional<engine::SpeculativeConfig> spec = speculative_config(cf.speculative_config);
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = 1;  // one conversation: the KV cache and the step profile are for it alone
-  const std::unique_ptr<engine::DraftModel> draft = load_draft_model(spec, options);
-  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
-  if (draft) draft->check_target(rt->config().vocab_size);
+  auto [draft, rt] = load_target_and_draft(mf.model, mf.overrides(), options, spec);
   (void)rt->tokenizer();  // a model without tokenizer.json (--load-format dummy) stops here, saying so
   const chat::ModelChatTemplate tmpl = chat::ModelChatTemplate::load(mf.model);
   print_load_summary(*rt, rf);

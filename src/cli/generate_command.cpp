@@ -57,9 +57,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   options.max_num_seqs = 1;  // one sequence: the KV cache and the step profile are for it alone
   std::string prompt = gf.prompt;
   if (gf.prompt_option->count() == 0) prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
-  const std::unique_ptr<engine::DraftModel> draft = load_draft_model(spec, options);
-  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, mf.overrides(), options);
-  if (draft) draft->check_target(rt->config().vocab_size);
+  auto [draft, rt] = load_target_and_draft(mf.model, mf.overrides(), options, spec);
   print_load_summary(*rt, rf);
   add_model_eos(params, *rt, mf.model);
   std::fprintf(stderr, "fp8lm: %s\n", note.c_str());

@@ -253,6 +253,8 @@ std::optional<engine::SpeculativeConfig> speculative_config(const std::string& j
   return engine::parse_speculative_config(json);
 }
 
+namespace {
+// The draft model of `spec` (none for the n-gram drafter or no config): load_target_and_draft.
 std::unique_ptr<engine::DraftModel> load_draft_model(const std::optional<engine::SpeculativeConfig>& spec,
                                                      const engine::RuntimeOptions& target) {
   if (!spec || spec->method != engine::SpeculativeConfig::Method::kDraftModel) return nullptr;
@@ -265,6 +267,18 @@ std::unique_ptr<engine::DraftModel> load_draft_model(const std::optional<engine:
   if (o.device != backend::Device::kCpu) o.kv_cache_tokens = std::max<int64_t>(o.max_num_seqs, 1) * 4096;
   std::fprintf(stderr, "fp8lm: loading the draft model %s\n", spec->model.c_str());
   return engine::DraftModel::load(*spec, o);
+}
+
+}  // namespace
+
+LoadedModels load_target_and_draft(const std::filesystem::path& model, const io::LoadOverrides& overrides,
+                                   const engine::RuntimeOptions& options,
+                                   const std::optional<engine::SpeculativeConfig>& spec) {
+  LoadedModels out;
+  out.draft = load_draft_model(spec, options);
+  out.runtime = engine::Runtime::load(model, overrides, options);
+  if (out.draft) out.draft->check_target(out.runtime->config().vocab_size);
+  return out;
 }
 
 nlohmann::json speculative_json(const engine::SpeculativeStats& st) {

@@ -147,9 +147,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   options.max_model_len = o.max_model_len;
 
   SignalWatcher signals;
-  const std::unique_ptr<engine::DraftModel> draft = load_draft_model(o.speculative, options);
-  std::unique_ptr<engine::Runtime> rt = engine::Runtime::load(mf.model, overrides, options);
-  if (draft) draft->check_target(rt->config().vocab_size);
+  auto [draft, rt] = load_target_and_draft(mf.model, overrides, options, o.speculative);
   o.drafter = draft.get();
   o.max_model_len = rt->max_model_len();
   print_load_summary(*rt, rf);
