@@ -3,6 +3,7 @@
 target_sources(fp8lm_io PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/generation_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model_config_json.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/eagle3_config_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/module_pattern.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_quantization.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quant_config.cpp
