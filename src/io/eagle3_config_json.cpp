@@ -70,11 +70,11 @@ Eagle3HeadConfig parse_eagle3_config(const json& c, const std::string& origin) {
       throw Error(origin + ": required object 'transformer_layer_config' is missing");
     h.layer = layer_config(*it, origin + " (transformer_layer_config)");
     h.norm_before_residual = flag(c, "norm_before_residual", origin);
-    h.norm_before_fc = flag(c, "norm_before_fc", origin);
+    if (flag(c, "norm_before_fc", origin))
+      throw Error(origin + ": norm_before_fc (one RMSNorm over the concatenated auxiliary states, gpt-oss heads) "
+                  "is not implemented");
     h.fc_norm = flag(c, "fc_norm", origin);
     h.norm_output = flag(c, "norm_output", origin);
-    if (h.norm_before_fc && h.fc_norm)
-      throw Error(origin + ": norm_before_fc and fc_norm exclude each other (speculators refuses both)");
   } else {
     const auto a = c.find("architectures");
     if (a == c.end() || !a->is_array() || a->empty() || (*a)[0] != kReleaseArchitecture)

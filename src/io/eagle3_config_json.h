@@ -3,7 +3,7 @@
 // ("architectures": ["LlamaForCausalLMEagle3"]) — and its checkpoint checked against the tensors
 // that config needs. Every option the head's forward would have to implement differently is
 // refused by name (another speculators model type, a decoder layer other than Llama's, more than
-// one layer, sliding-window attention), never read as something else.
+// one layer, sliding-window attention, norm_before_fc), never read as something else.
 #pragma once
 
 #include <filesystem>

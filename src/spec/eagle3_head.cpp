@@ -31,7 +31,6 @@ std::vector<Eagle3Tensor> eagle3_tensors(const Eagle3HeadConfig& c, bool own_emb
     t.push_back({"d2t", {c.draft_vocab_size}, K::kI64});
     t.push_back({"t2d", {l.vocab_size}, K::kBool});
   }
-  if (c.norm_before_fc) t.push_back({"input_norm.weight", {aux * c.target_hidden_size}, K::kFloat});
   if (c.fc_norm)
     for (int64_t i = 0; i < aux; ++i) t.push_back({"fc_norm." + std::to_string(i) + ".weight", {c.target_hidden_size}, K::kFloat});
   if (own_embedding) t.push_back({"embed_tokens.weight", {l.vocab_size, h}, K::kFloat});

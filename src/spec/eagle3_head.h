@@ -40,7 +40,6 @@ struct Eagle3HeadConfig {
   int64_t target_hidden_size = 0;      // the target's hidden size: fc takes 3 × this
   std::vector<int> aux_layer_ids;      // the target layers whose input streams fc fuses; empty: vLLM's default
   bool norm_before_residual = false;   // the residual is hidden_norm(fused), not fused
-  bool norm_before_fc = false;         // one RMSNorm (input_norm) over the 3·H concatenation
   bool fc_norm = false;                // an RMSNorm (fc_norm.i) per fused hidden state
   bool norm_output = false;            // the post-norm output feeds the next draft step
 };

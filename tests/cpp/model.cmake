@@ -44,3 +44,8 @@ add_executable(test_tensor_parallel ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parall
   ${CMAKE_CURRENT_LIST_DIR}/test_tensor_parallel_model.cpp ${CMAKE_CURRENT_LIST_DIR}/test_model_runner.cpp)
 target_link_libraries(test_tensor_parallel PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_tensor_parallel DISCOVERY_TIMEOUT 60)
+
+# The EAGLE-3 head's forward against speculators' Eagle3DraftModel (tools/make_eagle3_fixtures.py).
+add_executable(test_eagle3_head ${CMAKE_CURRENT_LIST_DIR}/test_eagle3_head.cpp)
+target_link_libraries(test_eagle3_head PRIVATE fp8lm_model fp8lm_cpu fp8lm_test_support)
+gtest_discover_tests(test_eagle3_head DISCOVERY_TIMEOUT 60)
