@@ -43,7 +43,7 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 step "C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFP8LM_SANITIZE=ON \
       -DFP8LM_CUDA=OFF -DFP8LM_BENCHMARKS=OFF -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
-cmake --build build-asan -j "$jobs"
+cmake --build build-asan -j "$jobs" --target fp8lm_tests  # the tests alone: ctest runs nothing else
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
 
