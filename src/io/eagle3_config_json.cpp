@@ -116,15 +116,10 @@ Eagle3Checkpoint read_eagle3_checkpoint(const std::filesystem::path& dir) {
   for (const Eagle3Tensor& want : eagle3_tensors(c, out.own_embedding)) {
     const TensorInfo* t = files.find(want.name);
     if (t == nullptr) throw Error(where + ": the EAGLE-3 head has no tensor '" + want.name + "'");
-    std::vector<int64_t> shape(t->shape.begin(), t->shape.end());
-    auto dims = [](const std::vector<int64_t>& s) {
-      std::string r = "[";
-      for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-      return r + "]";
-    };
-    if (shape != want.shape)
-      throw Error(where + ": tensor '" + want.name + "' has shape " + dims(shape) + ", the config gives " +
-                  dims(want.shape));
+    const std::vector<uint64_t> wanted(want.shape.begin(), want.shape.end());
+    if (t->shape != wanted)
+      throw Error(where + ": tensor '" + want.name + "' has shape " + shape_text(t->shape) + ", the config gives " +
+                  shape_text(wanted));
     const bool ok = want.kind == Eagle3Tensor::Kind::kI64    ? t->dtype == DType::kI64
                     : want.kind == Eagle3Tensor::Kind::kBool ? t->dtype == DType::kBool
                                                              : (t->dtype == DType::kBF16 || t->dtype == DType::kF16 ||
@@ -145,10 +140,11 @@ Eagle3Checkpoint read_eagle3_checkpoint(const std::filesystem::path& dir) {
       int64_t offset = 0;
       std::memcpy(&offset, d2t.data() + d * 8, 8);
       const int64_t target = d + offset;
+      out.draft_to_target.push_back(target);
       if (offset < -c.layer.vocab_size || target < 0 || target >= c.layer.vocab_size)
         throw Error(where + ": d2t maps draft id " + std::to_string(d) + " outside the target vocabulary (offset " +
                     std::to_string(offset) + ")");
-      if (reached[size_t(target)]++)
+      if (reached[size_t(target)]++ != 0)
         throw Error(where + ": d2t maps two draft ids to target id " + std::to_string(target));
     }
     for (int64_t t = 0; t < c.layer.vocab_size; ++t) {
@@ -157,6 +153,8 @@ Eagle3Checkpoint read_eagle3_checkpoint(const std::filesystem::path& dir) {
         throw Error(where + ": t2d " + (marked ? "marks" : "leaves out") + " target id " + std::to_string(t) +
                     ", which d2t " + (marked ? "never reaches" : "reaches"));
     }
+  } else {
+    for (int64_t d = 0; d < c.draft_vocab_size; ++d) out.draft_to_target.push_back(d);
   }
   return out;
 }

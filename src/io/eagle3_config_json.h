@@ -6,8 +6,10 @@
 // one layer, sliding-window attention, norm_before_fc), never read as something else.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -25,12 +27,13 @@ bool is_eagle3_config(const nlohmann::json& config);
 // Reads `<dir>/config.json`, then checks `<dir>`'s safetensors files (model.safetensors, or the
 // shards its index names) against eagle3_tensors: every tensor present with its shape, float
 // weights in BF16 / F16 / F32, d2t in I64 with every draft id + d2t[id] inside the target
-// vocabulary, t2d in BOOL marking exactly the target ids d2t reaches. Returns the config and
-// whether the checkpoint keeps its own embedding table; throws fp8lm::Error naming the file, the
-// tensor and what is wrong.
+// vocabulary, t2d in BOOL marking exactly the target ids d2t reaches. Returns the config, whether
+// the checkpoint keeps its own embedding table and the draft-to-target map it checked; throws
+// fp8lm::Error naming the file, the tensor and what is wrong.
 struct Eagle3Checkpoint {
   Eagle3HeadConfig config;
   bool own_embedding = false;
+  std::vector<int64_t> draft_to_target;  // draft id d → target id d + d2t[d] (identity without d2t)
 };
 Eagle3Checkpoint read_eagle3_checkpoint(const std::filesystem::path& dir);
 

@@ -238,12 +238,6 @@ std::map<std::string, std::string> read_metadata(const std::string& origin, cons
   return out;
 }
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 // The reference's invariant: sorted by data_offsets, the tensors tile the data
 // buffer [0, size) exactly, and each one's length is its shape times its dtype.
 void validate_layout(const std::string& origin, std::vector<TensorInfo>& tensors, uint64_t data_size) {
@@ -286,6 +280,13 @@ void validate_layout(const std::string& origin, std::vector<TensorInfo>& tensors
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 
 uint64_t TensorInfo::element_count() const {
   uint64_t n = 1;

@@ -47,4 +47,7 @@ struct SafetensorsHeader {
 // it. Throws fp8lm::Error "<origin>: ..." for anything the reference rejects.
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file, const std::string& origin);
 
+// A shape as error messages show it: "[4096, 14336]".
+std::string shape_text(const std::vector<uint64_t>& shape);
+
 }  // namespace fp8lm::io

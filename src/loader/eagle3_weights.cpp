@@ -7,23 +7,10 @@
 
 #include "common/error.h"
 #include "io/checkpoint_files.h"
-#include "weights/element_type_maps.h"
+#include "loader/host_weights.h"
 
 namespace fp8lm::loader {
 namespace {
-
-// A float tensor (BF16 / F16 / F32, as the checkpoint check admitted) as float32 values.
-std::vector<float> floats(const io::CheckpointFiles& files, const std::string& name) {
-  const io::TensorInfo& t = files.tensor(name);
-  const std::span<const std::byte> b = files.bytes(name);
-  const std::optional<ElementType> e = element_type(t.dtype);
-  if (!e || is_fp8(*e)) throw Error(files.directory().string() + ": tensor '" + name + "' is not a float tensor");
-  std::vector<uint32_t> aligned((b.size() + 3) / 4);  // a file may place a tensor at any offset
-  std::memcpy(aligned.data(), b.data(), b.size());
-  std::vector<float> out(t.element_count());
-  to_float(aligned.data(), *e, int64_t(out.size()), out.data());
-  return out;
-}
 
 weights::LinearWeight matrix(std::vector<float> values, int64_t n, int64_t k) {
   auto owned = std::make_shared<std::vector<float>>(std::move(values));
@@ -51,41 +38,31 @@ Eagle3HostWeights load_eagle3_host_weights(const std::filesystem::path& dir, con
   const int64_t aux = c.aux_layer_ids.empty() ? 3 : int64_t(c.aux_layer_ids.size());
   const std::string p = c.layout == Eagle3HeadConfig::Layout::kSpeculators ? "layers.0." : "midlayer.";
   Eagle3HostWeights w;
-  const std::vector<float> fc = floats(files, "fc.weight");
+  const std::vector<float> fc = read_float_tensor(files, "fc.weight");
   for (int64_t i = 0; i < aux; ++i)
     w.fc.push_back(matrix(columns(fc, h, aux * c.target_hidden_size, i * c.target_hidden_size, c.target_hidden_size), h,
                           c.target_hidden_size));
   auto halves = [&](const char* name, int64_t rows, weights::LinearWeight& embed, weights::LinearWeight& hidden) {
-    const std::vector<float> m = floats(files, p + name);
+    const std::vector<float> m = read_float_tensor(files, p + name);
     embed = matrix(columns(m, rows, 2 * h, 0, h), rows, h);
     hidden = matrix(columns(m, rows, 2 * h, h, h), rows, h);
   };
   halves("self_attn.q_proj.weight", qn, w.q_embed, w.q_hidden);
   halves("self_attn.k_proj.weight", kvn, w.k_embed, w.k_hidden);
   halves("self_attn.v_proj.weight", kvn, w.v_embed, w.v_hidden);
-  w.o = matrix(floats(files, p + "self_attn.o_proj.weight"), h, qn);
-  w.gate = matrix(floats(files, p + "mlp.gate_proj.weight"), ff, h);
-  w.up = matrix(floats(files, p + "mlp.up_proj.weight"), ff, h);
-  w.down = matrix(floats(files, p + "mlp.down_proj.weight"), h, ff);
-  w.lm_head = matrix(floats(files, "lm_head.weight"), c.draft_vocab_size, h);
-  if (checkpoint.own_embedding) w.embedding = matrix(floats(files, "embed_tokens.weight"), l.vocab_size, h);
-  w.input_norm = floats(files, p + "input_layernorm.weight");
-  w.hidden_norm = floats(files, p + "hidden_norm.weight");
-  w.post_attention_norm = floats(files, p + "post_attention_layernorm.weight");
-  w.final_norm = floats(files, "norm.weight");
+  w.o = matrix(read_float_tensor(files, p + "self_attn.o_proj.weight"), h, qn);
+  w.gate = matrix(read_float_tensor(files, p + "mlp.gate_proj.weight"), ff, h);
+  w.up = matrix(read_float_tensor(files, p + "mlp.up_proj.weight"), ff, h);
+  w.down = matrix(read_float_tensor(files, p + "mlp.down_proj.weight"), h, ff);
+  w.lm_head = matrix(read_float_tensor(files, "lm_head.weight"), c.draft_vocab_size, h);
+  if (checkpoint.own_embedding) w.embedding = matrix(read_float_tensor(files, "embed_tokens.weight"), l.vocab_size, h);
+  w.input_norm = read_float_tensor(files, p + "input_layernorm.weight");
+  w.hidden_norm = read_float_tensor(files, p + "hidden_norm.weight");
+  w.post_attention_norm = read_float_tensor(files, p + "post_attention_layernorm.weight");
+  w.final_norm = read_float_tensor(files, "norm.weight");
   if (c.fc_norm)
-    for (int64_t i = 0; i < aux; ++i) w.fc_norms.push_back(floats(files, "fc_norm." + std::to_string(i) + ".weight"));
-  w.draft_to_target.resize(size_t(c.draft_vocab_size));
-  if (c.draft_vocab_size != l.vocab_size) {
-    const std::span<const std::byte> d2t = files.bytes("d2t");
-    for (int64_t d = 0; d < c.draft_vocab_size; ++d) {
-      int64_t offset = 0;
-      std::memcpy(&offset, d2t.data() + d * 8, 8);
-      w.draft_to_target[size_t(d)] = d + offset;  // in range: read_eagle3_checkpoint checked
-    }
-  } else {
-    for (int64_t d = 0; d < c.draft_vocab_size; ++d) w.draft_to_target[size_t(d)] = d;
-  }
+    for (int64_t i = 0; i < aux; ++i) w.fc_norms.push_back(read_float_tensor(files, "fc_norm." + std::to_string(i) + ".weight"));
+  w.draft_to_target = checkpoint.draft_to_target;
   return w;
 }
 

@@ -21,6 +21,16 @@ namespace {
 using io::DType;
 using io::TensorInfo;
 
+// The element type of a float tensor (F32 / BF16 / F16); throws for any other.
+ElementType float_element(const io::CheckpointFiles& files, const std::string& name) {
+  const io::DType d = files.tensor(name).dtype;
+  const std::optional<ElementType> e = element_type(d);
+  if (!e || is_fp8(*e))
+    throw Error(files.directory().string() + ": tensor '" + name + "' is " + std::string(io::dtype_name(d)) +
+                ", expected a float tensor");
+  return *e;
+}
+
 // Reads one weight or scale tensor of the checkpoint.
 class TensorSource {
  public:
@@ -29,28 +39,10 @@ class TensorSource {
 
   const TensorInfo& info(const std::string& name) const { return spec_.files->tensor(name); }
 
-  // The element type of a float tensor (F32 / BF16 / F16); throws for any other.
-  ElementType float_element(const std::string& name) const {
-    const io::DType d = info(name).dtype;
-    const std::optional<ElementType> e = element_type(d);
-    if (!e || is_fp8(*e))
-      throw Error(spec_.directory.string() + ": tensor '" + name + "' is " + std::string(io::dtype_name(d)) +
-                  ", expected a float tensor");
-    return *e;
-  }
+  ElementType float_element(const std::string& name) const { return loader::float_element(*spec_.files, name); }
 
   // Any float tensor as float32 values.
-  std::vector<float> floats(const std::string& name) const {
-    const TensorInfo& t = info(name);
-    const std::span<const std::byte> b = spec_.files->bytes(name);
-    const ElementType e = float_element(name);
-    // Copied first: a file may place a tensor at any byte offset.
-    std::vector<uint32_t> aligned((b.size() + 3) / 4);
-    std::memcpy(aligned.data(), b.data(), b.size());
-    std::vector<float> out(t.element_count());
-    to_float(aligned.data(), e, int64_t(out.size()), out.data());
-    return out;
-  }
+  std::vector<float> floats(const std::string& name) const { return read_float_tensor(*spec_.files, name); }
 
   // A high-precision matrix as stored, pointing into the mapping (copied only
   // when the file places it at an address its element type cannot be read from).
@@ -152,6 +144,17 @@ float kv_scale(const TensorSource& src, const std::string& name) {
 }
 
 }  // namespace
+
+std::vector<float> read_float_tensor(const io::CheckpointFiles& files, const std::string& name) {
+  const ElementType e = float_element(files, name);
+  const std::span<const std::byte> b = files.bytes(name);
+  // Copied first: a file may place a tensor at any byte offset.
+  std::vector<uint32_t> aligned((b.size() + 3) / 4);
+  std::memcpy(aligned.data(), b.data(), b.size());
+  std::vector<float> out(files.tensor(name).element_count());
+  to_float(aligned.data(), e, int64_t(out.size()), out.data());
+  return out;
+}
 
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress) {
   if (spec.dummy_weights) return dummy_host_weights(spec);  // --load-format dummy: nothing to read

@@ -6,6 +6,7 @@
 // never exist at once.
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,10 @@ namespace fp8lm::loader {
 // gets dummy_host_weights(spec) (loader/dummy_weights.h) instead. The cheap
 // part of these checks is check_supported (loader/host_model.h).
 HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress& progress = {});
+
+// A float tensor (BF16 / F16 / F32) of `files` as float32 values; fp8lm::Error naming the
+// directory and the tensor for any other dtype.
+std::vector<float> read_float_tensor(const io::CheckpointFiles& files, const std::string& name);
 
 // The checkpoint's per-layer KV-cache scales (k, v), read without loading
 // anything else; empty when it stores none.
