@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
 #include "io/checkpoint_files.h"
 #include "loader/host_weights.h"
 

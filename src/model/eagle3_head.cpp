@@ -1,7 +1,6 @@
 #include "model/eagle3_head.h"
 
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "common/error.h"
 
 namespace fp8lm::model {
+
 Eagle3Head::Eagle3Head(const Eagle3HeadConfig& config, const loader::Eagle3HostWeights& w, backend::Ops& ops,
                        const weights::LinearWeight* target_embedding)
     : config_(config), ops_(ops), rope_(config.layer), q_heads_(config.layer.num_attention_heads),
