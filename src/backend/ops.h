@@ -366,6 +366,15 @@ class Ops {
                          int layer) = 0;
   // out[i] = x row step.logit_rows[i].
   virtual void gather_rows(Tensor x, Tensor out) = 0;
+  // out = x, the same shape (a step's activation kept beside the stream that overwrites it:
+  // the hidden states an EAGLE-3 head reads). The default is split_columns into one part.
+  virtual void copy(Tensor x, Tensor out) {
+    if (out.rows != x.rows || out.cols != x.cols)
+      throw Error(name() + ": copy of " + std::to_string(x.rows) + " x " + std::to_string(x.cols) + " into " +
+                  std::to_string(out.rows) + " x " + std::to_string(out.cols));
+    const Tensor parts[] = {out};
+    split_columns(x, parts);
+  }
   virtual void to_host(Tensor x, std::span<float> out) = 0;  // rows·cols float32 values
   // Greedy sampling where the logits are: out[r] = the index of row r's largest
   // value (the lowest on ties; NaN never wins, -1 for a row of NaN only). Only

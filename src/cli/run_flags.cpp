@@ -11,6 +11,7 @@
 
 #include "cli/progress.h"
 #include "common/error.h"
+#include "engine/eagle3_drafter.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -275,9 +276,14 @@ LoadedModels load_target_and_draft(const std::filesystem::path& model, const io:
                                    const engine::RuntimeOptions& options,
                                    const std::optional<engine::SpeculativeConfig>& spec) {
   LoadedModels out;
-  out.draft = load_draft_model(spec, options);
+  std::unique_ptr<engine::DraftModel> draft = load_draft_model(spec, options);
   out.runtime = engine::Runtime::load(model, overrides, options);
-  if (out.draft) out.draft->check_target(out.runtime->config().vocab_size);
+  if (draft) draft->check_target(out.runtime->config().vocab_size);
+  out.draft = std::move(draft);
+  if (spec && spec->method == engine::SpeculativeConfig::Method::kEagle3) {
+    std::fprintf(stderr, "fp8lm: loading the EAGLE-3 head %s\n", spec->model.c_str());
+    out.draft = engine::Eagle3Drafter::load(*spec, *out.runtime, options.max_num_seqs);
+  }
   return out;
 }
 

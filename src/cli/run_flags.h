@@ -65,13 +65,14 @@ uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 void add_speculative_config_flag(CLI::App* cmd, std::string& json);
 // The parsed config, or none for an empty flag; throws fp8lm::Error naming what is wrong.
 std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json);
-// The target model and the draft model its speculative config names, the draft checked against the
-// target (DraftModel::check_target). The draft loads first, on the target's device with its
-// threads, so that on a GPU the target's KV cache takes what the draft left; a draft KV cache
-// given no size holds `options.max_num_seqs` sequences of 4,096 tokens on a GPU (of its context
-// on the CPU).
+// The target model and the drafter its speculative config loads: a draft model, checked against
+// the target (DraftModel::check_target), loads first, on the target's device with its threads, so
+// that on a GPU the target's KV cache takes what the draft left (a draft KV cache given no size
+// holds `options.max_num_seqs` sequences of 4,096 tokens on a GPU, of its context on the CPU); an
+// EAGLE-3 head loads after the target, whose backend and embedding it shares
+// (engine/eagle3_drafter.h).
 struct LoadedModels {
-  std::unique_ptr<engine::DraftModel> draft;  // none for the n-gram drafter or no config
+  std::unique_ptr<engine::Drafter> draft;  // none for the n-gram drafter or no config
   std::unique_ptr<engine::Runtime> runtime;
 };
 LoadedModels load_target_and_draft(const std::filesystem::path& model, const io::LoadOverrides& overrides,

@@ -17,6 +17,7 @@ add_library(fp8lm_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/model_runner.cpp
   ${CMAKE_CURRENT_LIST_DIR}/generate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/draft_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/eagle3_drafter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sequence_output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/engine.cpp)

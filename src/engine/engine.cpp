@@ -57,6 +57,7 @@ struct Engine::Launch {
   std::vector<std::vector<int32_t>> draft;
   std::vector<size_t> first_row;
   size_t logits_rows = 0;
+  std::vector<int64_t> start;  // per row: the position of its first token (once launched)
   Mode mode = Mode::kArgmax;
   // Per row: where its token goes in seq.tokens (a placeholder until collected), or kNoSlot
   // where the token is the request's last (max_tokens) and none goes there.
@@ -235,8 +236,10 @@ std::unique_ptr<Engine::Launch> Engine::plan(std::vector<ScheduledSequence> batc
 
 std::string Engine::launch(Launch& l) {
   inputs_.clear();
+  l.start.clear();
   for (size_t i = 0; i < l.batch.size(); ++i) {
     const Sequence& q = *l.batch[i].seq;
+    l.start.push_back(q.num_computed);
     inputs_.push_back({std::span<const int32_t>(q.tokens).subspan(size_t(q.num_computed), size_t(l.batch[i].num_tokens)),
                        q.num_computed, q.block_table, !l.draft[i].empty()});
   }
@@ -362,6 +365,23 @@ void Engine::collect(Launch& l) {
       a.in_scheduler = false;
     }
   }
+  if (drafter_ != nullptr && drafter_->reads_target_states()) show_drafter(l);
+}
+
+// A drafter that reads the target's hidden states (EAGLE-3) sees the collected step before the
+// next one runs: every row, and what each sequence that speculates next wants drafted.
+void Engine::show_drafter(const Launch& l) {
+  std::vector<Drafter::StepRows> rows;
+  const bool drafts = drafting();
+  for (size_t i = 0; i < l.batch.size(); ++i) {
+    const Sequence& q = *l.batch[i].seq;
+    const Active& a = *active_.at(q.id);
+    int64_t want = 0;
+    if (drafts && l.samples[i] && a.speculate && a.in_scheduler && !a.finished && a.error.empty())
+      want = std::min<int64_t>(a.request.params.max_tokens - a.sampled - 1, speculative_->num_speculative_tokens);
+    rows.push_back({q.id, l.start[i], l.batch[i].num_tokens, q.tokens, q.block_table, int(std::max<int64_t>(want, 0))});
+  }
+  drafter_->after_target_step(rows);
 }
 
 // The collected tokens through each request's stop checks and detokenizer: a verify row's one

@@ -109,8 +109,9 @@ class Engine {
   // `runtime` must outlive the engine, which uses its model, KV cache and
   // blocks exclusively while it has work.
   // `speculative`: drafts verified a step (see above); none: one token a sequence a step. A
-  // config with a draft model needs `drafter`, the loaded draft model (engine/draft_model.h),
-  // which must outlive the engine; the n-gram drafter is the engine's own.
+  // config with a draft model or an EAGLE-3 head needs `drafter`, the loaded drafter
+  // (engine/draft_model.h, engine/eagle3_drafter.h: it sees every collected step before the next
+  // one runs), which must outlive the engine; the n-gram drafter is the engine's own.
   Engine(Runtime& runtime, SchedulerConfig config = {}, std::optional<SpeculativeConfig> speculative = std::nullopt,
          Drafter* drafter = nullptr);
   ~Engine();
@@ -200,6 +201,7 @@ class Engine {
   std::string launch(Launch& step);  // empty, or why the device could not run it
   void commit(Launch& step);
   void collect(Launch& step);
+  void show_drafter(const Launch& step);
   void emit(Launch& step, std::vector<RequestOutput>& outputs, const Finish& finish);
   RequestOutput output_of(const Active& a) const;
   void fail(Active& a, const Finish& finish);  // finishes `a` with "error" and a.error

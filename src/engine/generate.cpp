@@ -101,6 +101,16 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
     if (s.finished) r.finish_reason = s.finish_reason;
     return s.finished;
   };
+  // A drafter that reads the target's hidden states (EAGLE-3) sees each step once its tokens are
+  // kept, before the next one runs: its rows, and how many drafts the next step has room for.
+  const bool shows_steps = speculative != nullptr && drafter->reads_target_states();
+  auto show_step = [&](int64_t start_position, int64_t rows) {
+    if (!shows_steps) return;
+    const int64_t room = std::min<int64_t>(context - position - 1, max_new - int64_t(output.tokens().size()) - 1);
+    const Drafter::StepRows s{kSequence, start_position, rows, history, blocks.table(),
+                              int(std::clamp<int64_t>(room, 0, speculative->num_speculative_tokens))};
+    drafter->after_target_step({&s, 1});
+  };
   while (true) {
     if (speculative != nullptr && !output.tokens().empty()) {
       // A verify step: the last token and the drafted ones, each position's logits back.
@@ -130,10 +140,12 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
         }
         r.speculative.add(int(draft.size()), accepted);
         drafter->keep(kSequence, int64_t(history.size()) + accepted);  // what the drafter saw and still holds
+        const int64_t start_position = position;
         position += accepted + 1;
         bool finished = false;
         for (size_t i = 0; i < kept.size() && !finished; ++i) finished = keep(kept[i]);
         if (finished) break;
+        show_step(start_position, int64_t(step.size()));
         step.assign(1, kept.back());
         continue;
       }
@@ -145,6 +157,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
     // penalties and the draw counter.
     const backend::RowSampling row = sampler.row_sampling();
     rt.model().forward_sample({&in, 1}, {&row, 1}, sampled);
+    const int64_t start_position = position;
     position += int64_t(step.size());
     const int32_t token = sampled.at(0);
     if (output.tokens().empty()) {
@@ -152,6 +165,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
       decode_start = std::chrono::steady_clock::now();
     }
     if (keep(token)) break;
+    show_step(start_position, int64_t(step.size()));
     step.assign(1, token);
   }
   r.tokens = output.tokens();

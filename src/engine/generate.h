@@ -32,8 +32,9 @@ struct GenerationResult {
 // when the KV cache cannot hold the sequence.
 //
 // With `speculative`, each decode step feeds the last token and the drafter's tokens
-// (speculative.h: the n-gram drafter, or `drafter` — a draft model, engine/draft_model.h, which
-// the caller loaded for a kDraftModel config) as one step of k + 1 positions and keeps what the
+// (speculative.h: the n-gram drafter, or `drafter` — a draft model, engine/draft_model.h, or an
+// EAGLE-3 head, engine/eagle3_drafter.h, which the caller loaded for a kDraftModel or kEagle3
+// config and which sees every step once its tokens are kept) as one step of k + 1 positions and keeps what the
 // model itself would give: plain greedy, the drafted tokens its argmax confirms, then its token
 // after them; otherwise each drafted token kept or replaced by speculative sampling
 // (verify_drafted_token, penalties counted as after the tokens kept before it), and a draw after

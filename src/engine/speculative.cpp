@@ -65,9 +65,17 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
     if (j.contains("quantization")) c.quantization = string_field("quantization");
     for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"})
       if (j.contains(key)) refuse(std::string("\"") + key + "\" is the n-gram drafter's; a draft model takes none");
+  } else if (method == "eagle3") {
+    c.method = SpeculativeConfig::Method::kEagle3;
+    if (!j.contains("model")) refuse("method \"eagle3\" needs \"model\": the EAGLE-3 head's directory");
+    c.model = string_field("model");
+    if (c.model.empty()) refuse("\"model\" is empty");
+    if (j.contains("quantization"))
+      refuse("\"quantization\" with method \"eagle3\": the head runs in the target's activation type as stored");
+    for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"})
+      if (j.contains(key)) refuse(std::string("\"") + key + "\" is the n-gram drafter's; an EAGLE-3 head takes none");
   } else {
-    refuse("method \"" + cut(method) +
-           "\" is not implemented (\"ngram\" and \"draft_model\" are; eagle3 is issue 42's next part)");
+    refuse("method \"" + cut(method) + "\" is not implemented (\"ngram\", \"draft_model\" and \"eagle3\" are)");
   }
   if (!j.contains("num_speculative_tokens")) refuse("\"num_speculative_tokens\" is missing");
   c.num_speculative_tokens = int_field(j, "num_speculative_tokens", 1, kMaxSpeculativeTokens);
@@ -90,7 +98,7 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
 Drafter& resolve_drafter(const SpeculativeConfig& config, Drafter* given, std::unique_ptr<Drafter>& own) {
   if (given != nullptr) return *given;
   if (config.method != SpeculativeConfig::Method::kNgram)
-    throw Error("internal: speculative decoding with a draft model needs the loaded draft model");
+    throw Error("internal: speculative decoding with a draft model or an EAGLE-3 head needs the loaded drafter");
   own = std::make_unique<NgramDrafter>(config);
   return *own;
 }

@@ -5,8 +5,8 @@
 // tokens that followed the last earlier occurrence of the sequence's latest n-gram), and the
 // verification of its drafts that engine::generate (generate.h) and the batched engine
 // (engine.h) run: greedy, or speculative sampling (verify_drafted_token); the Drafter interface
-// that the n-gram drafter and draft models (engine/draft_model.h) share. EAGLE-3 heads are
-// refused by name until they exist.
+// that the n-gram drafter, draft models (engine/draft_model.h) and EAGLE-3 heads
+// (engine/eagle3_drafter.h) share.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +22,11 @@ namespace fp8lm::engine {
 
 struct SpeculativeConfig {
   // kNgram: prompt lookup, no model. kDraftModel: a smaller model with the target's vocabulary
-  // drafts greedily (engine/draft_model.h).
-  enum class Method { kNgram, kDraftModel };
+  // drafts greedily (engine/draft_model.h). kEagle3: an EAGLE-3 head drafts greedily from the
+  // target's own hidden states (engine/eagle3_drafter.h).
+  enum class Method { kNgram, kDraftModel, kEagle3 };
   Method method = Method::kNgram;
-  std::string model;         // kDraftModel: its directory
+  std::string model;         // kDraftModel, kEagle3: its directory
   std::string quantization;  // kDraftModel: online quantization of the draft ("fp8", …); empty: as stored
   int num_speculative_tokens = 0;  // k: drafted tokens a step, 1 … kMaxSpeculativeTokens
   int prompt_lookup_min = 1;       // n-gram lengths tried, longest first
@@ -41,9 +42,10 @@ inline constexpr int kMaxSpeculativeTokens = 16;
 // Parses vLLM's --speculative-config JSON: {"method": "ngram", "num_speculative_tokens": k,
 // "prompt_lookup_min": a, "prompt_lookup_max": b, "disable_by_batch_size": n} (as vLLM: a or b
 // given alone sets both, neither gives 5), or a draft model: {"model": DIR,
-// "num_speculative_tokens": k, "quantization": "fp8"} ("method": "draft_model" optional). Throws
+// "num_speculative_tokens": k, "quantization": "fp8"} ("method": "draft_model" optional), or an
+// EAGLE-3 head: {"method": "eagle3", "model": DIR, "num_speculative_tokens": k}. Throws
 // fp8lm::Error naming what is wrong: not JSON, a key fp8lm does not know, a method it does not
-// implement ("eagle3", …), a value out of range.
+// implement ("eagle", "mtp", …), a value out of range.
 SpeculativeConfig parse_speculative_config(std::string_view json);
 
 // The n-gram drafter: for the sequence's tokens (prompt and output so far), the longest n in
@@ -95,6 +97,22 @@ class Drafter {
   // tokens then and the drafts it kept); anything it derived from later ones is stale.
   virtual void keep(uint64_t id, int64_t length) = 0;
   virtual void release(uint64_t id) = 0;
+
+  // A drafter that reads the target's own hidden states (EAGLE-3: reads_target_states()) sees
+  // every target step once its tokens are known and before the next step runs on the backend
+  // (LlamaModel::aux_states still holds that step's): each sequence of the step in row order,
+  // where its rows were and what it holds now. It may draft for the next step then (drafts for
+  // max_drafts > 0), which draft() hands out for a sequence whose tokens are still those.
+  struct StepRows {
+    uint64_t id = 0;
+    int64_t start_position = 0;            // the position of its first row in the step
+    int64_t rows = 0;                      // its rows in the step
+    std::span<const int32_t> tokens;       // the sequence's tokens now: the step's kept ones included
+    std::span<const int64_t> block_table;  // the target's, covering at least its step's positions
+    int max_drafts = 0;                    // drafts wanted for its next step (0: none)
+  };
+  virtual bool reads_target_states() const { return false; }
+  virtual void after_target_step(std::span<const StepRows> rows) { (void)rows; }
 };
 
 // Prompt lookup (ngram_draft) for each request: no state.

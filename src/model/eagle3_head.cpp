@@ -10,16 +10,21 @@
 namespace fp8lm::model {
 
 Eagle3Head::Eagle3Head(const Eagle3HeadConfig& config, const loader::Eagle3HostWeights& w, backend::Ops& ops,
-                       const weights::LinearWeight* target_embedding)
+                       const backend::Weight* target_embedding)
     : config_(config), ops_(ops), rope_(config.layer), q_heads_(config.layer.num_attention_heads),
       kv_heads_(config.layer.num_key_value_heads), draft_to_target_(w.draft_to_target) {
-  const weights::LinearWeight* table = w.embedding ? &*w.embedding : target_embedding;
-  if (table == nullptr) throw Error("EAGLE-3 head: no embedding table (the head has none; give the target's)");
-  if (table->n != config.layer.vocab_size || table->k != config.layer.hidden_size)
-    throw Error("EAGLE-3 head: an embedding table of " + std::to_string(table->n) + " x " + std::to_string(table->k) +
-                " for a head of vocabulary " + std::to_string(config.layer.vocab_size) + " and hidden size " +
-                std::to_string(config.layer.hidden_size));
-  embedding_ = ops.upload_embedding(*table);
+  if (w.embedding) {
+    const weights::LinearWeight& table = *w.embedding;
+    if (table.n != config.layer.vocab_size || table.k != config.layer.hidden_size)
+      throw Error("EAGLE-3 head: an embedding table of " + std::to_string(table.n) + " x " + std::to_string(table.k) +
+                  " for a head of vocabulary " + std::to_string(config.layer.vocab_size) + " and hidden size " +
+                  std::to_string(config.layer.hidden_size));
+    own_embedding_ = ops.upload_embedding(table);
+    embedding_ = own_embedding_.get();
+  } else {
+    embedding_ = target_embedding;
+  }
+  if (embedding_ == nullptr) throw Error("EAGLE-3 head: no embedding table (the head has none; give the target's)");
   for (const weights::LinearWeight& block : w.fc) fc_.push_back(ops.upload_linear(block));
   for (const std::vector<float>& norm : w.fc_norms) fc_norms_.push_back(ops.upload_vector(norm));
   q_embed_ = ops.upload_linear(w.q_embed);
@@ -44,7 +49,7 @@ backend::KvCacheShape Eagle3Head::kv_cache_shape(int block_size, int64_t num_blo
 }
 
 Eagle3Head::Output Eagle3Head::step(std::span<const SequenceInput> batch, std::span<const backend::Tensor> input,
-                                    bool from_aux, backend::KvCache& cache) {
+                                    bool from_aux, backend::KvCache& cache, std::span<const int64_t> out_rows) {
   const ModelConfig& c = config_.layer;
   const int64_t h = c.hidden_size, hd = c.head_dim;
   const int64_t q_width = q_heads_ * hd, kv_width = kv_heads_ * hd;
@@ -73,6 +78,12 @@ Eagle3Head::Output Eagle3Head::step(std::span<const SequenceInput> batch, std::s
     }
   }
   const auto rows = int64_t(ids.size());
+  if (!out_rows.empty()) {
+    for (const int64_t r : out_rows)
+      if (r < 0 || r >= rows)
+        throw Error("EAGLE-3 head: output row " + std::to_string(r) + " of a step of " + std::to_string(rows) + " rows");
+    rows_all.assign(out_rows.begin(), out_rows.end());
+  }
   if (input.size() != (from_aux ? fc_.size() : 1))
     throw Error("EAGLE-3 head: " + std::to_string(input.size()) + " input tensors (it takes " +
                 (from_aux ? std::to_string(fc_.size()) + " auxiliary states" : std::string("one hidden state")) + ")");
@@ -132,10 +143,17 @@ Eagle3Head::Output Eagle3Head::step(std::span<const SequenceInput> batch, std::s
   backend::Tensor mlp = ops_.alloc(rows, h);
   ops_.linear(act, *down_, mlp);
   ops_.add(hs, mlp);
-  // The final norm, the draft logits; the next step's state is the post-norm one with norm_output.
-  backend::Tensor normed = ops_.alloc(rows, h);
-  ops_.rms_norm(hs, *final_norm_, eps, normed);
-  Output out{ops_.alloc(rows, config_.draft_vocab_size), config_.norm_output ? normed : hs};
+  // The wanted rows; the final norm, the draft logits; the next step's state is the post-norm one
+  // with norm_output.
+  const auto picked = int64_t(rows_all.size());
+  backend::Tensor last = hs;
+  if (!out_rows.empty()) {
+    last = ops_.alloc(picked, h);
+    ops_.gather_rows(hs, last);
+  }
+  backend::Tensor normed = ops_.alloc(picked, h);
+  ops_.rms_norm(last, *final_norm_, eps, normed);
+  Output out{ops_.alloc(picked, config_.draft_vocab_size), config_.norm_output ? normed : last};
   ops_.linear(normed, *lm_head_, out.logits);
   return out;
 }

@@ -23,9 +23,11 @@ namespace fp8lm::model {
 class Eagle3Head {
  public:
   // Uploads `weights` to `ops`' backend (`ops` must outlive the head). `target_embedding`: the
-  // target's table, used when the head has none of its own (the EAGLE release layout).
+  // target's uploaded table on the same backend (LlamaModel::embedding), used when the head has
+  // none of its own (the EAGLE release layout); the caller checks that its vocabulary and width
+  // are the head's, and keeps it alive.
   Eagle3Head(const Eagle3HeadConfig& config, const loader::Eagle3HostWeights& weights, backend::Ops& ops,
-             const weights::LinearWeight* target_embedding = nullptr);
+             const backend::Weight* target_embedding = nullptr);
 
   const Eagle3HeadConfig& config() const { return config_; }
   backend::KvCacheShape kv_cache_shape(int block_size, int64_t num_blocks) const;
@@ -35,14 +37,15 @@ class Eagle3Head {
   // chain's first step: from_aux), or one [rows, H] tensor, the hidden states of the head's previous step;
   // `batch`: the rows' tokens, their sequences' cache slots (start_position) and block tables in
   // the head's cache. The caller owns the backend's scratch (the step allocates from it and never
-  // resets it, so the inputs may live there). Returns the draft-vocabulary logits of every row and
-  // the hidden state each row hands to its next step.
+  // resets it, so the inputs may live there). `out_rows`: the rows (indices into the step's rows)
+  // whose results are wanted, in that order; empty: every row. Returns their draft-vocabulary
+  // logits and the hidden state each hands to its next step.
   struct Output {
-    backend::Tensor logits;  // [rows, draft vocab]
-    backend::Tensor hidden;  // [rows, H]
+    backend::Tensor logits;  // [out rows, draft vocab]
+    backend::Tensor hidden;  // [out rows, H]
   };
   Output step(std::span<const SequenceInput> batch, std::span<const backend::Tensor> input, bool from_aux,
-              backend::KvCache& cache);
+              backend::KvCache& cache, std::span<const int64_t> out_rows = {});
 
  private:
   Eagle3HeadConfig config_;
@@ -52,7 +55,8 @@ class Eagle3Head {
   std::vector<int64_t> draft_to_target_;
   std::vector<std::unique_ptr<backend::Weight>> fc_, fc_norms_;  // per auxiliary state (fc_norms_: fc_norm)
   std::unique_ptr<backend::Weight> q_embed_, q_hidden_, k_embed_, k_hidden_, v_embed_, v_hidden_;
-  std::unique_ptr<backend::Weight> o_, gate_, up_, down_, lm_head_, embedding_;
+  std::unique_ptr<backend::Weight> o_, gate_, up_, down_, lm_head_, own_embedding_;
+  const backend::Weight* embedding_ = nullptr;  // own_embedding_ or the target's
   std::unique_ptr<backend::Weight> input_norm_, hidden_norm_, post_norm_, final_norm_;
 };
 

@@ -247,6 +247,11 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
   }
   const int64_t step_rows = int64_t(ids.size());
   ops_.begin_step({ids, positions, seqs, logit_rows});
+  // The step's tensors start from an empty arena; the kept streams come first, outside the
+  // recorded body, so that a replayed step hands out the same addresses its recording wrote.
+  ops_.reset_scratch();
+  aux_.clear();
+  for (size_t i = 0; i < aux_layers_.size(); ++i) aux_.push_back(ops_.alloc(step_rows, config_.hidden_size));
   // MoE blocks are recorded only where the backend keeps them on the device (Ops::moe_recordable).
   const uint64_t key = !uniform || !moe_recordable(step_rows) ? 0
                        : decode_only                          ? uint64_t(step_rows)
@@ -258,6 +263,7 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
     return run_layers(step_rows, int64_t(logit_rows.size()), cache);
   });
   out.rows = real_logit_rows;  // row-major: the real rows' logits are the first ones
+  for (backend::Tensor& a : aux_) a.rows = rows;  // and the real rows' streams
   return out;
 }
 
@@ -265,7 +271,6 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
   const int64_t q_width = q_heads_ * hd, kv_width = kv_heads_ * hd;
-  ops_.reset_scratch();
   backend::Tensor h = ops_.alloc(rows, hidden);
   backend::Tensor x = ops_.alloc(rows, hidden);
   backend::Tensor q = ops_.alloc(rows, q_width);
@@ -300,6 +305,8 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   ops_.rms_norm(h, *layers_[0].input_norm, eps, x, layers_[0].qkv.get());
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     Layer& l = layers_[size_t(i)];
+    for (size_t a = 0; a < aux_layers_.size(); ++a)
+      if (aux_layers_[a] == i) ops_.copy(h, aux_[a]);  // the stream entering layer i
     // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of x = norm(h).
     observe(i, LinearInput::kQkv, x);
     if (l.qkv) {
@@ -372,6 +379,20 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
   ops_.linear(normed, *lm_head_, local);
   ops_.all_gather_cols(local, out);
   return out;
+}
+
+void LlamaModel::capture_aux_states(std::vector<int> layers) {
+  if (tp_size_ > 1) throw Error("model: EAGLE-3's hidden states are not kept under tensor parallelism");
+  for (const int l : layers)
+    if (l < 0 || l >= config_.num_hidden_layers)
+      throw Error("model: EAGLE-3 reads the hidden state entering layer " + std::to_string(l) + ", but the model has " +
+                  std::to_string(config_.num_hidden_layers) + " layers (0 … " +
+                  std::to_string(config_.num_hidden_layers - 1) + ")");
+  aux_layers_ = std::move(layers);
+  if (!aux_layers_.empty() && decode_program_) {
+    decode_program_ = false;
+    decode_program_note_ = "an EAGLE-3 head reads the target's intermediate hidden states";
+  }
 }
 
 void LlamaModel::observe(int layer, LinearInput input, backend::Tensor x) {

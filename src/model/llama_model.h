@@ -112,6 +112,18 @@ class LlamaModel {
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 
+  // The target side of an EAGLE-3 head (issue 42): every following step also keeps the residual
+  // stream entering each of `layers` (vLLM's aux_hidden_state_layers: embedding output for layer
+  // 0), every row, in scratch tensors that aux_states() gives until the next step. Decode steps
+  // then run layer by layer (the one-program decode keeps no intermediate stream). Throws
+  // fp8lm::Error for a layer outside [0, num_hidden_layers) and on a tensor-parallel rank.
+  void capture_aux_states(std::vector<int> layers);
+  // The last step's kept streams, one [rows, hidden] tensor per captured layer, its real rows
+  // (without a recorded step's padding) in the step's row order; empty when none are captured.
+  std::span<const backend::Tensor> aux_states() const { return aux_; }
+  // The uploaded embedding table (an EAGLE-3 head without its own embeds with the target's).
+  const backend::Weight& embedding() const { return *embedding_; }
+
   // Calibration of MoE layers as LLM Compressor does it (oneshot's default
   // moe_calibrate_all_experts): while an observer is set, every expert also
   // runs on every row of its block's input, so each expert's input ranges come
@@ -181,6 +193,8 @@ class LlamaModel {
   bool decode_program_ = false;       // the backend runs decode-only steps as one program
   std::string decode_program_note_;   // why not
   std::vector<float> observed_, observed_v_;  // host copies for the observer
+  std::vector<int> aux_layers_;               // capture_aux_states' layers
+  std::vector<backend::Tensor> aux_;          // their streams in the last step
 
   void observe(int layer, LinearInput input, backend::Tensor x);
   // expert_input of every expert of MoE layer `layer`, whose block input is x.
@@ -189,7 +203,8 @@ class LlamaModel {
   void prepare_decode_program();
   // Checks and flattens the batch, hands it to the backend, runs the step: the logits tensor.
   backend::Tensor run_step(std::span<const SequenceInput> batch, backend::KvCache& cache);
-  // The step's ops after begin_step: every layer, then the logits of `logit_rows` rows.
+  // The step's ops after begin_step, on a scratch arena reset by the caller: every layer, then
+  // the logits of `logit_rows` rows.
   backend::Tensor run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache);
 };
 

@@ -12,7 +12,7 @@ gtest_discover_tests(test_model DISCOVERY_TIMEOUT 60)
 
 # The batched engine (continuous batching, speculative decoding) against engine::generate alone.
 add_executable(test_engine_batching ${CMAKE_CURRENT_LIST_DIR}/test_engine_batching.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/test_engine_speculative.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/test_engine_speculative.cpp ${CMAKE_CURRENT_LIST_DIR}/test_eagle3_drafter.cpp)
 target_link_libraries(test_engine_batching PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_engine_batching DISCOVERY_TIMEOUT 60)
 

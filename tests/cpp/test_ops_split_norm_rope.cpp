@@ -154,9 +154,23 @@ TEST(OpsSplitNormRope, OneNormAloneIsRefused) {
   test::expect_error(
       [&] { fused.split_norm_rope_qkv({buf.data(), 1, 24}, t, t, t, 8, norm.get(), nullptr, 1e-6f, rope); },
       "host-split: split_norm_rope_qkv takes both q/k norm weights or neither");
-  // The CPU backend itself fuses no linear: it has no fused output to split.
-  test::expect_error([&] { cpu.split_norm_rope_qkv({buf.data(), 1, 24}, t, t, t, 8, nullptr, nullptr, 1e-6f, rope); },
-                     "split_columns of a fused linear output, but this backend fuses none");
+}
+
+// The CPU backend's split_columns (which Ops::copy uses: an EAGLE-3 target's kept hidden states)
+// hands each part its columns, and refuses parts that do not add up to the input.
+TEST(OpsSplitNormRope, CpuSplitColumnsAndCopy) {
+  cpu::CpuOps cpu(1);
+  std::vector<float> x(2 * 5), a(2 * 2), b(2 * 3), whole(2 * 5);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) + 0.5f;
+  const Tensor parts[] = {{a.data(), 2, 2}, {b.data(), 2, 3}};
+  cpu.split_columns({x.data(), 2, 5}, parts);
+  EXPECT_EQ(a, (std::vector<float>{0.5f, 1.5f, 5.5f, 6.5f}));
+  EXPECT_EQ(b, (std::vector<float>{2.5f, 3.5f, 4.5f, 7.5f, 8.5f, 9.5f}));
+  cpu.copy({x.data(), 2, 5}, {whole.data(), 2, 5});
+  EXPECT_EQ(whole, x);
+  test::expect_error([&] { cpu.split_columns({x.data(), 2, 5}, std::span<const Tensor>(parts, 1)); },
+                     "split_columns of 5 columns into parts of 2");
+  test::expect_error([&] { cpu.copy({x.data(), 2, 5}, {whole.data(), 5, 2}); }, "copy of 2 x 5 into 5 x 2");
 }
 
 }  // namespace

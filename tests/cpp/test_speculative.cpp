@@ -59,6 +59,14 @@ TEST(SpeculativeConfig, ParsesADraftModel) {
             SpeculativeConfig::Method::kDraftModel);
 }
 
+TEST(SpeculativeConfig, ParsesAnEagle3Head) {
+  const SpeculativeConfig c =
+      parse_speculative_config(R"({"method": "eagle3", "model": "head/dir", "num_speculative_tokens": 4})");
+  EXPECT_EQ(c.method, SpeculativeConfig::Method::kEagle3);
+  EXPECT_EQ(c.model, "head/dir");
+  EXPECT_EQ(c.num_speculative_tokens, 4);
+}
+
 TEST(SpeculativeConfig, RefusesWhatItDoesNotImplementByName) {
   expect_refused("{not json", "not valid JSON");
   // Nesting beyond io::kMaxJsonDepth is refused while parsing, in bounded stack.
@@ -69,13 +77,17 @@ TEST(SpeculativeConfig, RefusesWhatItDoesNotImplementByName) {
                  "must be an integer, got \"xxxxxxxx");
   expect_refused("[1, 2]", "expected a JSON object");
   expect_refused(R"({"num_speculative_tokens": 3})", "\"method\" is missing");
-  expect_refused(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3})",
-                 "method \"eagle3\" is not implemented");
+  expect_refused(R"({"method": "eagle", "model": "x", "num_speculative_tokens": 3})",
+                 "method \"eagle\" is not implemented");
+  expect_refused(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3, "quantization": "fp8"})",
+                 "\"quantization\" with method \"eagle3\"");
+  expect_refused(R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3, "prompt_lookup_min": 2})",
+                 "an EAGLE-3 head takes none");
   expect_refused(R"({"method": "ngram", "model": "x", "num_speculative_tokens": 3})", "prompt lookup uses no model");
   expect_refused(R"({"method": "draft_model", "num_speculative_tokens": 3})", "needs \"model\"");
   expect_refused(R"({"model": "x", "num_speculative_tokens": 3, "prompt_lookup_max": 2})", "a draft model takes none");
   expect_refused(R"({"model": 7, "num_speculative_tokens": 3})", "\"model\" must be a string");
-  expect_refused(R"({"method": "eagle3", "num_speculative_tokens": 3})", "method \"eagle3\" is not implemented");
+  expect_refused(R"({"method": "eagle3", "num_speculative_tokens": 3})", "method \"eagle3\" needs \"model\"");
   expect_refused(R"({"method": "ngram", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1})",
                  "\"draft_tensor_parallel_size\" is not a key");
   expect_refused(R"({"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 1})", "outside 2");

@@ -379,7 +379,9 @@ def test_speculative_stops_where_generation_without_it_stops(run):
 
 
 @pytest.mark.parametrize("config, words", [
-    ('{"method": "eagle3", "num_speculative_tokens": 3}', 'method "eagle3" is not implemented'),
+    ('{"method": "eagle3", "num_speculative_tokens": 3}', 'method "eagle3" needs "model"'),
+    ('{"method": "mtp", "num_speculative_tokens": 3}', 'method "mtp" is not implemented'),
+    ('{"method": "eagle3", "model": "no/such/dir", "num_speculative_tokens": 3}', 'the EAGLE-3 head: '),
     ('{"model": "draft", "method": "ngram", "num_speculative_tokens": 3}', 'prompt lookup uses no model'),
     ('{"model": "no/such/dir", "num_speculative_tokens": 3}', 'the draft model: '),
     ('{"model": "models/fp8lm-gutenberg-22m", "num_speculative_tokens": 3, "quantization": "fp9"}', 'fp9'),

@@ -101,6 +101,6 @@ def test_64_mixed_requests_greedy_equal_without_speculation(servers, method):
 
 def test_speculative_config_refused_by_name_before_loading(run):
     r = run("serve", str(MODEL), "--port", "0",
-            "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}')
+            "--speculative-config", '{"method": "eagle", "num_speculative_tokens": 3}')
     assert r.returncode != 0
-    assert 'method "eagle3" is not implemented' in r.stderr
+    assert 'method "eagle" is not implemented' in r.stderr

@@ -257,6 +257,23 @@ void CpuOps::add(backend::Tensor acc, backend::Tensor x) {
   for (int64_t i = 0; i < acc.rows * acc.cols; ++i) a[i] += b[i];
 }
 
+void CpuOps::split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) {
+  const OpClock clock(*this, "split_columns");
+  int64_t width = 0;
+  for (const backend::Tensor& p : parts) {
+    require_shape(p, x.rows, p.cols, "split_columns part");
+    width += p.cols;
+  }
+  if (width != x.cols)
+    throw Error("cpu ops: split_columns of " + std::to_string(x.cols) + " columns into parts of " +
+                std::to_string(width));
+  int64_t col = 0;
+  for (const backend::Tensor& p : parts) {
+    for (int64_t r = 0; r < x.rows; ++r) std::copy_n(f32(x) + r * x.cols + col, p.cols, f32(p) + r * p.cols);
+    col += p.cols;
+  }
+}
+
 void CpuOps::linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) {
   const HostLinear& hl = as<HostLinear>(w, "linear weight");
   const OpClock clock(*this, profiling_ ? linear_label(hl.w, hl.plan) : std::string());

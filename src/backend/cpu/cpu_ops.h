@@ -71,6 +71,7 @@ class CpuOps final : public backend::Ops {
   void linear(backend::Tensor x, const backend::Weight& w, backend::Tensor y) override;
   void rope_qk(backend::Tensor q, backend::Tensor k, int64_t head_dim, const RopeTable& rope) override;
   void silu_mul(backend::Tensor gate, backend::Tensor up, backend::Tensor out) override;
+  void split_columns(backend::Tensor x, std::span<const backend::Tensor> parts) override;
   void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
            const backend::MoeRouting& routing, backend::Tensor out) override;
   void attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,

@@ -332,6 +332,7 @@ backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Ten
   if (g.exec != nullptr) {
     FP8LM_CUDA_CHECK(cudaGraphLaunch(g.exec, m.stream));
     ++m.replays;
+    m.scratch.release(g.scratch_end);
     return g.out;
   }
   if (++g.seen == 1) return body();  // the first time runs directly: cuBLASLt plans, workspaces, scratch
@@ -357,6 +358,7 @@ backend::Tensor CudaOps::run_step(uint64_t key, const std::function<backend::Ten
   slot.seen = 2;
   slot.exec = exec;
   slot.out = out;
+  slot.scratch_end = m.scratch.mark();
   FP8LM_CUDA_CHECK(cudaGraphLaunch(exec, m.stream));
   return out;
 }
@@ -560,6 +562,13 @@ void CudaOps::split_columns(Tensor x, std::span<const Tensor> parts) {
   }
   if (cols != x.cols) throw Error("cuda ops: split_columns parts do not add up to the input's columns");
   cuda::split_columns(B(x), x.rows, split, impl_->stream);
+}
+
+void CudaOps::copy(Tensor x, Tensor out) {
+  OpTimer timer(*impl_, "copy", x.rows);
+  require_shape(out, x.rows, x.cols, "copy");
+  FP8LM_CUDA_CHECK(cudaMemcpyAsync(out.data, x.data, size_t(x.rows * x.cols) * sizeof(bf16), cudaMemcpyDeviceToDevice,
+                                   impl_->stream));
 }
 
 void CudaOps::attention(Tensor q, Tensor k, Tensor v, Tensor out, const backend::AttentionParams& params,

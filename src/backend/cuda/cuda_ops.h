@@ -128,6 +128,7 @@ class CudaOps final : public backend::Ops {
   void moe(backend::Tensor x, backend::Tensor router_logits, const backend::Weight& experts,
            const backend::MoeRouting& routing, backend::Tensor out) override;
   void gather_rows(backend::Tensor x, backend::Tensor out) override;
+  void copy(backend::Tensor x, backend::Tensor out) override;  // one device-to-device copy (recordable)
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
   // The sampling kernel (sampling_kernels.h) on its own stream once this

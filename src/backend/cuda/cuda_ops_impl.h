@@ -281,6 +281,10 @@ struct CudaOps::Impl {
     int seen = 0;
     cudaGraphExec_t exec = nullptr;
     Tensor out;
+    // The scratch arena where the recorded body left it: a replay leaves it there too, so that
+    // what the host allocates after the step (an EAGLE-3 head's tensors beside the target's
+    // hidden states) never lands on the step's own outputs.
+    ScratchArena::Mark scratch_end{};
   };
   std::unordered_map<uint64_t, Graph> graphs;
 
