@@ -38,7 +38,8 @@
 #include "cpp/fixtures.h"
 #include "numerics/fp8_format.h"
 
-namespace fp8lm::cpu {
+// A namespace of its own: the test program compiles as unity units.
+namespace fp8lm::cpu::attention_test {
 namespace {
 
 using test::read_array;
@@ -575,4 +576,4 @@ TEST(CpuAttention, ErrorsNamed) {
 }
 
 }  // namespace
-}  // namespace fp8lm::cpu
+}  // namespace fp8lm::cpu::attention_test

@@ -20,7 +20,8 @@
 #include "engine/engine.h"
 #include "io/json_file.h"
 
-namespace fp8lm::test {
+// A namespace of its own: the test program compiles as unity units.
+namespace fp8lm::test::eagle3_drafter {
 namespace {
 
 std::unique_ptr<engine::Runtime> load_target() {
@@ -216,4 +217,4 @@ TEST(Eagle3DrafterLoad, AHeadForAnotherTargetIsRefusedByName) {
 }
 
 }  // namespace
-}  // namespace fp8lm::test
+}  // namespace fp8lm::test::eagle3_drafter

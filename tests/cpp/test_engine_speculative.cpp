@@ -18,7 +18,8 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 
-namespace fp8lm::test {
+// A namespace of its own: the test program compiles as unity units.
+namespace fp8lm::test::speculative_engine {
 namespace {
 
 std::unique_ptr<engine::Runtime> load_shipped(int64_t kv_cache_tokens = 0) {
@@ -372,4 +373,4 @@ TEST(SchedulerDrafts, APreemptedSequenceLosesItsDrafts) {
 }
 
 }  // namespace
-}  // namespace fp8lm::test
+}  // namespace fp8lm::test::speculative_engine

@@ -6,7 +6,8 @@
 #include "fixtures.h"
 #include "numerics/quantize.h"
 
-namespace fp8lm {
+// A namespace of its own: the test program compiles as unity units.
+namespace fp8lm::quantize_references {
 namespace {
 
 using test::read_array;
@@ -124,4 +125,4 @@ TEST(QuantizeVsReferences, DequantizeMatchesTorch) {
 }
 
 }  // namespace
-}  // namespace fp8lm
+}  // namespace fp8lm::quantize_references
