@@ -197,8 +197,11 @@ def main() -> None:
         opt.step()
         sched.step()
         if step % max(1, steps // 40) == 0 or step == steps - 1:
-            acc = {k: round(float(v), 3) for k, v in metrics.items() if "acc" in k}
-            print(f"step {step:5d}/{steps}  loss {float(loss):.3f}  {acc}  {time.time() - t0:.0f} s", flush=True)
+            # speculators' metrics: full_acc_s = rows whose step-s draft is the target's argmax.
+            acc = " ".join(f"{float(metrics[f'full_acc_{s}_sum']) / max(float(metrics[f'full_acc_{s}_total']), 1):.3f}"
+                           for s in range(args.ttt_steps))
+            print(f"step {step:5d}/{steps}  loss {float(loss):.3f}  draft accuracy by step {acc}  "
+                  f"{time.time() - t0:.0f} s", flush=True)
 
     shutil.rmtree(args.out, ignore_errors=True)
     head.eval().to(torch.bfloat16).save_pretrained(args.out)

@@ -1,5 +1,5 @@
 # The whole model on the GPU (src/backend/cuda/cuda_ops.h) against the CPU backend.
-add_executable(test_cuda_model cuda/test_cuda_model.cpp)
+add_executable(test_cuda_model cuda/test_cuda_model.cpp cuda/test_cuda_eagle3.cpp)
 target_link_libraries(test_cuda_model PRIVATE fp8lm_runtime fp8lm_cuda fp8lm_test_support)
 gtest_discover_tests(test_cuda_model DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
 # The CUDA backend's plan per linear layer (src/backend/cuda/linear_plan.h): host
