@@ -7,7 +7,7 @@ no speculators). `python3 tools/train_eagle3_head.py --check` compares it with s
 logits of every step, on random weights, and reads a saved head back through speculators.
 
 Saved in speculators' layout (config.json + model.safetensors: fc, layers.0.*, norm, lm_head,
-embed_tokens, d2t, t2d), which fp8lm reads (--speculative-config '{"method": "eagle3", ...}').
+d2t, t2d; embed_tokens on request), which fp8lm reads (--speculative-config '{"method": "eagle3", ...}').
 """
 
 from __future__ import annotations
@@ -129,10 +129,14 @@ class Eagle3Head(torch.nn.Module):
             acc.append(float((lg.argmax(-1) == tg.argmax(-1)).float().mean()))
         return total, acc
 
-    def save(self, out: str, dtype=torch.bfloat16) -> None:
+    def save(self, out: str, dtype=torch.bfloat16, embedding: bool = False) -> None:
+        """Without `embedding`, the table (the target's own, frozen in training) is left out: a
+        reader embeds with the target's, as for the EAGLE authors' heads."""
         os.makedirs(out, exist_ok=True)
         tensors = {}
         for name, attr in self.TENSORS.items():
+            if name == "embed_tokens.weight" and not embedding:
+                continue
             t = getattr(self, attr).detach()
             tensors[name] = (t if t.dtype in (torch.long, torch.bool) else t.to(dtype)).contiguous().cpu()
         save_file(tensors, os.path.join(out, "model.safetensors"))

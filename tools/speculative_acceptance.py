@@ -43,6 +43,9 @@ def main() -> int:
     ap.add_argument("--k", default="2,4,6")
     ap.add_argument("--draft-model", default=None, help="a draft model directory (method 'draft')")
     ap.add_argument("--draft-quantization", default="fp8")
+    ap.add_argument("--eagle3", default=None, help="an EAGLE-3 head directory (method 'eagle3')")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--methods", default=None, help="comma-separated subset of ngram, draft, eagle3")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -53,13 +56,17 @@ def main() -> int:
     if args.draft_model:
         methods["draft"] = lambda k: {"model": args.draft_model, "num_speculative_tokens": k,
                                       "quantization": args.draft_quantization}
+    if args.eagle3:
+        methods["eagle3"] = lambda k: {"method": "eagle3", "model": args.eagle3, "num_speculative_tokens": k}
+    if args.methods:
+        methods = {m: methods[m] for m in args.methods.split(",")}
     rows = []
     for name, config in methods.items():
         for k in (int(x) for x in args.k.split(",")):
             steps = drafted = accepted = tokens = 0
             for p in prompts:
                 cmd = [args.bin, "generate", args.model, "--prompt", p, "--temperature", "0", "--ignore-eos",
-                       "--max-tokens", str(args.tokens), "--threads", str(args.threads), "--json",
+                       "--max-tokens", str(args.tokens), "--threads", str(args.threads), "--device", args.device, "--json",
                        "--speculative-config", json.dumps(config(k))]
                 r = subprocess.run(cmd, capture_output=True, text=True, check=True)
                 j = json.loads(r.stdout)
@@ -79,7 +86,8 @@ def main() -> int:
                   f"({steps} verify steps, {accepted} of {drafted} drafts, {tokens} tokens)", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"model": args.model, "draft_model": args.draft_model, "tokens": args.tokens,
+            json.dump({"model": args.model, "draft_model": args.draft_model, "eagle3": args.eagle3,
+                       "device": args.device, "tokens": args.tokens,
                        "prompts": prompts, "rows": rows}, fh, indent=1)
     return 0
 

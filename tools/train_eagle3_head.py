@@ -13,8 +13,8 @@ loss, KL divergence to the target's own distribution.
   * a reduced draft vocabulary: the `--draft-vocab` most frequent target tokens of the training
     text (d2t / t2d), the embedding the target's (frozen), lm_head started from the target's rows.
 
-The head is written in speculators' layout (config.json, model.safetensors with embed_tokens,
-d2t, t2d), which fp8lm reads with --speculative-config '{"method": "eagle3", "model": DIR, ...}'.
+The head is written in speculators' layout (config.json, model.safetensors with d2t and t2d; no
+embed_tokens: it is the target's, which fp8lm then embeds with), which fp8lm reads with --speculative-config '{"method": "eagle3", "model": DIR, ...}'.
 
   python3 tools/train_eagle3_head.py --device cuda                      # torch, transformers, tokenizers
   python3 -m venv .venv-eagle3 && .venv-eagle3/bin/pip install -r tools/requirements-eagle3.txt
@@ -137,7 +137,7 @@ def check() -> None:
         # Rows past T − s read padding tokens and positions: speculators' own and ours alike.
         worst = max(worst, float((a[: T - s] - b[: T - s]).abs().max()))
     with tempfile.TemporaryDirectory() as d:
-        ours.save(d, dtype=torch.float32)
+        ours.save(d, dtype=torch.float32, embedding=True)
         # speculators' own config class reads the config.json, and its model takes every tensor
         # (from_pretrained would also fetch the verifier, which a head names none of here).
         back_config = Eagle3SpeculatorConfig.from_pretrained(d)
@@ -169,6 +169,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check", action="store_true", help="compare the head with speculators' class, and stop")
+    ap.add_argument("--tokens-file", default=None,
+                    help="the training tokens, saved by --write-tokens (for a machine without the corpus)")
+    ap.add_argument("--write-tokens", default=None, metavar="FILE",
+                    help="write --tokens-cap training tokens (64 Ki-token pieces spread over the books) and stop")
+    ap.add_argument("--tokens-cap", type=int, default=6_000_000)
+    ap.add_argument("--max-seconds", type=float, default=0, help="stop training after this long (0: no limit)")
     args = ap.parse_args()
     if args.check:
         check()
@@ -180,8 +186,17 @@ def main() -> None:
     dev = torch.device(args.device)
     t0 = time.time()
 
-    tokenizer = Tokenizer.from_file(os.path.join(args.target, "tokenizer.json"))
-    tokens = training_tokens(args.corpus, tokenizer)
+    if args.tokens_file:
+        tokens = torch.load(args.tokens_file).long()
+    else:
+        tokens = training_tokens(args.corpus, Tokenizer.from_file(os.path.join(args.target, "tokenizer.json")))
+    if args.write_tokens:
+        piece = 1 << 16
+        n = min(len(tokens) // piece, args.tokens_cap // piece)
+        starts = torch.linspace(0, len(tokens) - piece, n).long().tolist()
+        torch.save(torch.cat([tokens[s:s + piece] for s in starts]).to(torch.int16), args.write_tokens)
+        print(f"wrote {n * piece:,} of {len(tokens):,} training tokens to {args.write_tokens}")
+        return
     target = LlamaForCausalLM.from_pretrained(args.target, dtype=torch.float32).to(dev).eval()
     tc = target.config
     L = tc.num_hidden_layers
@@ -234,9 +249,13 @@ def main() -> None:
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        if step % max(1, steps // 40) == 0 or step == steps - 1:
+        last_step = step == steps - 1 or (args.max_seconds > 0 and time.time() - t0 > args.max_seconds)
+        if step % max(1, steps // 40) == 0 or last_step:
             print(f"step {step:5d}/{steps}  loss {total:.3f}  draft = target's argmax by step "
                   f"{' '.join(f'{a:.3f}' for a in accs)}  {time.time() - t0:.0f} s", flush=True)
+        if last_step:
+            steps = step + 1
+            break
 
     shutil.rmtree(args.out, ignore_errors=True)
     head.save(args.out)

@@ -246,7 +246,9 @@ void add_speculative_config_flag(CLI::App* cmd, std::string& json) {
                   "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
                   "\"prompt_lookup_min\": a, \"prompt_lookup_max\": b, \"disable_by_batch_size\": n}, or a draft model "
                   "with the target's tokenizer: {\"model\": DIR, \"num_speculative_tokens\": k, \"quantization\": "
-                  "\"fp8\"} (lossless: greedy tokens unchanged, sampled ones distributed as without it)");
+                  "\"fp8\"}, or an EAGLE-3 head (speculators' layout or the EAGLE release's): {\"method\": "
+                  "\"eagle3\", \"model\": DIR, \"num_speculative_tokens\": k} (lossless: greedy tokens unchanged, "
+                  "sampled ones distributed as without it)");
 }
 
 std::optional<engine::SpeculativeConfig> speculative_config(const std::string& json) {
