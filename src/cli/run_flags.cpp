@@ -279,7 +279,10 @@ LoadedModels load_target_and_draft(const std::filesystem::path& model, const io:
                                    const std::optional<engine::SpeculativeConfig>& spec) {
   LoadedModels out;
   std::unique_ptr<engine::DraftModel> draft = load_draft_model(spec, options);
-  out.runtime = engine::Runtime::load(model, overrides, options);
+  engine::RuntimeOptions target = options;
+  if (spec && spec->method == engine::SpeculativeConfig::Method::kEagle3)
+    target.kv_companion_bytes_per_token = engine::Eagle3Drafter::kv_bytes_per_token(*spec);
+  out.runtime = engine::Runtime::load(model, overrides, target);
   if (draft) draft->check_target(out.runtime->config().vocab_size);
   out.draft = std::move(draft);
   if (spec && spec->method == engine::SpeculativeConfig::Method::kEagle3) {

@@ -29,6 +29,16 @@ std::unique_ptr<Eagle3Drafter> Eagle3Drafter::load(const SpeculativeConfig& conf
   return std::make_unique<Eagle3Drafter>(ck, weights, target, max_num_seqs);
 }
 
+uint64_t Eagle3Drafter::kv_bytes_per_token(const SpeculativeConfig& config) {
+  try {
+    const ModelConfig& l = io::read_eagle3_checkpoint(config.model).config.layer;
+    // One layer in BF16, the head's cache (the constructor's).
+    return backend::kv_bytes_per_token({1, l.num_key_value_heads, l.head_dim, 16, 1}, {backend::KvLayerFormat{}});
+  } catch (const Error& e) {
+    refuse(e.what());
+  }
+}
+
 Eagle3Drafter::Eagle3Drafter(const io::Eagle3Checkpoint& checkpoint, const loader::Eagle3HostWeights& weights,
                              Runtime& target, int64_t max_num_seqs)
     : target_(target) {

@@ -38,6 +38,9 @@ class Eagle3Drafter final : public Drafter {
   // cache for `max_num_seqs` sequences' chains. fp8lm::Error naming what is wrong. `target` must
   // outlive the drafter.
   static std::unique_ptr<Eagle3Drafter> load(const SpeculativeConfig& config, Runtime& target, int64_t max_num_seqs);
+  // The bytes a token takes in the head's cache (RuntimeOptions::kv_companion_bytes_per_token),
+  // read from the head at config.model before the target loads; fp8lm::Error as load() words it.
+  static uint64_t kv_bytes_per_token(const SpeculativeConfig& config);
   Eagle3Drafter(const io::Eagle3Checkpoint& checkpoint, const loader::Eagle3HostWeights& weights, Runtime& target,
                 int64_t max_num_seqs);
 

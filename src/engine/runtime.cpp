@@ -223,7 +223,9 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   // Per rank: each holds its KV heads' share of every token (the group's budget is the same
   // number of tokens on every rank).
   model::LlamaModel& model0 = *rt->runner_->rank(0).model;
-  const uint64_t per_token = backend::kv_bytes_per_token(model0.kv_cache_shape(options.block_size, 1), formats);
+  // A cache beside this one with the same blocks (an EAGLE-3 head's layer) is sized with it.
+  const uint64_t per_token = backend::kv_bytes_per_token(model0.kv_cache_shape(options.block_size, 1), formats) +
+                             options.kv_companion_bytes_per_token;
   int64_t tokens = options.kv_cache_tokens;
   if (options.kv_cache_bytes > 0) {
     tokens = int64_t(options.kv_cache_bytes / per_token) / options.block_size * options.block_size;

@@ -55,6 +55,10 @@ struct RuntimeOptions {
   uint64_t kv_cache_bytes = 0;
   // Whether the capacity was given, in tokens or in bytes.
   bool kv_cache_sized() const { return kv_cache_tokens > 0 || kv_cache_bytes > 0; }
+  // Bytes a token takes in a cache kept beside the KV cache with the same blocks (an EAGLE-3
+  // head's layer, engine/eagle3_drafter.h): counted in every sizing of the cache, so that the
+  // companion fits in what --gpu-memory-utilization or --kv-cache-memory leaves.
+  uint64_t kv_companion_bytes_per_token = 0;
   // Explicit KV scales (per layer), overriding the checkpoint's; empty = none.
   std::vector<float> k_scales, v_scales;
   // An FP8 E4M3 KV cache without scales (none in the checkpoint, none given):
