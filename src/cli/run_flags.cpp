@@ -287,7 +287,7 @@ LoadedModels load_target_and_draft(const std::filesystem::path& model, const io:
   out.draft = std::move(draft);
   if (spec && spec->method == engine::SpeculativeConfig::Method::kEagle3) {
     std::fprintf(stderr, "fp8lm: loading the EAGLE-3 head %s\n", spec->model.c_str());
-    out.draft = engine::Eagle3Drafter::load(*spec, *out.runtime, options.max_num_seqs);
+    out.draft = engine::Eagle3Drafter::load(*spec, *out.runtime, options.max_num_seqs, options.max_num_batched_tokens);
   }
   return out;
 }

@@ -15,7 +15,7 @@ namespace {
 }  // namespace
 
 std::unique_ptr<Eagle3Drafter> Eagle3Drafter::load(const SpeculativeConfig& config, Runtime& target,
-                                                   int64_t max_num_seqs) {
+                                                   int64_t max_num_seqs, int64_t max_batched_tokens) {
   if (config.method != SpeculativeConfig::Method::kEagle3)
     throw Error("internal: an EAGLE-3 drafter for a speculative config without one");
   io::Eagle3Checkpoint ck;
@@ -26,7 +26,7 @@ std::unique_ptr<Eagle3Drafter> Eagle3Drafter::load(const SpeculativeConfig& conf
   } catch (const Error& e) {
     refuse(e.what());
   }
-  return std::make_unique<Eagle3Drafter>(ck, weights, target, max_num_seqs);
+  return std::make_unique<Eagle3Drafter>(ck, weights, target, max_num_seqs, max_batched_tokens);
 }
 
 uint64_t Eagle3Drafter::kv_bytes_per_token(const SpeculativeConfig& config) {
@@ -40,7 +40,7 @@ uint64_t Eagle3Drafter::kv_bytes_per_token(const SpeculativeConfig& config) {
 }
 
 Eagle3Drafter::Eagle3Drafter(const io::Eagle3Checkpoint& checkpoint, const loader::Eagle3HostWeights& weights,
-                             Runtime& target, int64_t max_num_seqs)
+                             Runtime& target, int64_t max_num_seqs, int64_t max_batched_tokens)
     : target_(target) {
   Eagle3HeadConfig cfg = checkpoint.config;
   const ModelConfig& t = target.config();
@@ -79,10 +79,13 @@ Eagle3Drafter::Eagle3Drafter(const io::Eagle3Checkpoint& checkpoint, const loade
   // ceil((k − 1) / block size) blocks past a sequence's table.
   const int64_t per_seq = (kMaxSpeculativeTokens - 1 + ts.block_size - 1) / ts.block_size;
   spare_blocks_ = std::max<int64_t>(max_num_seqs, 1) * per_seq;
-  // and one block more, written and never read: the rows of a sequence whose blocks went back
-  // before the head saw its step (its last token sampled).
-  cache_ = target.ops().make_kv_cache(head_->kv_cache_shape(ts.block_size, target_blocks_ + spare_blocks_ + 1),
-                                      {backend::KvLayerFormat{}});
+  // and blocks written and never read: the rows of a sequence whose blocks went back before the
+  // head saw its step (its last token sampled, or preempted), each row a slot of its own — a
+  // step's rows, a block more a sequence for where they start.
+  unread_blocks_ = (std::max<int64_t>(max_batched_tokens, 1) + ts.block_size - 1) / ts.block_size +
+                   std::max<int64_t>(max_num_seqs, 1);
+  cache_ = target.ops().make_kv_cache(
+      head_->kv_cache_shape(ts.block_size, target_blocks_ + spare_blocks_ + unread_blocks_), {backend::KvLayerFormat{}});
 }
 
 void Eagle3Drafter::draft(std::span<Request> requests) {
@@ -123,17 +126,24 @@ void Eagle3Drafter::after_target_step(std::span<const StepRows> rows) {
   std::vector<int32_t> next(static_cast<size_t>(total));
   std::vector<model::SequenceInput> batch;
   std::vector<Chain> chains;
-  std::vector<std::vector<int64_t>> unread;  // stand-in tables: every entry the one unread block
+  std::vector<std::vector<int64_t>> unread;  // stand-in tables into the unread blocks
   unread.reserve(rows.size());
-  int64_t offset = 0, spare = 0;
+  int64_t offset = 0, spare = 0, unread_used = 0;
   for (const StepRows& r : rows) {
     drafts_.erase(r.id);
     const auto len = int64_t(r.tokens.size());
     std::span<const int64_t> table = r.block_table;
     const int64_t blocks = (r.start_position + r.rows + block_size - 1) / block_size;
     if (int64_t(table.size()) < blocks) {
-      unread.emplace_back(size_t(blocks), target_blocks_ + spare_blocks_);
-      table = unread.back();
+      // Its step's positions in unread blocks of their own (the ones before, never written, any).
+      const int64_t first = r.start_position / block_size;
+      if (unread_used + blocks - first > unread_blocks_)
+        throw Error("internal: a step of " + std::to_string(total) + " rows is beyond the EAGLE-3 head's " +
+                    std::to_string(unread_blocks_) + " blocks for rows it does not keep");
+      const int64_t base = target_blocks_ + spare_blocks_;
+      std::vector<int64_t>& t = unread.emplace_back(size_t(blocks), base + unread_used);
+      for (int64_t b = first; b < blocks; ++b) t[size_t(b)] = base + unread_used++;
+      table = t;
     }
     for (int64_t i = 0; i < r.rows; ++i) {
       const int64_t p = r.start_position + i;

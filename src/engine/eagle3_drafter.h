@@ -16,7 +16,8 @@
 // prefix cache need no bookkeeping of their own (a prefix-cached block holds the head slots the
 // sequence that filled it wrote — the same tokens and states, but for its last slot, which read
 // the next block's first token: a draft there may be worse, never wrong). Spare blocks past the
-// target's hold a chain's slots beyond a sequence's block table, for that chain only.
+// target's hold a chain's slots beyond a sequence's block table, for that chain only, and
+// blocks past those the rows of a sequence whose blocks went back before the head saw its step.
 #pragma once
 
 #include <cstdint>
@@ -35,14 +36,15 @@ class Eagle3Drafter final : public Drafter {
   // Reads and checks the head at config.model (io::read_eagle3_checkpoint) against `target`: its
   // vocabulary, its hidden size, the layers it reads, one rank. Uploads it to the target's
   // backend, has the target keep those layers' hidden states from now on, and makes the head's
-  // cache for `max_num_seqs` sequences' chains. fp8lm::Error naming what is wrong. `target` must
-  // outlive the drafter.
-  static std::unique_ptr<Eagle3Drafter> load(const SpeculativeConfig& config, Runtime& target, int64_t max_num_seqs);
+  // cache for steps of up to `max_num_seqs` sequences and `max_batched_tokens` rows (the engine's
+  // scheduler limits). fp8lm::Error naming what is wrong. `target` must outlive the drafter.
+  static std::unique_ptr<Eagle3Drafter> load(const SpeculativeConfig& config, Runtime& target, int64_t max_num_seqs,
+                                             int64_t max_batched_tokens);
   // The bytes a token takes in the head's cache (RuntimeOptions::kv_companion_bytes_per_token),
   // read from the head at config.model before the target loads; fp8lm::Error as load() words it.
   static uint64_t kv_bytes_per_token(const SpeculativeConfig& config);
   Eagle3Drafter(const io::Eagle3Checkpoint& checkpoint, const loader::Eagle3HostWeights& weights, Runtime& target,
-                int64_t max_num_seqs);
+                int64_t max_num_seqs, int64_t max_batched_tokens);
 
   void draft(std::span<Request> requests) override;
   void keep(uint64_t, int64_t) override {}  // the next target step writes the slots past what was kept
@@ -60,7 +62,7 @@ class Eagle3Drafter final : public Drafter {
   Runtime& target_;
   std::unique_ptr<model::Eagle3Head> head_;
   std::unique_ptr<backend::KvCache> cache_;
-  int64_t target_blocks_ = 0, spare_blocks_ = 0;
+  int64_t target_blocks_ = 0, spare_blocks_ = 0, unread_blocks_ = 0;
   std::unordered_map<uint64_t, Drafts> drafts_;
 };
 

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -44,6 +45,7 @@ inline engine::SpeculativeConfig eagle3(const std::string& dir, int k) {
 
 struct Reference {
   std::vector<int32_t> prompt, drafts;
+  std::vector<double> gaps;  // each draft's two best reference logits apart, over the largest |logit|
   int32_t next = 0;
 };
 
@@ -52,16 +54,28 @@ inline std::vector<Reference> read_reference(const std::string& dir) {
   std::vector<Reference> out;
   for (const nlohmann::json& c : j.at("cases"))
     out.push_back({c.at("prompt").get<std::vector<int32_t>>(), c.at("drafts").get<std::vector<int32_t>>(),
-                   c.at("next").get<int32_t>()});
+                   c.at("gaps").get<std::vector<double>>(), c.at("next").get<int32_t>()});
+  return out;
+}
+
+// The reference's drafts that `device` must give: up to the first whose reference argmax is less
+// than `tie` (a share of the largest |logit|) clear of the runner-up — past a draft rounding may
+// flip, the chain feeds another token and rightly goes elsewhere — and at most `n`.
+inline std::vector<int32_t> comparable(const Reference& r, double tie, size_t n) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < std::min(n, r.drafts.size()) && r.gaps[i] >= tie; ++i) out.push_back(r.drafts[i]);
   return out;
 }
 
 // Each prompt alone, then all twelve in one target step with 1 … 4 drafts wanted: the drafts are
-// the reference's (its argmax is at least 2 % of the largest logit clear of a tie at every draft,
-// and the served model's BF16 rounding moves logits by well under that).
-inline void expect_drafts_of_reference(backend::Device device, const std::string& dir) {
+// the reference's. Every reference draft is at least 2 % of the largest logit clear of a tie: the
+// CPU backend (float32 activations, BF16 KV cache) must give all of them (`tie` 0). The GPU
+// rounds every activation to BF16 as the served model does, which moves these tiny random
+// models' logits by a few percent: there `tie` says from which margin on a draft must agree (the
+// H100 flipped 3 of 48, whose gaps were 2.5–3.6 %).
+inline void expect_drafts_of_reference(backend::Device device, const std::string& dir, double tie) {
   auto rt = load_target(device);
-  const std::unique_ptr<engine::Eagle3Drafter> drafter = engine::Eagle3Drafter::load(eagle3(dir, 4), *rt, 16);
+  const std::unique_ptr<engine::Eagle3Drafter> drafter = engine::Eagle3Drafter::load(eagle3(dir, 4), *rt, 16, 512);
   const std::vector<Reference> refs = read_reference(dir);
   ASSERT_EQ(refs.size(), 12u);
   std::vector<std::vector<int64_t>> tables;
@@ -81,7 +95,9 @@ inline void expect_drafts_of_reference(backend::Device device, const std::string
     drafter->after_target_step({&rows, 1});
     engine::Drafter::Request want{i, tokens[i], 4, {}};
     drafter->draft({&want, 1});
-    EXPECT_EQ(want.draft, refs[i].drafts);
+    ASSERT_EQ(want.draft.size(), 4u);
+    const std::vector<int32_t> must = comparable(refs[i], tie, 4);
+    EXPECT_EQ(std::vector<int32_t>(want.draft.begin(), want.draft.begin() + int64_t(must.size())), must);
     // Handed out once: the next draft() of the same tokens gets none.
     drafter->draft({&want, 1});
     EXPECT_TRUE(want.draft.empty());
@@ -100,8 +116,10 @@ inline void expect_drafts_of_reference(backend::Device device, const std::string
   drafter->draft(want);
   for (size_t i = 0; i < refs.size(); ++i) {
     EXPECT_EQ(next[i], refs[i].next) << "prompt " << i;
-    const std::vector<int32_t> first(refs[i].drafts.begin(), refs[i].drafts.begin() + int64_t(1 + i % 4));
-    EXPECT_EQ(want[i].draft, first) << "prompt " << i;
+    ASSERT_EQ(want[i].draft.size(), size_t(1 + i % 4)) << "prompt " << i;
+    const std::vector<int32_t> must = comparable(refs[i], tie, 1 + i % 4);
+    EXPECT_EQ(std::vector<int32_t>(want[i].draft.begin(), want[i].draft.begin() + int64_t(must.size())), must)
+        << "prompt " << i;
   }
   for (auto& t : tables) rt->blocks().free(t);
 }
@@ -169,7 +187,7 @@ inline std::vector<std::vector<int32_t>> run(engine::Runtime& rt, const std::vec
 inline void expect_lossless_engine(backend::Device device, const std::string& dir, const char* name) {
   auto rt = load_target(device);
   const engine::SpeculativeConfig spec = eagle3(dir, 3);
-  const std::unique_ptr<engine::Eagle3Drafter> drafter = engine::Eagle3Drafter::load(spec, *rt, 8);
+  const std::unique_ptr<engine::Eagle3Drafter> drafter = engine::Eagle3Drafter::load(spec, *rt, 8, 512);
   const std::vector<Case> cases = make_cases(read_reference(dir));
   const engine::SchedulerConfig batch_sched{/*max_num_batched_tokens=*/24, /*max_num_seqs=*/6};
   engine::SpeculativeStats alone_stats, batch_stats;
@@ -188,6 +206,18 @@ inline void expect_lossless_engine(backend::Device device, const std::string& di
   EXPECT_GT(alone_stats.steps, 0);
   EXPECT_EQ(batch_stats.steps, alone_stats.steps);
   EXPECT_EQ(batch_stats.accepted, alone_stats.accepted);
+  // Six greedy requests of prompts as long and max_tokens alike, at once: they end in the same
+  // step, whose rows the head still runs after their blocks went back (slots of their own each).
+  std::vector<Case> together(cases.begin(), cases.begin() + 6);
+  for (Case& c : together) {
+    c.prompt.resize(3);
+    c.params = {};
+    c.params.temperature = 0.0f;
+    c.params.max_tokens = 12;
+    c.params.ignore_eos = true;
+  }
+  EXPECT_EQ(run(*rt, together, batch_sched, &spec, drafter.get(), /*alone=*/false, nullptr),
+            run(*rt, together, {}, nullptr, nullptr, /*alone=*/true, nullptr));
   EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
   std::printf("[ %s, k=3 ] %lld verify rows, %lld of %lld drafted tokens kept (a random head)\n", name,
               static_cast<long long>(batch_stats.steps), static_cast<long long>(batch_stats.accepted),

@@ -19,7 +19,7 @@ class Eagle3Drafter : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(Eagle3Drafter, DraftsEqualSpeculatorsFromTheTargetsHiddenStates) {
-  expect_drafts_of_reference(backend::Device::kCpu, dir());
+  expect_drafts_of_reference(backend::Device::kCpu, dir(), /*tie=*/0.0);
 }
 
 TEST_P(Eagle3Drafter, GreedyOutputIsTheTargetsAndTheBatchIsEachRequestAlone) {
@@ -37,7 +37,7 @@ TEST(Eagle3DrafterLoad, AHeadForAnotherTargetIsRefusedByName) {
   // fixture target has 2 layers of 128.
   auto rt = engine::Runtime::load(fixture_path("models/llama"), {}, opt);
   try {
-    (void)engine::Eagle3Drafter::load(eagle3(fixture_path("eagle3/llama_basic"), 3), *rt, 4);
+    (void)engine::Eagle3Drafter::load(eagle3(fixture_path("eagle3/llama_basic"), 3), *rt, 4, 64);
     FAIL() << "a head of another width was loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("hidden states of width 64, the target's are 128 wide"), std::string::npos)
