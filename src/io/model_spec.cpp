@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "io/eagle3_config_json.h"
 #include "io/json_file.h"
 #include "io/model_config_json.h"
 
@@ -157,6 +158,18 @@ std::string module_family(std::string_view name) {
 }
 
 
+namespace {
+
+// config.json of a model to run: an EAGLE-3 head given as the model is named as what it is.
+ModelConfig model_config_of(const nlohmann::json& raw, const std::filesystem::path& config_path) {
+  if (is_eagle3_config(raw))
+    throw Error(config_path.string() + ": an EAGLE-3 head, not a model to run: it drafts for its target through "
+                "--speculative-config '{\"method\": \"eagle3\", \"model\": DIR, \"num_speculative_tokens\": k}'");
+  return parse_model_config(raw, config_path.string());
+}
+
+}  // namespace
+
 ModelSpec read_model_spec(const std::filesystem::path& dir, const LoadOverrides& overrides) {
   if (overrides.load_format == LoadFormat::kDummy) return read_model_spec_dummy(dir, overrides);
   if (!std::filesystem::is_directory(dir))
@@ -165,7 +178,7 @@ ModelSpec read_model_spec(const std::filesystem::path& dir, const LoadOverrides&
   spec.directory = dir;
   const std::filesystem::path config_path = dir / "config.json";
   const nlohmann::json raw = read_json_file(config_path);
-  spec.config = parse_model_config(raw, config_path.string());
+  spec.config = model_config_of(raw, config_path);
   spec.quantization = parse_quantization(raw, dir);
   apply_overrides(spec.quantization, overrides, spec.config.num_hidden_layers);
   spec.files = std::make_shared<const CheckpointFiles>(dir);
@@ -213,7 +226,7 @@ ModelSpec read_model_spec_dummy(const std::filesystem::path& dir, const LoadOver
   spec.directory = dir;
   spec.dummy_weights = true;
   const nlohmann::json raw = read_json_file(config_path);
-  spec.config = parse_model_config(raw, config_path.string());
+  spec.config = model_config_of(raw, config_path);
   spec.quantization = parse_quantization(raw, dir);
   // Generated weights come with no KV-cache scales: an FP8 cache is calibrated
   // at load (or uses 1.0), as for a checkpoint that stores none.

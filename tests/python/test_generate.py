@@ -366,6 +366,19 @@ def test_speculative_draft_model_greedy_matches_transformers_exactly(run):
     assert spec["accepted_tokens"] > spec["drafted_tokens"] // 2
 
 
+def test_speculative_eagle3_greedy_matches_transformers_exactly(run):
+    # The shipped EAGLE-3 head drafts from the target's own hidden states; the BF16 target with a
+    # float32 KV cache verifies them, whose tokens are transformers'.
+    p = PROMPTS[1]
+    n = SHIPPED["new_tokens"]
+    head = json.dumps({"method": "eagle3", "model": str(MODEL.parent / "fp8lm-gutenberg-22m-eagle3"),
+                       "num_speculative_tokens": 4})
+    got = generate_json(run, *greedy_args(p["text"], n), "--speculative-config", head)
+    assert got["token_ids"] == p["greedy"][:n]
+    spec = got["speculative"]
+    assert 0 < spec["accepted_tokens"] <= spec["drafted_tokens"]
+
+
 def test_speculative_stops_where_generation_without_it_stops(run):
     # A stop token met inside a verify step's kept tokens ends the output there, as without it.
     p = PROMPTS[0]

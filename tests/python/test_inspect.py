@@ -11,7 +11,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "checkpoints"
-SHIPPED = sorted((REPO / "models").glob("*/config.json"))
+# The shipped models, not the EAGLE-3 heads beside them (tested below as such).
+SHIPPED = sorted(p for p in (REPO / "models").glob("*/config.json")
+                 if "speculators_model_type" not in json.loads(p.read_text()))
+HEADS = sorted(p.parent for p in (REPO / "models").glob("*/config.json")
+               if "speculators_model_type" in json.loads(p.read_text()))
 FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/expected.json"))
 
 
@@ -46,6 +50,13 @@ def test_schemes_match_the_producer(run, name):
     assert got["kv_cache"]["k_scale_name"] == expected["kv_cache"]["k_scale_name"]
     assert got["files"]["tensors"] == len(expected["tensors"])
     assert sum(d["tensors"] for d in got["dtypes"].values()) == len(expected["tensors"])
+
+
+@pytest.mark.parametrize("head", HEADS, ids=lambda p: p.name)
+def test_a_shipped_head_is_named_as_such(run, head):
+    r = run("inspect", str(head))
+    assert r.returncode != 0
+    assert "an EAGLE-3 head" in r.stderr and "--speculative-config" in r.stderr
 
 
 @pytest.mark.parametrize("config", SHIPPED, ids=lambda p: p.parent.name)

@@ -21,13 +21,17 @@ OPENINGS = ["The ship sailed and the ship sailed and the ship", "A letter came. 
 # The draft model: the shipped model in FP8 drafting for the same weights served in FP8 with an
 # FP8 KV cache (a draft that shares the tokenizer; a small trained one is issue 42's next part).
 DRAFT = json.dumps({"model": str(MODEL), "num_speculative_tokens": 3, "quantization": "fp8"})
+# The shipped EAGLE-3 head (models/fp8lm-gutenberg-22m-eagle3, tools/train_eagle3_head.py).
+EAGLE3 = json.dumps({"method": "eagle3", "model": str(MODEL.parent / "fp8lm-gutenberg-22m-eagle3"),
+                     "num_speculative_tokens": 3})
 
 
 @pytest.fixture(scope="module")
 def servers(serve):
     flags = (*FP8, "--kv-cache-tokens", "8192", "--max-num-seqs", "32")
     started = {"plain": serve(*flags), "ngram": serve(*flags, "--speculative-config", NGRAM),
-               "draft": serve(*flags, "--speculative-config", DRAFT)}
+               "draft": serve(*flags, "--speculative-config", DRAFT),
+               "eagle3": serve(*flags, "--speculative-config", EAGLE3)}
     yield started
     for s in started.values():
         s.stop_cleanly(signal.SIGTERM)
@@ -77,7 +81,7 @@ async def batch(server):
         await client.close()
 
 
-@pytest.mark.parametrize("method", ["ngram", "draft"])
+@pytest.mark.parametrize("method", ["ngram", "draft", "eagle3"])
 def test_64_mixed_requests_greedy_equal_without_speculation(servers, method):
     plain, spec = servers["plain"], servers[method]
     before = spec.metrics()
