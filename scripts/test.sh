@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==== %s\n' "$*"; }
+# Each step's header says how long the command has run (CI keeps its log: where the minutes go).
+step() { printf '\n==== %s (at %d min %02d s)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 jobs=$(nproc)
 
 # The include-layer check is pure Python and takes under a second, so it runs before minutes of
@@ -52,3 +53,4 @@ FP8LM_BIN="$PWD/build/src/fp8lm" .venv-test/bin/python -m pytest -q tests/python
 
 step "Fuzzing (build-fuzz/, clang + libFuzzer, 20 s per target)"
 bash scripts/fuzz.sh 20
+step "Done"
