@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
@@ -196,6 +197,45 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaPersistentFixtures,
                                   (*param_info.param.quant ? param_info.param.quant : "stored") + "_kv_" +
                                   (*param_info.param.kv ? param_info.param.kv : "stored");
                          });
+
+// Rows wider than the fixtures': a 7,680-wide MLP, so that down_proj's rows span 7.5 KB of FP8 (15
+// KB in BF16) — more than one 1 KB page per warp of a GEMV tile, as Llama-3.1-8B's do (the
+// fixtures above stay within one; a persistent kernel that hung at 8B passed them). Dummy weights
+// from tests/fixtures/models/wide_mlp/config.json (no checkpoint to ship).
+std::unique_ptr<engine::Runtime> load_wide(const std::string& quant, backend::DecodeKernel kernel) {
+  io::LoadOverrides o;
+  o.load_format = io::LoadFormat::kDummy;
+  if (!quant.empty()) o.quantization = io::parse_online_quant(quant);
+  engine::RuntimeOptions opt;
+  opt.device = backend::Device::kCuda;
+  opt.kv_cache_tokens = 1024;
+  opt.decode_kernel = kernel;
+  opt.load_tokenizer = false;
+  return engine::Runtime::load(model_fixture_dir("wide_mlp"), o, opt);
+}
+
+TEST(CudaPersistentWide, RowsOfManyPagesMatchTheLayeredPath) {
+  REQUIRE_HOPPER();
+  const std::vector<int32_t> prompt = {1, 17, 42, 9, 200, 31, 77, 5, 63, 120, 8, 19, 250, 3};
+  std::vector<int32_t> fed;
+  for (int i = 0; i < 8; ++i) fed.push_back(int32_t((37 * i + 11) % 512));
+  auto bf16 = load_wide("", backend::DecodeKernel::kLayered);
+  auto fp8 = load_wide("fp8", backend::DecodeKernel::kLayered);
+  const Trace want_bf16 = decode_rows(run(*bf16, prompt, fed), fed.size());
+  const Trace want_fp8 = decode_rows(run(*fp8, prompt, fed), fed.size());
+  const double effect = mean_abs_diff(want_bf16, want_fp8);
+  ASSERT_GT(effect, 0.0);
+  for (const auto& [quant, want, share] : {std::tuple{"", &want_bf16, 0.25}, std::tuple{"fp8", &want_fp8, 1.5}}) {
+    auto persistent = load_wide(quant, backend::DecodeKernel::kPersistent);
+    for (const std::string& note : persistent->notes()) EXPECT_EQ(note.find("op by op"), std::string::npos) << note;
+    const Trace got = decode_rows(run(*persistent, prompt, fed), fed.size());
+    const double mean = mean_abs_diff(*want, got), worst = max_abs_diff(*want, got);
+    std::printf("[ wide MLP %s ] persistent vs layered: mean|Δ| %.5f (%.3f of E %.5f), max|Δ| %.4f\n",
+                *quant ? quant : "bf16", mean, mean / effect, effect, worst);
+    EXPECT_LE(mean, share * effect);
+    expect_same_top1_and_finite(*want, got, worst);
+  }
+}
 
 // A decode step of three sequences (each in its own blocks, different contexts) gives each the
 // logits it gets alone through the same kernel: every GEMV tile computes its rows apart, and only
