@@ -1,10 +1,13 @@
 #include "engine/eagle3_drafter.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "common/error.h"
+#include "engine/block_allocator.h"
 #include "io/eagle3_config_json.h"
+#include "io/json_file.h"
 #include "loader/eagle3_weights.h"
 
 namespace fp8lm::engine {
@@ -31,7 +34,9 @@ std::unique_ptr<Eagle3Drafter> Eagle3Drafter::load(const SpeculativeConfig& conf
 
 uint64_t Eagle3Drafter::kv_bytes_per_token(const SpeculativeConfig& config) {
   try {
-    const ModelConfig& l = io::read_eagle3_checkpoint(config.model).config.layer;
+    // The config alone: load() checks the checkpoint's tensors once the target is up.
+    const std::filesystem::path path = std::filesystem::path(config.model) / "config.json";
+    const ModelConfig l = io::parse_eagle3_config(io::read_json_file(path), path.string()).layer;
     // One layer in BF16, the head's cache (the constructor's).
     return backend::kv_bytes_per_token({1, l.num_key_value_heads, l.head_dim, 16, 1}, {backend::KvLayerFormat{}});
   } catch (const Error& e) {
@@ -44,8 +49,6 @@ Eagle3Drafter::Eagle3Drafter(const io::Eagle3Checkpoint& checkpoint, const loade
     : target_(target) {
   Eagle3HeadConfig cfg = checkpoint.config;
   const ModelConfig& t = target.config();
-  if (target.tensor_parallel_size() > 1)
-    refuse("drafting from the target's hidden states under tensor parallelism is not implemented");
   if (cfg.layer.vocab_size != t.vocab_size)
     refuse("its vocabulary has " + std::to_string(cfg.layer.vocab_size) + " tokens, the target's " +
            std::to_string(t.vocab_size) + ": a head drafts in its target's tokens");
@@ -59,31 +62,32 @@ Eagle3Drafter::Eagle3Drafter(const io::Eagle3Checkpoint& checkpoint, const loade
   if (aux.size() != weights.fc.size())
     refuse("it names " + std::to_string(aux.size()) + " target layers, and its fc fuses " +
            std::to_string(weights.fc.size()));
-  for (const int l : aux)
-    if (l < 0 || l >= t.num_hidden_layers)
-      refuse("it reads the target's layer " + std::to_string(l) + ", and the target has " +
-             std::to_string(t.num_hidden_layers) + " layers (0 … " + std::to_string(t.num_hidden_layers - 1) + ")");
   // The head runs at the target's positions, whatever context its own config names (vLLM gives a
   // draft the target's max_model_len); a scaled RoPE keeps the context it was scaled from.
   if (cfg.layer.rope_scaling.original_max_position_embeddings == 0)
     cfg.layer.rope_scaling.original_max_position_embeddings = cfg.layer.max_position_embeddings;
   cfg.layer.max_position_embeddings =
       std::max(cfg.layer.max_position_embeddings, t.max_position_embeddings + kMaxSpeculativeTokens + 2);
+  // The target refuses layers it does not have, and tensor parallelism (LlamaModel's checks).
   model::LlamaModel& tm = *target.model().rank(0).model;
-  tm.capture_aux_states(aux);
+  try {
+    tm.capture_aux_states(aux);
+  } catch (const Error& e) {
+    refuse(e.what());
+  }
   head_ = std::make_unique<model::Eagle3Head>(cfg, weights, target.ops(),
                                               checkpoint.own_embedding ? nullptr : &tm.embedding());
   const backend::KvCacheShape& ts = target.kv_cache().shape();
   target_blocks_ = ts.num_blocks;
   // A chain of k drafts writes k − 1 slots past the last row the target ran, at most
   // ceil((k − 1) / block size) blocks past a sequence's table.
-  const int64_t per_seq = (kMaxSpeculativeTokens - 1 + ts.block_size - 1) / ts.block_size;
+  const int64_t per_seq = blocks_for_tokens(kMaxSpeculativeTokens - 1, ts.block_size);
   spare_blocks_ = std::max<int64_t>(max_num_seqs, 1) * per_seq;
   // and blocks written and never read: the rows of a sequence whose blocks went back before the
   // head saw its step (its last token sampled, or preempted), each row a slot of its own — a
   // step's rows, a block more a sequence for where they start.
-  unread_blocks_ = (std::max<int64_t>(max_batched_tokens, 1) + ts.block_size - 1) / ts.block_size +
-                   std::max<int64_t>(max_num_seqs, 1);
+  unread_blocks_ =
+      blocks_for_tokens(std::max<int64_t>(max_batched_tokens, 1), ts.block_size) + std::max<int64_t>(max_num_seqs, 1);
   cache_ = target.ops().make_kv_cache(
       head_->kv_cache_shape(ts.block_size, target_blocks_ + spare_blocks_ + unread_blocks_), {backend::KvLayerFormat{}});
 }
@@ -133,7 +137,7 @@ void Eagle3Drafter::after_target_step(std::span<const StepRows> rows) {
     drafts_.erase(r.id);
     const auto len = int64_t(r.tokens.size());
     std::span<const int64_t> table = r.block_table;
-    const int64_t blocks = (r.start_position + r.rows + block_size - 1) / block_size;
+    const int64_t blocks = blocks_for_tokens(r.start_position + r.rows, block_size);
     if (int64_t(table.size()) < blocks) {
       // Its step's positions in unread blocks of their own (the ones before, never written, any).
       const int64_t first = r.start_position / block_size;

@@ -163,6 +163,11 @@ bool Engine::drafting() const {
   return limit == 0 || scheduler_.num_running() < limit;
 }
 
+// The drafts a request has room for after its next step's own token: up to k, within max_tokens.
+int64_t Engine::draft_room(const Active& a) const {
+  return std::min<int64_t>(a.request.params.max_tokens - a.sampled - 1, speculative_->num_speculative_tokens);
+}
+
 // Drafts for every decoding sequence that speculates (its last token known: no step in flight),
 // as many as its max_tokens leaves room for after the step's own token, all from one call of the
 // drafter.
@@ -175,7 +180,7 @@ void Engine::draft() {
     if (!a.speculate || a.finished || !a.in_scheduler || q.num_computed == 0 ||
         int64_t(q.tokens.size()) - q.num_computed != 1)
       continue;
-    const int64_t room = std::min<int64_t>(a.request.params.max_tokens - a.sampled - 1, speculative_->num_speculative_tokens);
+    const int64_t room = draft_room(a);
     if (room <= 0) continue;
     want.push_back({q.id, q.tokens, int(room), {}});
     seqs.push_back(&q);
@@ -378,7 +383,7 @@ void Engine::show_drafter(const Launch& l) {
     const Active& a = *active_.at(q.id);
     int64_t want = 0;
     if (drafts && l.samples[i] && a.speculate && a.in_scheduler && !a.finished && a.error.empty())
-      want = std::min<int64_t>(a.request.params.max_tokens - a.sampled - 1, speculative_->num_speculative_tokens);
+      want = draft_room(a);
     rows.push_back({q.id, l.start[i], l.batch[i].num_tokens, q.tokens, q.block_table, int(std::max<int64_t>(want, 0))});
   }
   drafter_->after_target_step(rows);

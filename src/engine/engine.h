@@ -202,6 +202,7 @@ class Engine {
   void commit(Launch& step);
   void collect(Launch& step);
   void show_drafter(const Launch& step);
+  int64_t draft_room(const Active& a) const;
   void emit(Launch& step, std::vector<RequestOutput>& outputs, const Finish& finish);
   RequestOutput output_of(const Active& a) const;
   void fail(Active& a, const Finish& finish);  // finishes `a` with "error" and a.error

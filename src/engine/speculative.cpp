@@ -51,6 +51,15 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
     if (!j[key].is_string()) refuse(std::string("\"") + key + "\" must be a string, got " + shown(j[key]));
     return j[key].get<std::string>();
   };
+  // The directory of method `name`'s model (`what`: what it holds), and no n-gram key (`drafter`
+  // takes none).
+  auto model_dir = [&](const char* name, const char* what, const char* drafter) {
+    if (!j.contains("model")) refuse(std::string("method \"") + name + "\" needs \"model\": " + what);
+    c.model = string_field("model");
+    if (c.model.empty()) refuse("\"model\" is empty");
+    for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"})
+      if (j.contains(key)) refuse(std::string("\"") + key + "\" is the n-gram drafter's; " + drafter + " takes none");
+  };
   // vLLM: a "model" without a method is a draft model ("draft_model"); "ngram" takes none.
   std::string method = j.contains("method") ? string_field("method") : j.contains("model") ? "draft_model" : "";
   if (method.empty()) refuse("\"method\" is missing (\"ngram\", or a draft \"model\", is what fp8lm implements)");
@@ -59,21 +68,13 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
     if (j.contains("quantization")) refuse("\"quantization\" with method \"ngram\": prompt lookup uses no model");
   } else if (method == "draft_model") {
     c.method = SpeculativeConfig::Method::kDraftModel;
-    if (!j.contains("model")) refuse("method \"draft_model\" needs \"model\": the draft model's directory");
-    c.model = string_field("model");
-    if (c.model.empty()) refuse("\"model\" is empty");
+    model_dir("draft_model", "the draft model's directory", "a draft model");
     if (j.contains("quantization")) c.quantization = string_field("quantization");
-    for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"})
-      if (j.contains(key)) refuse(std::string("\"") + key + "\" is the n-gram drafter's; a draft model takes none");
   } else if (method == "eagle3") {
     c.method = SpeculativeConfig::Method::kEagle3;
-    if (!j.contains("model")) refuse("method \"eagle3\" needs \"model\": the EAGLE-3 head's directory");
-    c.model = string_field("model");
-    if (c.model.empty()) refuse("\"model\" is empty");
+    model_dir("eagle3", "the EAGLE-3 head's directory", "an EAGLE-3 head");
     if (j.contains("quantization"))
       refuse("\"quantization\" with method \"eagle3\": the head runs in the target's activation type as stored");
-    for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"})
-      if (j.contains(key)) refuse(std::string("\"") + key + "\" is the n-gram drafter's; an EAGLE-3 head takes none");
   } else {
     refuse("method \"" + cut(method) + "\" is not implemented (\"ngram\", \"draft_model\" and \"eagle3\" are)");
   }
