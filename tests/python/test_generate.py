@@ -366,6 +366,22 @@ def test_speculative_draft_model_greedy_matches_transformers_exactly(run):
     assert spec["accepted_tokens"] > spec["drafted_tokens"] // 2
 
 
+@pytest.mark.parametrize("quantization", [None, "fp8"])
+def test_speculative_shipped_draft_model_greedy_matches_transformers_exactly(run, quantization):
+    # The shipped draft model (models/fp8lm-gutenberg-draft-3m, tools/train_draft_model.py: 1/8 of
+    # the target, its tokenizer), in BF16 and online FP8; the BF16 target with a float32 KV cache
+    # verifies its drafts, whose tokens are transformers'.
+    p = PROMPTS[2]
+    n = SHIPPED["new_tokens"]
+    config = {"model": str(MODEL.parent / "fp8lm-gutenberg-draft-3m"), "num_speculative_tokens": 4}
+    if quantization:
+        config["quantization"] = quantization
+    got = generate_json(run, *greedy_args(p["text"], n), "--speculative-config", json.dumps(config))
+    assert got["token_ids"] == p["greedy"][:n]
+    spec = got["speculative"]
+    assert 0 < spec["accepted_tokens"] <= spec["drafted_tokens"]
+
+
 def test_speculative_eagle3_greedy_matches_transformers_exactly(run):
     # The shipped EAGLE-3 head drafts from the target's own hidden states; the BF16 target with a
     # float32 KV cache verifies them, whose tokens are transformers'.
