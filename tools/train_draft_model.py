@@ -57,8 +57,8 @@ def parameters(model: torch.nn.Module) -> int:
 
 @torch.no_grad()
 def evaluate(draft, target, tokens: torch.Tensor, seq_len: int, windows: int, dev) -> dict:
-    """On `windows` windows of held-out-order positions of `tokens`: the draft's argmax equal to the
-    target's (a greedy verify's acceptance of one token), and the KL divergence."""
+    """On `windows` windows spread over `tokens` (pieces no training step sampled): how often the
+    draft's argmax equals the target's (a greedy verify keeping one draft), and the KL divergence."""
     agree = kl = n = 0.0
     starts = torch.linspace(0, len(tokens) - seq_len - 1, windows).long().tolist()
     for s in starts:

@@ -3,6 +3,8 @@
 # FP8 and BF16, batch 1 and 8 — with a previous persistent build where the archive holds one
 # (fp8lm_v2) at batch 1, then the kernel's own timers (--profile, 32 out) at batch 1; with VERIFY=1
 # also issue 42's verify steps (--verify-tokens V: V tokens a sequence a step) on the layered path.
+# TESTS=0 skips the tests; EXTRA="fp8lm_x …" times and profiles more builds of the archive at FP8
+# batch 1. The archive gpu-persistent.tar.xz is git-ignored here: the device call must carry it.
 set -u
 R=${OUT:-/tmp/out}; mkdir -p $R /tmp/f; tar xJf gpu-persistent.tar.xz -C /tmp/f
 lt=$(ldconfig -p | awk '/libcublasLt.so/ {print $NF; exit}')
@@ -44,14 +46,14 @@ fi
 # EXTRA="fp8lm_x …": more builds of the archive, each at FP8 batch 1 and in the profile.
 for x in ${EXTRA:-}; do lat $x persistent fp8 1 lat_persistent_${x}_fp8_b1; done
 } | tee $R/latency.txt
-for q in ${PROFILE_QUANTS-fp8}; do
-  OUTLEN=32 lat fp8lm persistent $q 1 prof_persistent_${q}_b1 --profile > /dev/null
-  echo "== $q b1 persistent profile"; sed -n '/op profile, decode/,/profiled iteration/p' $R/prof_persistent_${q}_b1.log
-done | tee $R/profile.txt
-for x in ${EXTRA:-}; do
-  OUTLEN=32 lat $x persistent fp8 1 prof_persistent_${x}_fp8_b1 --profile > /dev/null
-  echo "== $x fp8 b1 persistent profile"; sed -n '/op profile, decode/,/profiled iteration/p' $R/prof_persistent_${x}_fp8_b1.log
-done | tee -a $R/profile.txt
+profile() {  # profile BIN QUANT NAME: the kernel's own timers at batch 1, 32 out
+  OUTLEN=32 lat $1 persistent $2 1 $3 --profile > /dev/null
+  echo "== $1 $2 b1 persistent profile"; sed -n '/op profile, decode/,/profiled iteration/p' $R/$3.log
+}
+{
+for q in ${PROFILE_QUANTS-fp8}; do profile fp8lm $q prof_persistent_${q}_b1; done
+for x in ${EXTRA:-}; do profile $x fp8 prof_persistent_${x}_fp8_b1; done
+} | tee $R/profile.txt
 if [[ ${VERIFY:-0} == 1 ]]; then
   timeout 240 /tmp/f/test_cuda_model --gtest_filter='CudaModelGraphs.*' > $R/tests_verify_graphs.log 2>&1
   echo "verify graphs test exit $?: $(grep -E '^\[  (PASSED|FAILED)  \]|graphs,' $R/tests_verify_graphs.log | tr '\n' ' ')" | tee -a $R/tests.txt
