@@ -60,6 +60,36 @@ if [[ $cuda != OFF ]] && { command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/c
   fetch_headers .deps/nccl nvidia-nccl-cu13==2.28.9 nvidia/nccl/include/nccl.h=include/nccl.h
 fi
 
+# xgrammar's C++ core (structured outputs: JSON schemas, regexes and grammars → token masks), from
+# its pinned PyPI sdist (url and sha256 below), unpacked once into .deps/xgrammar; cmake/Xgrammar.cmake
+# compiles its sources into one static library (its own CMakeLists builds Python bindings by default).
+fetch_sdist() {  # fetch_sdist DIR URL SHA256
+  local dir=$1 url=$2 sha=$3
+  if [[ $(cat "$dir/SOURCE" 2>/dev/null) == "$url" ]]; then echo "$(basename "$url") in $dir"; return; fi
+  rm -rf "$dir"
+  python3 - "$dir" "$url" "$sha" <<'PY'
+import hashlib, io, pathlib, sys, tarfile, urllib.request
+out_dir, url, sha = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+data = urllib.request.urlopen(url, timeout=300).read()
+got = hashlib.sha256(data).hexdigest()
+if got != sha:
+    sys.exit(f"{url}: sha256 {got}, expected {sha}")
+with tarfile.open(fileobj=io.BytesIO(data)) as t:
+    top = t.getnames()[0].split("/")[0]
+    for m in t.getmembers():
+        if not (m.isfile() or m.isdir()) or ".." in m.name.split("/"):
+            continue
+        m.name = m.name[len(top):].lstrip("/") or "."
+        t.extract(m, out_dir, filter="data") if sys.version_info >= (3, 12) else t.extract(m, out_dir)
+(out_dir / "SOURCE").write_text(url)
+PY
+  echo "$(basename "$url") in $dir"
+}
+step "xgrammar sources (.deps/xgrammar)"
+fetch_sdist .deps/xgrammar \
+  https://files.pythonhosted.org/packages/3a/2f/5bf8e8fa6619cff534932f79b0abc81a417d354bc5093252c1a6081d0a93/xgrammar-0.2.9.tar.gz \
+  87b466bca2475e29bb0323abc62c6c33cbcbcff47e5fb800a3e2099ac9620b90
+
 step "Build (build/: ${targets[*]:-every target}, CUDA backend $cuda)"
 # ccache: a rebuild (another flavour of this script, a branch switched back) recompiles nothing it compiled before.
 launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)

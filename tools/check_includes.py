@@ -30,7 +30,7 @@ from pathlib import Path
 
 # Bottom → top. A component is a folder under src/; the longest listed prefix wins, and a
 # sub-folder not listed belongs to its parent (numerics/cpu is numerics).
-LAYERS = [["common"], ["numerics"], ["spec"], ["io"], ["tokenizer", "chat", "weights"], ["loader"],
+LAYERS = [["common"], ["numerics"], ["spec"], ["io"], ["tokenizer", "chat", "weights"], ["loader", "structured"],
           ["backend"], ["backend/cpu", "backend/cuda"], ["backend/factory"], ["model"], ["calibration"],
           ["engine", "quantize"], ["eval", "server"], ["cli"]]
 # Component → the components that may include it besides itself.

@@ -1,0 +1,163 @@
+#include "structured/grammar_compiler.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "common/error.h"
+#include "structured/xgrammar_handles.h"
+
+namespace fp8lm::structured {
+
+CompiledGrammar::CompiledGrammar(std::unique_ptr<GrammarHandle> handle, int64_t vocab_size)
+    : handle_(std::move(handle)), vocab_size_(vocab_size) {}
+CompiledGrammar::~CompiledGrammar() = default;
+int64_t CompiledGrammar::memory_bytes() const { return int64_t(handle_->grammar.MemorySizeBytes()); }
+
+// xgrammar's own cache is off: this class keeps its own, which it can count and bound.
+struct GrammarCompiler::Library {
+  xgrammar::GrammarCompiler compiler;
+};
+
+GrammarCompiler::GrammarCompiler(const GrammarVocabulary& vocabulary, int threads, int64_t cache_bytes)
+    : vocabulary_(vocabulary),
+      library_(std::make_unique<Library>(Library{xgrammar::GrammarCompiler(vocabulary.handle().info, threads, false)})),
+      cache_bytes_(cache_bytes) {}
+
+GrammarCompiler::~GrammarCompiler() = default;
+
+std::string choice_grammar(const std::vector<std::string>& choices) {
+  if (choices.empty()) throw Error("choice: the list of choices is empty");
+  std::string g = "root ::= ";
+  char buf[8];
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) g += " | ";
+    g += '"';
+    for (const char c : choices[i]) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        g += '\\';
+        g += c;
+      } else if (u < 0x20 || u == 0x7f) {
+        std::snprintf(buf, sizeof buf, "\\u%04x", u);  // fixed width: \x would take the next hex digits too
+        g += buf;
+      } else {
+        g += c;  // UTF-8 bytes as they are: the literal is UTF-8
+      }
+    }
+    g += '"';
+  }
+  return g;
+}
+
+namespace {
+
+std::string cache_key(const GrammarSpec& s) {
+  std::string k = std::string(kind_name(s.kind)) + (s.any_whitespace ? "\x01" : "\x02");
+  k += s.text;
+  for (const std::string& c : s.choices) {
+    k += '\0';
+    k += std::to_string(c.size()) + ':' + c;
+  }
+  return k;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec& spec) {
+  xgrammar::GrammarCompiler& c = library_->compiler;
+  const char* what = kind_name(spec.kind);
+  try {
+    auto compiled = [&]() -> xgrammar::CompiledGrammar {
+      switch (spec.kind) {
+        case GrammarSpec::Kind::kJsonObject:
+          // Any JSON object: the schema {"type": "object"}, which allows any properties.
+          return c.CompileJSONSchema(R"({"type": "object"})", spec.any_whitespace, std::nullopt,
+                                     spec.any_whitespace ? std::nullopt
+                                                         : std::optional(std::pair<std::string, std::string>(", ", ": ")),
+                                     false);
+        case GrammarSpec::Kind::kJsonSchema:
+          return c.CompileJSONSchema(spec.text, spec.any_whitespace, std::nullopt,
+                                     spec.any_whitespace ? std::nullopt
+                                                         : std::optional(std::pair<std::string, std::string>(", ", ": ")),
+                                     true);
+        case GrammarSpec::Kind::kRegex: return c.CompileRegex(spec.text);
+        case GrammarSpec::Kind::kChoice: return c.CompileGrammar(choice_grammar(spec.choices));
+        case GrammarSpec::Kind::kGrammar: return c.CompileGrammar(spec.text);
+        case GrammarSpec::Kind::kStructuralTag: return c.CompileStructuralTag(spec.text);
+      }
+      throw Error("structured outputs: unknown grammar kind");
+    }();
+    return std::make_shared<const CompiledGrammar>(
+        std::make_unique<GrammarHandle>(GrammarHandle{std::move(compiled)}), vocabulary_.vocab_size());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // xgrammar's message says what is wrong and where (its first line; the rest is its call stack).
+    std::string m = e.what();
+    if (const size_t nl = m.find("\nStack trace"); nl != std::string::npos) m.resize(nl);
+    throw Error(std::string(what) + ": " + m);
+  }
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpec& spec) {
+  const std::string key = cache_key(spec);
+  std::promise<std::shared_ptr<const CompiledGrammar>> mine;
+  Result result;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      ++stats_.cache_hits;
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      result = it->second.result;
+    } else {
+      lru_.push_front(key);
+      cache_.emplace(key, Entry{mine.get_future().share(), lru_.begin(), 0});
+    }
+  }
+  if (result.valid()) return result.get();  // compiled, or being compiled by another thread (its error too)
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<const CompiledGrammar> g;
+  try {
+    g = build(spec);
+  } catch (...) {
+    mine.set_exception(std::current_exception());
+    std::lock_guard lock(mutex_);
+    ++stats_.failures;
+    if (auto it = cache_.find(key); it != cache_.end()) {  // a refused spec is not kept: it costs its compile again
+      lru_.erase(it->second.lru);
+      cache_.erase(it);
+    }
+    throw;
+  }
+  mine.set_value(g);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard lock(mutex_);
+  ++stats_.compilations;
+  stats_.compile_seconds += seconds;
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    it->second.bytes = g->memory_bytes();
+    stats_.cached_bytes += it->second.bytes;
+    evict_locked();
+  }
+  return g;
+}
+
+// Least recently used first, never one still compiling (bytes 0), never the newest alone.
+void GrammarCompiler::evict_locked() {
+  for (auto it = lru_.end(); stats_.cached_bytes > cache_bytes_ && it != lru_.begin();) {
+    --it;
+    auto e = cache_.find(*it);
+    if (e->second.bytes == 0) continue;
+    stats_.cached_bytes -= e->second.bytes;
+    cache_.erase(e);
+    it = lru_.erase(it);
+  }
+}
+
+GrammarCompiler::Stats GrammarCompiler::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace fp8lm::structured

@@ -1,0 +1,8 @@
+# Structured outputs (src/structured): grammars over a model's vocabulary through xgrammar's C++
+# core (cmake/Xgrammar.cmake), compiled and cached per spec, a token mask per step and sequence.
+add_library(fp8lm_structured STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_vocabulary.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_compiler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_matcher.cpp)
+target_include_directories(fp8lm_structured PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(fp8lm_structured PUBLIC fp8lm_tokenizer fp8lm_common PRIVATE fp8lm_xgrammar nlohmann_json::nlohmann_json)
