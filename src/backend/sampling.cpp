@@ -77,6 +77,20 @@ double sampling_uniform(uint64_t seed, uint64_t n) {
   return static_cast<double>(z >> 11) * 0x1p-53;
 }
 
+void RowSampler::apply_mask(std::span<float> logits, const RowSampling& row) const {
+  if (row.allowed.empty()) return;
+  if (row.allowed.size() != (logits.size() + 31) / 32)
+    throw Error("sampling: an allowed-token mask of " + std::to_string(row.allowed.size()) + " words for " +
+                std::to_string(logits.size()) + " logits");
+  for (size_t w = 0; w < row.allowed.size(); ++w) {
+    const uint32_t bits = row.allowed[w];
+    if (bits == ~0u) continue;
+    const size_t end = std::min(logits.size(), w * 32 + 32);
+    for (size_t i = w * 32; i < end; ++i)
+      if (!((bits >> (i % 32)) & 1u)) logits[i] = kNegInf;
+  }
+}
+
 void RowSampler::apply_penalties(std::span<float> logits, const RowSampling& row) const {
   const float rep = row.repetition_penalty;
   const float freq = row.frequency_penalty;
@@ -202,6 +216,7 @@ void RowSampler::filter_min_p(std::span<float> logits, float min_p) {
 
 void RowSampler::process(std::span<float> logits, const RowSampling& row) {
   if (logits.empty()) throw Error("cannot sample from an empty vocabulary");
+  apply_mask(logits, row);
   apply_penalties(logits, row);
   if (row.greedy()) {
     const int32_t best = argmax_logit(logits);
@@ -257,7 +272,9 @@ int32_t RowSampler::sample_or_none(std::span<float> logits, const RowSampling& r
   // The row's own data at fault: a NaN or +inf logit, or none above -inf. The
   // penalties and the temperature keep finite logits finite (saturate_logit),
   // so nothing else of the row can fail; what still throws (a bad uniform, a
-  // penalty token outside the vocabulary) is the caller's bug.
+  // penalty token outside the vocabulary) is the caller's bug. A token the row's mask removes
+  // counts for nothing, whatever its logit.
+  apply_mask(logits, row);
   bool any = false;
   for (const float v : logits) {
     if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) return kNoToken;

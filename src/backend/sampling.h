@@ -52,6 +52,10 @@ struct RowSampling {
   std::span<const int32_t> output_counts;
   // The uniform of this draw, in [0, 1); unused by greedy rows.
   double uniform = 0.0;
+  // Structured outputs: empty, or the tokens a grammar allows next as a bitmask — bit (id % 32)
+  // of word id / 32, (vocab + 31) / 32 words — and every other token's logit is -inf before
+  // anything else (vLLM's order), so that even a greedy row picks an allowed token.
+  std::span<const uint32_t> allowed;
 
   bool greedy() const { return temperature < kGreedyTemperature; }
   bool penalized() const {
@@ -91,6 +95,7 @@ class RowSampler {
   int32_t sample_or_none(std::span<float> logits, const RowSampling& row);
 
  private:
+  void apply_mask(std::span<float> logits, const RowSampling& row) const;
   void apply_penalties(std::span<float> logits, const RowSampling& row) const;
   void collect_candidates(std::span<const float> logits);
   void filter_top_k(std::span<float> logits, int32_t top_k);

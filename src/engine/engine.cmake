@@ -22,4 +22,5 @@ add_library(fp8lm_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/engine.cpp)
 # The backend factory brings every backend this build has (--device cuda with CUDA).
-target_link_libraries(fp8lm_runtime PUBLIC fp8lm_engine fp8lm_model fp8lm_tokenizer fp8lm_calibration fp8lm_backend_factory)
+target_link_libraries(fp8lm_runtime PUBLIC fp8lm_engine fp8lm_model fp8lm_tokenizer fp8lm_calibration fp8lm_backend_factory
+  fp8lm_structured)

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "structured/grammar_matcher.h"
 
 namespace fp8lm::engine {
 
@@ -39,6 +40,10 @@ struct Engine::Active {
   // text or stop checks threw): it finishes with "error" when its row is emitted,
   // and the rest of the batch goes on.
   std::string error;
+  // Structured outputs: its place in its grammar, and the mask of its next draw (the
+  // sampler's allowed tokens, filled before each step samples it).
+  std::unique_ptr<structured::GrammarMatcher> grammar;
+  std::vector<uint32_t> mask;
 };
 
 // A step given to the device: its batch, which rows sample and how, and (once
@@ -119,8 +124,21 @@ RequestId Engine::add_request(Request request) {
                 std::to_string(scheduler_.blocks_for(positions)) + " blocks of " + std::to_string(rt_.block_size()) +
                 "; the whole KV cache has " + std::to_string(blocks_total_) +
                 " blocks (a larger --kv-cache-tokens helps)");
+  if (request.grammar && request.grammar->vocab_size() != vocab)
+    throw Error("the request's grammar was compiled for a vocabulary of " +
+                std::to_string(request.grammar->vocab_size()) + " ids, the model has " + std::to_string(vocab));
   auto active = std::make_unique<Active>(rt_, std::move(request), max_tokens);
-  active->speculate = speculative_.has_value() && active->request.speculate && active->request.logprobs < 0;
+  active->speculate = speculative_.has_value() && active->request.speculate && active->request.logprobs < 0 &&
+                      !active->request.grammar;
+  if (const auto& g = active->request.grammar) {
+    // The grammar ends the sequence with the model's EOS ids or the request's stop tokens.
+    std::vector<int32_t> stops(rt_.eos_ids().begin(), rt_.eos_ids().end());
+    const std::vector<int32_t>& own = active->request.params.stop_token_ids;
+    stops.insert(stops.end(), own.begin(), own.end());
+    active->grammar = std::make_unique<structured::GrammarMatcher>(g, stops);
+    active->mask.assign(structured::mask_words(vocab), 0u);
+    active->sampler.set_allowed(active->mask);
+  }
   std::lock_guard lock(mutex_);
   const RequestId id = next_id_++;
   active->seq.id = id;
@@ -231,7 +249,7 @@ std::unique_ptr<Engine::Launch> Engine::plan(std::vector<ScheduledSequence> batc
     l->logits_rows += l->draft[i].size() + 1;
     if (!l->samples[i]) continue;
     const Active& a = *active_.at(q.id);
-    const bool greedy = plain_greedy(a.request.params, a.request.logprobs);
+    const bool greedy = plain_greedy(a.request.params, a.request.logprobs) && !a.grammar;
     argmax_only = argmax_only && greedy;
     on_device = on_device && a.request.logprobs < 0 && (greedy || l->draft[i].empty());
   }
@@ -259,11 +277,16 @@ std::string Engine::launch(Launch& l) {
       std::fill_n(rows_.begin() + int64_t(l.first_row[i]), l.draft[i].size() + 1, row);
     }
   }
+  // Structured outputs' masks (rows_ and the samplers point at them): on the host while the
+  // device runs the forward, before its sampling is queued.
   try {
     switch (l.mode) {
       case Launch::Mode::kArgmax: rt_.model().start_greedy(inputs_); break;
-      case Launch::Mode::kDevice: rt_.model().start_sample(inputs_, rows_); break;
-      case Launch::Mode::kHost: rt_.model().forward(inputs_, logits_); break;
+      case Launch::Mode::kDevice: rt_.model().start_sample(inputs_, rows_, [&] { fill_masks(l); }); break;
+      case Launch::Mode::kHost:
+        fill_masks(l);
+        rt_.model().forward(inputs_, logits_);
+        break;
     }
   } catch (const OutOfMemoryError& e) {
     // The device had no memory for this step: its requests fail (step() frees
@@ -346,6 +369,10 @@ void Engine::collect(Launch& l) {
       // sample() has recorded its token; the rest are recorded here.
       if (l.mode != Launch::Mode::kHost || !draft.empty())
         for (const int32_t t : kept) a.sampler.accept(t);
+      if (a.grammar)
+        for (const int32_t t : kept)
+          if (!a.grammar->accept(t))
+            throw Error("token " + std::to_string(t) + " is not allowed by the request's grammar");
     } catch (const std::exception& e) {
       a.error = std::string("sampling failed: ") + e.what();
       kept.assign(1, 0);
@@ -410,6 +437,17 @@ void Engine::emit(Launch& l, std::vector<RequestOutput>& outputs, const Finish& 
       tokens.push_back(token);
       text += s.text + s.tail;
       if (s.finished) break;
+    }
+    // A complete grammar whose stop token ends no output of its own (ignore_eos) ends it here.
+    if (a.error.empty() && !s.finished && a.grammar && a.grammar->terminated()) {
+      try {
+        const SequenceOutput::Step end = a.output.end("stop");
+        text += end.tail;
+        s.finished = true;
+        s.finish_reason = end.finish_reason;
+      } catch (const std::exception& e) {
+        a.error = std::string("detokenizing or stop checking failed: ") + e.what();
+      }
     }
     if (!a.error.empty()) {
       fail(a, finish);
@@ -550,6 +588,23 @@ std::vector<RequestOutput> Engine::step() {
     }
   }
   return outputs;
+}
+
+// Each constrained row's mask from its matcher, which has accepted every token before the step
+// (collect). A request whose grammar fails here fails alone: its row samples unconstrained and
+// its token is dropped.
+void Engine::fill_masks(const Launch& l) {
+  for (size_t i = 0; i < l.batch.size(); ++i) {
+    if (!l.samples[i]) continue;
+    Active& a = *active_.at(l.batch[i].seq->id);
+    if (!a.grammar || a.finished || !a.error.empty()) continue;
+    try {
+      a.grammar->fill_mask(a.mask);
+    } catch (const std::exception& e) {
+      a.error = std::string("structured outputs: the grammar's mask failed: ") + e.what();
+      std::fill(a.mask.begin(), a.mask.end(), ~0u);
+    }
+  }
 }
 
 void Engine::fail(Active& a, const Finish& finish) {

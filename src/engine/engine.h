@@ -33,6 +33,13 @@
 // synchronously (a step's output is returned by the step() call that started it); at
 // disable_by_batch_size running sequences or more nothing is drafted and async scheduling is back.
 // Requests with logprobs decode one token a step.
+//
+// Structured outputs (Request::grammar, issue 43): a constrained request's sequence has a grammar
+// matcher (structured/grammar_matcher.h); each step its mask of allowed tokens is computed on the
+// host while the device runs the step's forward (LlamaModel::start_sample's before_sampling) and
+// applied where the row is sampled, and each token it generates is accepted into the matcher.
+// It ends with a stop token once its grammar is complete (or at max_tokens / a stop string). Such
+// requests decode one token a step.
 #pragma once
 
 #include <atomic>
@@ -50,6 +57,11 @@
 #include "engine/scheduler.h"
 #include "engine/sequence_output.h"
 #include "engine/speculative.h"
+
+namespace fp8lm::structured {
+class CompiledGrammar;
+class GrammarMatcher;
+}  // namespace fp8lm::structured
 
 namespace fp8lm::engine {
 
@@ -91,6 +103,9 @@ struct Request {
   bool detokenize = true;
   // With the engine's speculative config: false decodes this request one token a step.
   bool speculate = true;
+  // Structured outputs: the output is a text of this grammar's language, compiled against the
+  // model's vocabulary (structured::GrammarCompiler, off the engine's thread); null: any text.
+  std::shared_ptr<const structured::CompiledGrammar> grammar = nullptr;
 };
 
 // A finished request, as run_to_completion() reports it.
@@ -202,6 +217,7 @@ class Engine {
   void commit(Launch& step);
   void collect(Launch& step);
   void show_drafter(const Launch& step);
+  void fill_masks(const Launch& step);
   int64_t draft_room(const Active& a) const;
   void emit(Launch& step, std::vector<RequestOutput>& outputs, const Finish& finish);
   RequestOutput output_of(const Active& a) const;

@@ -14,6 +14,10 @@
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 
+namespace fp8lm::structured {
+class CompiledGrammar;
+}  // namespace fp8lm::structured
+
 namespace fp8lm::engine {
 
 struct GenerationResult {
@@ -41,8 +45,13 @@ struct GenerationResult {
 // the last one when all are kept — the tokens are distributed as without speculation (the same
 // seed gives other tokens: the draws differ). The K/V the step wrote for rejected positions is
 // overwritten by the next step, which starts right after the kept ones.
+//
+// With `grammar` (structured outputs; not with `speculative`: fp8lm::Error), every token is drawn
+// from those the grammar allows next, and the text ends with a stop token once it is complete
+// (or at max_tokens / a stop string), as the engine's constrained requests.
 GenerationResult generate(Runtime& runtime, std::span<const int32_t> prompt, const SamplingParams& params,
                           const std::function<void(std::string_view)>& on_text = {},
-                          const SpeculativeConfig* speculative = nullptr, Drafter* drafter = nullptr);
+                          const SpeculativeConfig* speculative = nullptr, Drafter* drafter = nullptr,
+                          std::shared_ptr<const structured::CompiledGrammar> grammar = nullptr);
 
 }  // namespace fp8lm::engine

@@ -137,10 +137,11 @@ void ModelRunner::start_greedy(std::span<const model::SequenceInput> batch) {
 // Every rank samples the same logits with the same seeds and draws the same tokens; rank 0's
 // are the group's.
 void ModelRunner::start_sample(std::span<const model::SequenceInput> batch,
-                               std::span<const backend::RowSampling> rows) {
-  if (size() == 1) return ranks_[0].model->start_sample(batch, *ranks_[0].cache, rows);
+                               std::span<const backend::RowSampling> rows, const std::function<void()>& before_sampling) {
+  if (size() == 1) return ranks_[0].model->start_sample(batch, *ranks_[0].cache, rows, before_sampling);
   check_step(batch);
   model::LlamaModel::check_sampling(batch, rows);
+  if (before_sampling) before_sampling();
   on_every_rank([&](Rank& k, int) { k.model->start_sample(batch, *k.cache, rows); });
 }
 

@@ -60,7 +60,9 @@ class ModelRunner {
   void forward_sample(std::span<const model::SequenceInput> batch, std::span<const backend::RowSampling> rows,
                       std::vector<int32_t>& tokens);
   void start_greedy(std::span<const model::SequenceInput> batch);
-  void start_sample(std::span<const model::SequenceInput> batch, std::span<const backend::RowSampling> rows);
+  // `before_sampling`: as LlamaModel::start_sample's; with several ranks it runs first, once.
+  void start_sample(std::span<const model::SequenceInput> batch, std::span<const backend::RowSampling> rows,
+                    const std::function<void()>& before_sampling = {});
   void wait_tokens(std::vector<int32_t>& tokens);
 
  private:

@@ -129,6 +129,7 @@ backend::RowSampling Sampler::row_sampling() const {
   row.output_tokens = output_tokens_;
   row.output_counts = output_counts_;
   row.uniform = backend::sampling_uniform(seed_, static_cast<uint64_t>(num_generated_));
+  row.allowed = allowed_;
   return row;
 }
 

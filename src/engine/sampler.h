@@ -104,6 +104,10 @@ class Sampler {
   // and the uniform of draw num_generated().
   backend::RowSampling row_sampling() const;
 
+  // Structured outputs: the tokens the next draw may take, as a bitmask over the vocabulary
+  // (backend::RowSampling::allowed); empty: any. The words must outlive the draws that read them.
+  void set_allowed(std::span<const uint32_t> words) { allowed_ = words; }
+
   // A second uniform for draw num_generated(), independent of row_sampling()'s (another stream
   // of the same seed): speculative sampling's resample after a rejected draft (speculative.h).
   double second_uniform() const;
@@ -122,6 +126,7 @@ class Sampler {
   int32_t num_generated_ = 0;
   backend::RowSampler row_;             // scratch of the row math
   std::vector<float> raw_;              // raw logits kept for logprobs
+  std::span<const uint32_t> allowed_;   // set_allowed's mask, or empty
 };
 
 // Log-softmax of raw logits (computed in double): one token's value, and the

@@ -28,6 +28,14 @@ SequenceOutput::Step SequenceOutput::push(int32_t token) {
   return s;
 }
 
+SequenceOutput::Step SequenceOutput::end(const char* reason) {
+  if (finished_) throw Error("internal: a sequence ended after it finished");
+  Step s;
+  s.finish_reason = reason;
+  finish(s);
+  return s;
+}
+
 void SequenceOutput::finish(Step& s) {
   finished_ = true;
   s.finished = true;

@@ -34,6 +34,10 @@ class SequenceOutput {
   // Records the next generated token. After a finishing step, nothing more may be pushed.
   Step push(int32_t token);
 
+  // Ends the sequence before a stop condition of its own (its structured-output grammar is
+  // complete): the text held back, finished with `reason`.
+  Step end(const char* reason);
+
   const std::vector<int32_t>& tokens() const { return tokens_; }
   bool finished() const { return finished_; }
 

@@ -162,9 +162,11 @@ void LlamaModel::start_greedy(std::span<const SequenceInput> batch, backend::KvC
 }
 
 void LlamaModel::start_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
-                              std::span<const backend::RowSampling> rows) {
+                              std::span<const backend::RowSampling> rows, const std::function<void()>& before_sampling) {
   check_sampling(batch, rows);
-  ops_.start_sample_rows(run_step(batch, cache), rows);
+  const backend::Tensor logits = run_step(batch, cache);
+  if (before_sampling) before_sampling();
+  ops_.start_sample_rows(logits, rows);
 }
 
 void LlamaModel::check_sampling(std::span<const SequenceInput> batch, std::span<const backend::RowSampling> rows) {

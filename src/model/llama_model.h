@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -100,8 +101,10 @@ class LlamaModel {
   // wait_tokens() gives its tokens, and must come before the next step starts. Between the two
   // the caller may do anything that needs neither the tokens nor the backend.
   void start_greedy(std::span<const SequenceInput> batch, backend::KvCache& cache);
+  // `before_sampling`, when given, runs between the step's launch and its sampling's: host work
+  // the descriptions in `rows` point at (structured outputs' masks) overlaps the device's forward.
   void start_sample(std::span<const SequenceInput> batch, backend::KvCache& cache,
-                    std::span<const backend::RowSampling> rows);
+                    std::span<const backend::RowSampling> rows, const std::function<void()>& before_sampling = {});
   void wait_tokens(std::vector<int32_t>& tokens);
 
   // What the calls above refuse (fp8lm::Error): a batch this model cannot run on `cache`, and

@@ -128,9 +128,25 @@ struct Batch {
   std::vector<backend::RowSampling> rows;
   std::vector<std::string> names;
   std::deque<Penalty> penalties;
+  std::deque<std::vector<uint32_t>> masks;  // structured outputs' allowed-id bitmasks
 };
 
-Batch make_batch(int64_t vocab, uint64_t seed) {
+// A structured-output mask: each id allowed with probability `density`, and the row's argmax
+// removed (so that the mask always changes the answer), one id at least kept.
+std::vector<uint32_t> make_mask(std::mt19937_64& rng, std::span<const float> logits, double density) {
+  std::vector<uint32_t> m((logits.size() + 31) / 32, 0u);
+  std::bernoulli_distribution keep(density);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (keep(rng)) m[i / 32] |= 1u << (i % 32);
+  const size_t best = size_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  m[best / 32] &= ~(1u << (best % 32));
+  const size_t any = (best + 1) % logits.size();
+  m[any / 32] |= 1u << (any % 32);
+  return m;
+}
+
+// masked: every row but one in three gets a mask, dense (half the ids) or sparse (~40 ids).
+Batch make_batch(int64_t vocab, uint64_t seed, bool masked = false) {
   std::mt19937_64 rng(seed);
   Batch b;
   b.vocab = vocab;
@@ -148,6 +164,8 @@ Batch make_batch(int64_t vocab, uint64_t seed) {
           r.prompt_tokens = p.prompt, r.output_tokens = p.output, r.output_counts = p.counts;
         }
         r.uniform = backend::sampling_uniform(seed, draw++);
+        if (masked && draw % 3 != 0)
+          r.allowed = b.masks.emplace_back(make_mask(rng, x, draw % 3 == 1 ? 0.5 : 40.0 / double(vocab)));
         b.rows.push_back(r);
         b.names.push_back(std::string(c.name) + ", shape " + std::to_string(shape) + ", u " +
                           std::to_string(r.uniform));
@@ -226,6 +244,7 @@ struct KernelResult {
 KernelResult run_kernel(const Batch& b) {
   std::vector<cuda::DeviceRowSampling> params;
   std::vector<int32_t> ids, counts;
+  std::vector<uint32_t> masks;
   for (const backend::RowSampling& r : b.rows) {
     cuda::DeviceRowSampling d;
     d.uniform = r.uniform, d.temperature = r.temperature, d.top_k = r.top_k, d.top_p = r.top_p, d.min_p = r.min_p;
@@ -237,6 +256,10 @@ KernelResult run_kernel(const Batch& b) {
     d.output_begin = int32_t(ids.size()), d.output_count = int32_t(r.output_tokens.size());
     ids.insert(ids.end(), r.output_tokens.begin(), r.output_tokens.end());
     counts.insert(counts.end(), r.output_counts.begin(), r.output_counts.end());
+    if (!r.allowed.empty()) {
+      d.mask_begin = int64_t(masks.size());
+      masks.insert(masks.end(), r.allowed.begin(), r.allowed.end());
+    }
     params.push_back(d);
   }
   const size_t rows = b.rows.size();
@@ -247,10 +270,12 @@ KernelResult run_kernel(const Batch& b) {
   Device<int32_t> d_ids(ids.size()), d_counts(counts.size()), d_tokens(rows);
   d_ids.upload(ids);
   d_counts.upload(counts);
+  Device<uint32_t> d_masks(std::max<size_t>(masks.size(), 1));
+  if (!masks.empty()) d_masks.upload(masks);
   Device<float> d_probs(b.logits.size());
   FP8LM_CUDA_CHECK(cudaMemset(d_probs.ptr, 0xFF, b.logits.size() * sizeof(float)));  // NaN: unwritten
   cuda::sample_rows(reinterpret_cast<const __nv_bfloat16*>(d_logits.ptr), int64_t(rows), b.vocab, d_params.ptr,
-                    d_ids.ptr, d_counts.ptr, d_tokens.ptr, nullptr, d_probs.ptr);
+                    d_ids.ptr, d_counts.ptr, d_tokens.ptr, nullptr, d_probs.ptr, masks.empty() ? nullptr : d_masks.ptr);
   FP8LM_CUDA_CHECK(cudaDeviceSynchronize());
   return {d_tokens.download(), d_probs.download()};
 }
@@ -275,10 +300,8 @@ std::vector<int32_t> run_op(cuda::CudaOps& ops, const Batch& b, std::span<const 
 
 class CudaSampling : public testing::TestWithParam<int64_t> {};
 
-TEST_P(CudaSampling, MatchesTheHostRowMath) {
-  REQUIRE_HOPPER();
-  const int64_t vocab = GetParam();
-  const Batch b = make_batch(vocab, 20260 + uint64_t(vocab));
+void expect_host_row_math(const Batch& b) {
+  const int64_t vocab = b.vocab;
   const KernelResult gpu = run_kernel(b);
   cuda::CudaOps ops;
   std::vector<size_t> all(b.rows.size());
@@ -340,6 +363,18 @@ TEST_P(CudaSampling, MatchesTheHostRowMath) {
   }
   // Draws near a boundary are rare (the tolerance is ~1e-6 of the unit interval).
   EXPECT_LE(skipped, 1) << "of " << checked << " draws";
+}
+
+TEST_P(CudaSampling, MatchesTheHostRowMath) {
+  REQUIRE_HOPPER();
+  expect_host_row_math(make_batch(GetParam(), 20260 + uint64_t(GetParam())));
+}
+
+// Structured outputs: rows with allowed-id masks (the kernel's masked instance), every
+// parameter set of the grid, against the host's apply_mask.
+TEST_P(CudaSampling, MaskedRowsMatchTheHostRowMath) {
+  REQUIRE_HOPPER();
+  expect_host_row_math(make_batch(GetParam(), 4300 + uint64_t(GetParam()), /*masked=*/true));
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, CudaSampling, testing::Values(int64_t(128256), int64_t(1009)),

@@ -23,13 +23,14 @@ namespace fp8lm::cuda {
 
 struct CudaOps::Sampling {
   Stream stream;
-  // One device buffer [params | ids | counts | tokens] and its pinned host
+  // One device buffer [params | ids | counts | masks | tokens] and its pinned host
   // mirror, grown as needed (rarely: by the batch and the requests' lengths).
   void* device = nullptr;
   void* host = nullptr;
   size_t bytes = 0;
   std::vector<DeviceRowSampling> params;
   std::vector<int32_t> ids, counts;
+  std::vector<uint32_t> masks;  // structured outputs: the masked rows' allowed-id bitmasks
   size_t tokens_at = 0;  // the started call's tokens in `host`, and their count
   size_t rows = 0;
 
@@ -114,6 +115,8 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   s.params.resize(rows.size());
   s.ids.clear();
   s.counts.clear();
+  s.masks.clear();
+  const size_t mask_words = size_t((logits.cols + 31) / 32);
   for (size_t r = 0; r < rows.size(); ++r) {
     const backend::RowSampling& in = rows[r];
     check_row(in, r, logits.cols);
@@ -135,6 +138,13 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
       s.ids.insert(s.ids.end(), in.prompt_tokens.begin(), in.prompt_tokens.end());
       s.counts.insert(s.counts.end(), in.prompt_tokens.size(), 0);
     }
+    if (!in.allowed.empty()) {
+      if (in.allowed.size() != mask_words)
+        throw Error("cuda ops: sample_rows row " + std::to_string(r) + ": an allowed-token mask of " +
+                    std::to_string(in.allowed.size()) + " words for " + std::to_string(logits.cols) + " logits");
+      d.mask_begin = int64_t(s.masks.size());
+      s.masks.insert(s.masks.end(), in.allowed.begin(), in.allowed.end());
+    }
     if (in.penalized()) {
       d.output_begin = int32_t(s.ids.size());
       d.output_count = int32_t(in.output_tokens.size());
@@ -144,7 +154,8 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   }
   const size_t params_bytes = align8(rows.size() * sizeof(DeviceRowSampling));
   const size_t ids_bytes = align8(s.ids.size() * sizeof(int32_t));
-  const size_t upload = params_bytes + 2 * ids_bytes;
+  const size_t masks_bytes = align8(s.masks.size() * sizeof(uint32_t));
+  const size_t upload = params_bytes + 2 * ids_bytes + masks_bytes;
   const size_t tokens_bytes = rows.size() * sizeof(int32_t);
   s.reserve(upload + tokens_bytes);  // the last call's tokens were waited for: the buffers are free
   auto* host = static_cast<char*>(s.host);
@@ -152,6 +163,7 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   std::memcpy(host, s.params.data(), rows.size() * sizeof(DeviceRowSampling));
   std::memcpy(host + params_bytes, s.ids.data(), s.ids.size() * sizeof(int32_t));
   std::memcpy(host + params_bytes + ids_bytes, s.counts.data(), s.counts.size() * sizeof(int32_t));
+  std::memcpy(host + params_bytes + 2 * ids_bytes, s.masks.data(), s.masks.size() * sizeof(uint32_t));
 
   end_step_before(s.stream);  // the logits are ready before the kernel reads them
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(device, host, upload, cudaMemcpyHostToDevice, s.stream));
@@ -159,7 +171,8 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   cuda::sample_rows(static_cast<const __nv_bfloat16*>(logits.data), logits.rows, logits.cols,
                     reinterpret_cast<const DeviceRowSampling*>(device),
                     reinterpret_cast<const int32_t*>(device + params_bytes),
-                    reinterpret_cast<const int32_t*>(device + params_bytes + ids_bytes), d_tokens, s.stream);
+                    reinterpret_cast<const int32_t*>(device + params_bytes + ids_bytes), d_tokens, s.stream, nullptr,
+                    s.masks.empty() ? nullptr : reinterpret_cast<const uint32_t*>(device + params_bytes + 2 * ids_bytes));
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(host + upload, d_tokens, tokens_bytes, cudaMemcpyDeviceToHost, s.stream));
   s.tokens_at = upload;
   started_ = Started::kSample;

@@ -59,9 +59,13 @@ __device__ __forceinline__ float value_of_key(uint32_t k) {
 }
 
 // The processed logit of id i: the host's penalties (backend/sampling.cpp,
-// the same float operations in the same order), then the temperature.
+// the same float operations in the same order), then the temperature. Masked: the row may carry
+// a structured-output mask (allowed), and an id it removes is -inf before anything else, as the
+// host's apply_mask; the kernels without masks do not test for one.
+template <bool Masked>
 struct RowView {
   const uint16_t* x = nullptr;
+  const uint32_t* allowed = nullptr;   // Masked: null, or the row's bitmask of allowed ids
   const uint32_t* rep_bits = nullptr;  // null: no repetition penalty
   const uint32_t* out_bits = nullptr;  // null: no frequency / presence penalty
   const int32_t* out_ids = nullptr;
@@ -83,6 +87,8 @@ struct RowView {
   // range it is the largest float of its sign; -inf, +inf and NaN pass as they are.
   __device__ static float saturate(float v) { return fminf(fmaxf(v, -FLT_MAX), FLT_MAX); }
   __device__ float operator()(int i) const {
+    if constexpr (Masked)
+      if (allowed != nullptr && ((allowed[i >> 5] >> (i & 31)) & 1u) == 0u) return -CUDART_INF_F;
     float v = __uint_as_float(uint32_t(x[i]) << 16);
     if (!isfinite(v)) return v;
     if (rep_bits != nullptr && ((rep_bits[i >> 5] >> (i & 31)) & 1u) != 0u)
@@ -271,8 +277,8 @@ __device__ void choose_bin_by_mass(u64 above, Keep keep, Shared& sh) {
 }
 
 // The id of ascending rank `rank` (0-based) among the ids for which pred(i, v) holds.
-template <typename Pred>
-__device__ int id_at_rank(const RowView& row, int vocab, int rank, Pred pred, Shared& sh) {
+template <typename Row, typename Pred>
+__device__ int id_at_rank(const Row& row, int vocab, int rank, Pred pred, Shared& sh) {
   if (threadIdx.x == 0) sh.found = -1;
   __syncthreads();
   int carry = 0;
@@ -299,9 +305,11 @@ __device__ int id_at_rank(const RowView& row, int vocab, int rank, Pred pred, Sh
   return sh.found;
 }
 
+template <bool Masked>
 __global__ void __launch_bounds__(kThreads) sample_kernel(const uint16_t* logits, int vocab,
                                                           const DeviceRowSampling* params, const int32_t* ids,
-                                                          const int32_t* counts, int32_t* tokens, float* probs) {
+                                                          const int32_t* counts, const uint32_t* masks,
+                                                          int32_t* tokens, float* probs) {
   extern __shared__ uint32_t bitmaps[];
   __shared__ Shared sh;
   const DeviceRowSampling p = params[blockIdx.x];
@@ -309,8 +317,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const uint16_t* logits
   const float inf = CUDART_INF_F;
   const bool greedy = p.temperature < backend::kGreedyTemperature;
 
-  RowView row;
+  RowView<Masked> row;
   row.x = logits + int64_t(blockIdx.x) * vocab;
+  if constexpr (Masked) row.allowed = p.mask_begin >= 0 ? masks + p.mask_begin : nullptr;
   row.out_ids = ids + p.output_begin;
   row.out_counts = counts + p.output_begin;
   row.out_n = p.output_count;
@@ -568,7 +577,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const uint16_t* logits
 }  // namespace
 
 void sample_rows(const __nv_bfloat16* logits, int64_t rows, int64_t vocab, const DeviceRowSampling* params,
-                 const int32_t* ids, const int32_t* counts, int32_t* tokens, cudaStream_t stream, float* probs) {
+                 const int32_t* ids, const int32_t* counts, int32_t* tokens, cudaStream_t stream, float* probs,
+                 const uint32_t* masks) {
   if (rows <= 0) return;
   if (vocab < 1 || vocab > int64_t(INT_MAX) - kTile)
     throw Error("sample_rows: a vocabulary of " + std::to_string(vocab) + " tokens is outside [1, 2^31 - " +
@@ -576,11 +586,11 @@ void sample_rows(const __nv_bfloat16* logits, int64_t rows, int64_t vocab, const
   if (rows > int64_t(INT_MAX)) throw Error("sample_rows: " + std::to_string(rows) + " rows is too many for one launch");
   const size_t bitmap_bytes = size_t((vocab + 31) / 32) * 2 * sizeof(uint32_t);
   // Above 48 KiB of dynamic shared memory (vocabularies beyond 196608) the kernel must opt in.
+  auto* kernel = masks != nullptr ? sample_kernel<true> : sample_kernel<false>;
   if (bitmap_bytes > 48 * 1024)
-    FP8LM_CUDA_CHECK(
-        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bitmap_bytes)));
-  sample_kernel<<<unsigned(rows), kThreads, bitmap_bytes, stream>>>(reinterpret_cast<const uint16_t*>(logits),
-                                                                      int(vocab), params, ids, counts, tokens, probs);
+    FP8LM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bitmap_bytes)));
+  kernel<<<unsigned(rows), kThreads, bitmap_bytes, stream>>>(reinterpret_cast<const uint16_t*>(logits), int(vocab),
+                                                             params, ids, counts, masks, tokens, probs);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -46,6 +46,7 @@ struct DeviceRowSampling {
   int32_t top_k = 0;
   int32_t prompt_begin = 0, prompt_count = 0;  // ids[prompt_begin ..): distinct prompt ids
   int32_t output_begin = 0, output_count = 0;  // ids / counts [output_begin ..): distinct output ids, ascending
+  int64_t mask_begin = -1;  // structured outputs: masks[mask_begin ..) is the row's bitmask of allowed ids; -1: none
 };
 
 // tokens[r] = row r's token; -1 where the host would refuse the row (a NaN or
@@ -54,9 +55,11 @@ struct DeviceRowSampling {
 // caller checks). vocab ≥ 1, rows ≥ 0. `probs`: nullptr, or [rows, vocab]
 // floats that receive each row's distribution drawn from (zeros where
 // removed; one-hot for a greedy row) — for tests: it costs the rest of the
-// row that the draw would skip.
+// row that the draw would skip. `masks`: nullptr (no row is masked: the kernel without the mask
+// test runs), or the words of the rows' allowed-id bitmasks (DeviceRowSampling::mask_begin, bit
+// id % 32 of word id / 32): an id a row's mask clears is -inf before the penalties, as on the host.
 void sample_rows(const __nv_bfloat16* logits, int64_t rows, int64_t vocab, const DeviceRowSampling* params,
                  const int32_t* ids, const int32_t* counts, int32_t* tokens, cudaStream_t stream,
-                 float* probs = nullptr);
+                 float* probs = nullptr, const uint32_t* masks = nullptr);
 
 }  // namespace fp8lm::cuda
