@@ -47,6 +47,7 @@ struct ServeFlags {
   double shutdown_timeout = server::ServerOptions{}.shutdown_timeout;
   double header_timeout = server::ServerOptions{}.header_timeout;
   double body_timeout = server::ServerOptions{}.body_timeout;
+  server::GrammarPoolOptions structured_outputs;
 };
 
 // SIGINT / SIGTERM are blocked in every thread and taken by this one, which
@@ -137,6 +138,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   o.shutdown_timeout = sf.shutdown_timeout;
   o.header_timeout = sf.header_timeout;
   o.body_timeout = sf.body_timeout;
+  o.structured_outputs = sf.structured_outputs;
 
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = o.scheduler.max_num_seqs;
@@ -201,6 +203,11 @@ void add_serve_command(CLI::App& app) {
                   "kept-alive connection (default 20; then 408)");
   cmd->add_option("--body-timeout", sf->body_timeout,
                   "Seconds a client has to send a request's body after its headers (default 60; then 408)");
+  cmd->add_option("--structured-outputs-threads", sf->structured_outputs.threads,
+                  "Threads compiling requests' JSON schemas, regexes and grammars (default 2)");
+  cmd->add_option("--structured-outputs-timeout", sf->structured_outputs.timeout_seconds,
+                  "Seconds a request's constraint may take to compile, waiting for a thread included (default 30; "
+                  "then 400)");
   cmd->footer(
       "On the CPU without --kv-cache-tokens / --kv-cache-memory, the KV cache takes at most half of the host memory "
       "available and no more than --max-num-seqs sequences of --max-model-len; a model's context it cannot hold "

@@ -6,18 +6,10 @@
 
 #include "common/error.h"
 #include "io/json_value.h"
+#include "server/structured_request.h"
 
 namespace fp8lm::server {
 namespace {
-
-std::string default_type(int status) {
-  switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "invalid_request_error";
-    case 503: return "server_overloaded";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
-  }
-}
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
 
@@ -159,14 +151,12 @@ void parse_common(const Json& body, ApiRequest& r) {
     if (const auto u = get_bool(*so, "include_usage")) r.include_usage = *u;
   }
   reject_unsupported(body, "logit_bias", "");
-  reject_unsupported(body, "guided_json", "");
-  reject_unsupported(body, "guided_regex", "");
-  reject_unsupported(body, "guided_choice", "");
-  reject_unsupported(body, "guided_grammar", "");
   reject_unsupported(body, "prompt_logprobs", "");
-  if (const Json* rf = field(body, "response_format")) {
-    const bool text = rf->is_object() && rf->contains("type") && (*rf)["type"] == "text";
-    if (!text) bad("response_format", "response_format: only {\"type\": \"text\"} is supported by fp8lm");
+  // Structured outputs: response_format, structured_outputs (the schema or grammar is checked when
+  // the server compiles it).
+  if (auto s = parse_structured_outputs(body)) {
+    r.grammar = std::move(s->spec);
+    r.grammar_param = std::move(s->param);
   }
   // Caught here with the parameter's name rather than later by the sampler.
   engine::SamplingParams check = p;
@@ -218,34 +208,6 @@ Json flatten_content(const Json& content, size_t index) {
 }
 
 }  // namespace
-
-ApiError::ApiError(int status, const std::string& message, std::string param, std::string code, std::string type)
-    : std::runtime_error(message),
-      status_(status),
-      param_(std::move(param)),
-      code_(std::move(code)),
-      type_(type.empty() ? default_type(status) : std::move(type)) {}
-
-Json error_body(const ApiError& e) {
-  Json err = Json::object();
-  err["message"] = e.what();
-  err["type"] = e.type();
-  err["param"] = e.param().empty() ? Json(nullptr) : Json(e.param());
-  err["code"] = e.code().empty() ? Json(nullptr) : Json(e.code());
-  Json body = Json::object();
-  body["error"] = std::move(err);
-  return body;
-}
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
-Json parse_json_text(std::string_view text, const std::string& what, const std::string& param) {
-  try {
-    return io::parse_ordered_json(text, what);
-  } catch (const Error& e) {
-    throw ApiError(400, e.what(), param);
-  }
-}
 
 Json parse_body(std::string_view body) {
   const Json j = parse_json_text(body, "the request body", "");

@@ -17,47 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
-#include "io/json_file.h"
+#include "server/api_error.h"
+#include "structured/grammar_spec.h"
 
 namespace fp8lm::server {
-
-// Key order is kept: it shows in chat templates (tojson) and in responses.
-using Json = nlohmann::ordered_json;
-
-// An error for the client: HTTP status and OpenAI's error object.
-class ApiError : public std::runtime_error {
- public:
-  // `param` names the request field at fault (empty: none); `type` defaults
-  // by status (invalid_request_error, authentication_error, …).
-  ApiError(int status, const std::string& message, std::string param = {}, std::string code = {},
-           std::string type = {});
-  int status() const { return status_; }
-  const std::string& param() const { return param_; }
-  const std::string& code() const { return code_; }
-  const std::string& type() const { return type_; }
-
- private:
-  int status_;
-  std::string param_, code_, type_;
-};
-
-// {"error": {"message", "type", "param", "code"}} (param and code null when empty).
-Json error_body(const ApiError& e);
-
-// JSON text that never throws on bad UTF-8 (replaced with U+FFFD).
-std::string dump(const Json& j);
-
-// How deeply a request body, or JSON inside one of its strings, may nest arrays
-// and objects (the body object is level 1): io::kMaxJsonDepth, refused while
-// parsing, before the tree is built (io/json_file.h says why).
-inline constexpr int kMaxJsonDepth = io::kMaxJsonDepth;
-
-// JSON text through the one bounded parser (io::parse_ordered_json); 400
-// naming `what` (and `param`) when it is not JSON or nests too deep.
-Json parse_json_text(std::string_view text, const std::string& what, const std::string& param);
-
-// The body as a JSON object; 400 naming the problem otherwise.
-Json parse_body(std::string_view body);
 
 enum class Endpoint : uint8_t { kCompletions, kChat };
 
@@ -89,6 +52,10 @@ struct ApiRequest {
   // are given) the output's calls are parsed (--tool-call-parser); with "none" they are not.
   Json tools = nullptr;
   bool parse_tool_calls = false;
+  // Structured outputs (server/structured_request.h): what the output is constrained to, and the
+  // field that asked (response_format, structured_outputs, tool_choice); none: free text.
+  std::optional<structured::GrammarSpec> grammar;
+  std::string grammar_param;
 };
 
 // POST /tokenize (vLLM's): a text prompt, or chat messages the chat template renders.

@@ -23,7 +23,9 @@ else()
 endif()
 
 add_library(fp8lm_server_api STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/api_error.cpp
   ${CMAKE_CURRENT_LIST_DIR}/api.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/structured_request.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reasoning.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tool_calls.cpp
   ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp
@@ -40,6 +42,6 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_L
 configure_file(${CMAKE_CURRENT_LIST_DIR}/chat_page.cpp.in ${CMAKE_CURRENT_BINARY_DIR}/chat_page.cpp @ONLY)
 
 add_library(fp8lm_server STATIC ${CMAKE_CURRENT_LIST_DIR}/server.cpp ${CMAKE_CURRENT_LIST_DIR}/http_transport.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/model_info.cpp ${CMAKE_CURRENT_BINARY_DIR}/chat_page.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/model_info.cpp ${CMAKE_CURRENT_LIST_DIR}/grammar_pool.cpp ${CMAKE_CURRENT_BINARY_DIR}/chat_page.cpp)
 target_link_libraries(fp8lm_server PUBLIC fp8lm_server_api fp8lm_runtime fp8lm_chat
   PRIVATE ${FP8LM_HTTPLIB} Threads::Threads)

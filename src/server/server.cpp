@@ -143,6 +143,7 @@ struct Server::Impl {
   engine::Runtime& rt;
   ServerOptions opt;
   std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<GrammarPool> grammars;  // structured outputs; none without a tokenizer
   std::unique_ptr<chat::ModelChatTemplate> chat_template;
   std::string chat_template_error;  // why chat is unavailable
   std::vector<int32_t> extra_eos;   // generation_config.json's EOS ids beyond config.json's
@@ -386,6 +387,14 @@ struct Server::Impl {
                          " requests are waiting (limit " + std::to_string(opt.max_waiting) + ", --max-waiting); retry later",
                      "", "", "server_overloaded");
 
+    // Structured outputs: compiled on the grammar pool (bounded in time), before anything queues.
+    std::shared_ptr<const structured::CompiledGrammar> grammar;
+    if (r.grammar) {
+      if (!grammars)
+        throw ApiError(400, std::string(kNoTokenizer) + ": structured outputs need its vocabulary", r.grammar_param);
+      grammar = grammars->compile(*r.grammar, r.grammar_param);
+    }
+
     auto job = std::make_shared<Job>();
     job->endpoint = endpoint;
     job->id = random_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
@@ -435,6 +444,7 @@ struct Server::Impl {
         engine::add_eos_stops(er.params, extra_eos);
         er.logprobs = r.logprobs;
         er.detokenize = !opt.skip_tokenizer_init;
+        er.grammar = grammar;
         er.on_output = [this, job, c](const engine::RequestOutput& o) { on_output(job, c, o); };
         engine::RequestId id = 0;
         try {
@@ -996,6 +1006,9 @@ Server::Server(engine::Runtime& runtime, ServerOptions options)
   s.defaults.validate();
 
   s.engine = std::make_unique<engine::Engine>(runtime, o.scheduler, o.speculative, o.drafter);
+  if (!o.skip_tokenizer_init)
+    s.grammars = std::make_unique<GrammarPool>(runtime.tokenizer(), o.model_dir / "tokenizer.json",
+                                               runtime.model().vocab_size(), runtime.eos_ids(), o.structured_outputs);
   TransportLimits limits;
   // A request holds a handler thread while its body is read and it runs (a
   // stream until its end): room for every running request and more; further

@@ -28,6 +28,7 @@
 #include "engine/scheduler.h"
 #include "engine/speculative.h"
 #include "io/generation_config.h"
+#include "server/grammar_pool.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
 
@@ -60,6 +61,8 @@ struct ServerOptions {
   double shutdown_timeout = 30;  // seconds requests in flight may finish after stop(); 0: cancel them at once
   double header_timeout = 20;    // seconds for a request's head to arrive (else 408)
   double body_timeout = 60;      // seconds for its body to arrive after the head (else 408)
+  // Structured outputs: the compile threads, their time bound and cache (server/grammar_pool.h).
+  GrammarPoolOptions structured_outputs;
 };
 
 class Server {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <regex>
 
 #include "common/error.h"
 #include "structured/xgrammar_handles.h"
@@ -51,6 +52,16 @@ std::string choice_grammar(const std::vector<std::string>& choices) {
 
 namespace {
 
+// xgrammar's message says what is wrong and where in the spec; its log prefix ("[time] its source
+// file:line: ") and its call stack say nothing to a client.
+std::string library_message(std::string m) {
+  if (const size_t nl = m.find("\nStack trace"); nl != std::string::npos) m.resize(nl);
+  static const std::regex prefix(R"(^\[[^\]]*\] [^ ]*:[0-9]+: )");
+  m = std::regex_replace(m, prefix, "", std::regex_constants::format_first_only);
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
 std::string cache_key(const GrammarSpec& s) {
   std::string k = std::string(kind_name(s.kind)) + (s.any_whitespace ? "\x01" : "\x02");
   k += s.text;
@@ -92,10 +103,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec&
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    // xgrammar's message says what is wrong and where (its first line; the rest is its call stack).
-    std::string m = e.what();
-    if (const size_t nl = m.find("\nStack trace"); nl != std::string::npos) m.resize(nl);
-    throw Error(std::string(what) + ": " + m);
+    throw Error(std::string(what) + ": " + library_message(e.what()));
   }
 }
 
