@@ -67,6 +67,8 @@ CASES = [
     ({"kind": "json_schema", "text": json.dumps(PERSON), "any_whitespace": False}, '{"name": "Ada", "age": 36}'),
     ({"kind": "json_schema", "text": json.dumps(TREE)}, '{"value": "root", "children": [{"value": 1}, {"value": "leaf", "children": []}]}'),
     ({"kind": "json_schema", "text": json.dumps(PATTERNED)}, '{"code": "AB-123", "score": 7.25, "when": "2026-12-07"}'),
+    ({"kind": "json_schema", "text": json.dumps({"type": "array", "items": {"type": "string", "format": "date"}})},
+     '["2024-02-29", "1900-02-28", "2026-11-30"]'),
     ({"kind": "json_object"}, '{"a": [1, 2.5, null, true], "b": {"c": "d\\n\u00e9"}}'),
     ({"kind": "regex", "text": r"\d{3}-\d{4}( ext\. \d+)?"}, "555-1234 ext. 42"),
     ({"kind": "regex", "text": r"[a-z]+@[a-z]+\.(com|org)"}, "ada@example.org"),
@@ -96,13 +98,43 @@ def choice_grammar(choices):
     return "root ::= " + " | ".join(lit(c) for c in choices)
 
 
+# fp8lm's schema preparation (structured/grammar_compiler.cpp, prepare_schema): "format": "date" and
+# "date-time" become exact calendar patterns (xgrammar's own take day 31 of any month), so that the
+# reference compiles the same schema fp8lm does.
+DATE = ("(([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|"
+        "(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|"
+        "([0-9]{2}(0[48]|[2468][048]|[13579][26])|([2468][048]|[13579][26]|0[48])00)-02-29)")
+TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+
+
+def prepare_schema(s):
+    if not isinstance(s, dict):
+        return s
+    s = dict(s)
+    if isinstance(s.get("format"), str) and "pattern" not in s and s["format"] in ("date", "date-time"):
+        s["pattern"] = "^" + DATE + ("" if s["format"] == "date" else "T" + TIME) + "$"
+        del s["format"]
+    for k in ("items", "additionalProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+              "additionalItems"):
+        if k in s:
+            s[k] = prepare_schema(s[k]) if not isinstance(s[k], list) else s[k]
+    for k in ("properties", "patternProperties", "$defs", "definitions"):
+        if isinstance(s.get(k), dict):
+            s[k] = {name: prepare_schema(v) for name, v in s[k].items()}
+    for k in ("anyOf", "oneOf", "allOf", "prefixItems", "items"):
+        if isinstance(s.get(k), list):
+            s[k] = [prepare_schema(v) for v in s[k]]
+    return s
+
+
 def compile_spec(compiler, spec):
     kind, ws = spec["kind"], spec.get("any_whitespace", True)
     seps = None if ws else (", ", ": ")
     if kind == "json_object":
         return compiler.compile_json_schema('{"type": "object"}', any_whitespace=ws, separators=seps, strict_mode=False)
     if kind == "json_schema":
-        return compiler.compile_json_schema(spec["text"], any_whitespace=ws, separators=seps, strict_mode=True)
+        schema = json.dumps(prepare_schema(json.loads(spec["text"])))
+        return compiler.compile_json_schema(schema, any_whitespace=ws, separators=seps, strict_mode=True)
     if kind == "regex":
         return compiler.compile_regex(spec["text"])
     if kind == "choice":

@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
+#include "structured/library_warnings.h"
 #include "structured/xgrammar_handles.h"
 
 namespace fp8lm::structured {
@@ -62,6 +65,51 @@ std::string library_message(std::string m) {
   return m;
 }
 
+// JSON Schema keywords xgrammar's converter skips without a word (its warnings for them are off):
+// a schema using one is refused, since its outputs would not be checked against it.
+constexpr const char* kUnsupportedKeywords[] = {"not",         "if",       "then",        "else",
+                                                "dependentRequired", "dependentSchemas", "uniqueItems",
+                                                "contains",    "minContains", "maxContains"};
+
+// Calendar dates exactly (xgrammar's "date" pattern takes any day 01-31 of any month, and year
+// 0000): 31-day months, 30-day months, February to the 28th, February 29th of leap years (multiples
+// of 4 but not of 100, and multiples of 400), years 0001-9999 as Python's datetime.date.
+constexpr const char* kDate =
+    "(([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|"
+    "(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|"
+    "([0-9]{2}(0[48]|[2468][048]|[13579][26])|([2468][048]|[13579][26]|0[48])00)-02-29)";
+// xgrammar's time of day and offset, after a date.
+constexpr const char* kTime = "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+
+// Walks the subschemas of `s` (the keywords whose values are schemas, or maps or lists of them),
+// refusing the first unsupported keyword with its JSON pointer, and replacing "format": "date" /
+// "date-time" (without a pattern of their own) by the exact calendar pattern. Property names are
+// data, not keywords: a property called "not" is fine.
+void prepare_schema(nlohmann::ordered_json& s, const std::string& at, int depth) {
+  if (depth > 128) throw Error("json_schema: nested deeper than 128 subschemas at #" + at);
+  if (!s.is_object()) return;
+  if (s.contains("format") && s["format"].is_string() && !s.contains("pattern")) {
+    const std::string f = s["format"];
+    if (f == "date" || f == "date-time") {
+      s["pattern"] = std::string("^") + kDate + (f == "date" ? "" : std::string("T") + kTime) + "$";
+      s.erase("format");
+    }
+  }
+  for (const char* k : kUnsupportedKeywords)
+    if (s.contains(k) && !(std::string(k) == "uniqueItems" && s[k] == false))
+      throw Error(std::string("json_schema: the keyword \"") + k + "\" at #" + at +
+                  " is not supported by fp8lm's grammar library (xgrammar " + "would not enforce it)");
+  for (const char* k : {"items", "additionalProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+                        "additionalItems"})
+    if (s.contains(k)) prepare_schema(s[k], at + "/" + k, depth + 1);
+  for (const char* k : {"properties", "patternProperties", "$defs", "definitions"})
+    if (s.contains(k) && s[k].is_object())
+      for (auto& [name, sub] : s[k].items()) prepare_schema(sub, at + "/" + k + "/" + name, depth + 1);
+  for (const char* k : {"anyOf", "oneOf", "allOf", "prefixItems", "items"})
+    if (s.contains(k) && s[k].is_array())
+      for (size_t i = 0; i < s[k].size(); ++i) prepare_schema(s[k][i], at + "/" + k + "/" + std::to_string(i), depth + 1);
+}
+
 std::string cache_key(const GrammarSpec& s) {
   std::string k = std::string(kind_name(s.kind)) + (s.any_whitespace ? "\x01" : "\x02");
   k += s.text;
@@ -77,6 +125,18 @@ std::string cache_key(const GrammarSpec& s) {
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec& spec) {
   xgrammar::GrammarCompiler& c = library_->compiler;
   const char* what = kind_name(spec.kind);
+  std::string schema_text = spec.text;
+  if (spec.kind == GrammarSpec::Kind::kJsonSchema) {
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(spec.text);
+    } catch (const std::exception& e) {
+      throw Error(std::string("json_schema: not JSON: ") + e.what());
+    }
+    prepare_schema(schema, "", 0);
+    schema_text = schema.dump();
+  }
+  LibraryWarnings warnings;  // a constraint the library would drop is refused (below)
   try {
     auto compiled = [&]() -> xgrammar::CompiledGrammar {
       switch (spec.kind) {
@@ -87,7 +147,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec&
                                                          : std::optional(std::pair<std::string, std::string>(", ", ": ")),
                                      false);
         case GrammarSpec::Kind::kJsonSchema:
-          return c.CompileJSONSchema(spec.text, spec.any_whitespace, std::nullopt,
+          return c.CompileJSONSchema(schema_text, spec.any_whitespace, std::nullopt,
                                      spec.any_whitespace ? std::nullopt
                                                          : std::optional(std::pair<std::string, std::string>(", ", ": ")),
                                      true);
@@ -98,6 +158,11 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec&
       }
       throw Error("structured outputs: unknown grammar kind");
     }();
+    if (!warnings.messages().empty()) {
+      std::string m = std::string(what) + ": not supported by fp8lm's grammar library (xgrammar would not enforce it): ";
+      for (size_t i = 0; i < warnings.messages().size(); ++i) m += (i > 0 ? "; " : "") + warnings.messages()[i];
+      throw Error(m);
+    }
     return std::make_shared<const CompiledGrammar>(
         std::make_unique<GrammarHandle>(GrammarHandle{std::move(compiled)}), vocabulary_.vocab_size());
   } catch (const Error&) {

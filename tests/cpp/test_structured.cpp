@@ -204,3 +204,36 @@ TEST(GrammarMatcher, RefusesBadStopIdsAndMaskSizes) {
 
 }  // namespace
 }  // namespace fp8lm::structured
+
+namespace fp8lm::structured {
+namespace {
+
+// What xgrammar would not enforce is refused by name, never compiled into a looser grammar.
+TEST(GrammarCompiler, RefusesSchemaKeywordsTheLibraryWouldIgnore) {
+  Loaded& l = shipped();
+  auto message = [&](const std::string& schema) {
+    try {
+      l.compiler->compile({Kind::kJsonSchema, schema, {}, true});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(compiled)");
+  };
+  EXPECT_EQ(message(R"({"type": "array", "items": {"type": "integer"}, "uniqueItems": true})"),
+            "json_schema: the keyword \"uniqueItems\" at # is not supported by fp8lm's grammar library (xgrammar would "
+            "not enforce it)");
+  EXPECT_NE(message(R"({"type": "object", "properties": {"a": {"not": {"type": "string"}}}})").find("\"not\" at #/properties/a"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"$defs": {"x": {"if": {}, "then": {}}}, "$ref": "#/$defs/x"})").find("\"if\" at #/$defs/x"),
+            std::string::npos);
+  // Warnings of the library about constraints it drops.
+  EXPECT_NE(message(R"({"type": "number", "multipleOf": 0.5})").find("not supported by fp8lm's grammar library"),
+            std::string::npos);
+  // A property named like a keyword is data.
+  EXPECT_EQ(message(R"({"type": "object", "properties": {"not": {"type": "string"}, "if": {"type": "integer"}}})"),
+            "(compiled)");
+  EXPECT_EQ(message(R"({"type": "string", "pattern": "^[a-z]+$"})"), "(compiled)");
+}
+
+}  // namespace
+}  // namespace fp8lm::structured
