@@ -48,7 +48,8 @@ std::optional<structured::GrammarSpec> response_format(const Json& rf) {
   bad(p, "response_format.type must be \"text\", \"json_object\", \"json_schema\" or \"structural_tag\", not \"" + t + "\"");
 }
 
-structured::GrammarSpec structured_outputs(const Json& so, bool& any_whitespace) {
+// The constraint structured_outputs gives (none: it sets options only, for response_format's).
+std::optional<structured::GrammarSpec> structured_outputs(const Json& so, bool& any_whitespace) {
   const std::string p = "structured_outputs";
   if (!so.is_object()) bad(p, "structured_outputs must be an object, not " + kind_of(so));
   std::vector<structured::GrammarSpec> got;
@@ -86,9 +87,10 @@ structured::GrammarSpec structured_outputs(const Json& so, bool& any_whitespace)
                   "disable_any_whitespace)");
     }
   }
-  if (got.size() != 1)
+  if (got.size() > 1)
     bad(p, "structured_outputs must give exactly one of json, regex, choice, grammar, json_object, structural_tag (" +
                std::to_string(got.size()) + " given)");
+  if (got.empty()) return std::nullopt;
   return got.front();
 }
 
@@ -106,8 +108,12 @@ std::optional<StructuredRequest> parse_structured_outputs(const Json& body) {
   if (const Json* rf = io::json_given(body, "response_format"))
     if (auto s = response_format(*rf)) r = StructuredRequest{std::move(*s), "response_format"};
   if (const Json* so = io::json_given(body, "structured_outputs")) {
-    if (r) bad("structured_outputs", "give response_format or structured_outputs, not both");
-    r = StructuredRequest{structured_outputs(*so, any_whitespace), "structured_outputs"};
+    std::optional<structured::GrammarSpec> s = structured_outputs(*so, any_whitespace);
+    if (s && r) bad("structured_outputs", "give the constraint in response_format or in structured_outputs, not both");
+    if (s) r = StructuredRequest{std::move(*s), "structured_outputs"};
+    else if (!r)
+      bad("structured_outputs", "structured_outputs gives no constraint: one of json, regex, choice, grammar, "
+                                "json_object, structural_tag (or response_format's)");
   }
   if (r) r->spec.any_whitespace = any_whitespace;
   return r;

@@ -1,0 +1,193 @@
+"""Structured outputs (issue 43) through the official `openai` client: OpenAI's response_format and
+vLLM's structured_outputs on the shipped model, which was never trained for JSON. Every output is
+checked by references others wrote — Python's `jsonschema` (with its format checker) for JSON
+schemas, `re.fullmatch` for regexes — greedy and at temperature 0.8, streamed and whole. The masks
+themselves are compared with xgrammar's Python package in tests/cpp/test_structured.cpp.
+
+The corpus below is what real clients send: nested objects, arrays with bounds, enums, anyOf,
+$ref with recursion, string patterns and formats, numeric ranges, nullable fields. Strings,
+numbers and repetitions are bounded, as production schemas bound them: a 22M-parameter model
+given an unbounded string can write it until max_tokens, and a cut output cannot parse."""
+import json
+import re
+
+import jsonschema
+import pytest
+
+from test_serve import assert_error, raw_post
+
+MODEL = "fp8lm-gutenberg-22m"
+PROMPT = "Here is the record as JSON:"
+
+SCHEMAS = {
+    "person": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 40}, "age": {"type": "integer", "minimum": 0, "maximum": 130},
+        "email": {"type": "string", "pattern": "^[a-z]{1,12}@[a-z]{1,10}\\.(com|org)$"}},
+        "required": ["name", "age"]},
+    "order": {"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^ORD-[0-9]{6}$"},
+        "items": {"type": "array", "minItems": 1, "maxItems": 4, "items": {"type": "object", "properties": {
+            "sku": {"type": "string", "maxLength": 12}, "qty": {"type": "integer", "minimum": 1, "maximum": 99},
+            "price": {"type": "number", "minimum": 0, "maximum": 10000}}, "required": ["sku", "qty", "price"]}},
+        "status": {"enum": ["pending", "shipped", "delivered", "cancelled"]},
+        "created": {"type": "string", "format": "date-time"}},
+        "required": ["id", "items", "status", "created"]},
+    "event": {"type": "object", "properties": {
+        "title": {"type": "string", "minLength": 1, "maxLength": 60}, "date": {"type": "string", "format": "date"},
+        "attendees": {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 5},
+        "online": {"type": "boolean"}}, "required": ["title", "date", "online"], "additionalProperties": False},
+    "shape": {"anyOf": [
+        {"type": "object", "properties": {"kind": {"const": "circle"}, "radius": {"type": "number", "exclusiveMinimum": 0,
+                                                                                  "maximum": 100}},
+         "required": ["kind", "radius"]},
+        {"type": "object", "properties": {"kind": {"const": "rect"}, "w": {"type": "integer", "minimum": 1, "maximum": 50},
+                                          "h": {"type": "integer", "minimum": 1, "maximum": 50}},
+         "required": ["kind", "w", "h"]}]},
+    "config": {"type": "object", "properties": {
+        "version": {"type": "string", "pattern": "^[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}$"},
+        "retries": {"type": "integer", "minimum": 0, "maximum": 10},
+        "mode": {"type": "string", "enum": ["fast", "safe"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 3},
+        "limits": {"type": "object", "properties": {
+            "cpu": {"type": "integer", "minimum": 1, "maximum": 64},
+            "memory": {"type": "string", "pattern": "^[0-9]{1,5}(Mi|Gi)$"}}, "required": ["cpu"]}},
+        "required": ["version", "mode", "limits"]},
+    "coords": {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "number", "minimum": -180, "maximum": 180}},
+    "contact": {"type": "object", "properties": {
+        "phone": {"type": "string", "pattern": "^\\+[0-9]{7,12}$"}, "id": {"type": "string", "format": "uuid"}},
+        "required": ["phone", "id"]},
+    "nullable": {"type": "object", "properties": {
+        "note": {"type": ["string", "null"], "maxLength": 20},
+        "score": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 100}, {"type": "null"}]}},
+        "required": ["note", "score"]},
+    "review": {"type": "object", "properties": {
+        "rating": {"type": "integer", "enum": [1, 2, 3, 4, 5]}, "summary": {"type": "string", "maxLength": 80},
+        "pros": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 3},
+        "recommend": {"type": "boolean"}}, "required": ["rating", "summary", "recommend"]},
+}
+# $ref with recursion: bounded in width, not in depth — the model decides when the tree ends.
+TREE = {"$defs": {"node": {"type": "object", "properties": {
+    "label": {"type": "string", "maxLength": 20},
+    "children": {"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/node"}}}, "required": ["label"]}},
+    "$ref": "#/$defs/node"}
+DRAWS = [dict(temperature=0), dict(temperature=0.8, seed=1), dict(temperature=0.8, seed=2)]
+FORMATS = jsonschema.FormatChecker()
+
+
+@pytest.fixture(scope="module")
+def server(serve):
+    s = serve("--kv-cache-tokens", "8192")
+    yield s
+    assert s.stop() == 0, s.output()
+
+
+def complete(client, constraint, max_tokens=400, **draw):
+    r = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=max_tokens,
+                                  extra_body={"structured_outputs": constraint}, **draw)
+    return r.choices[0].text, r.choices[0].finish_reason
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_json_schema_outputs_always_validate(server, name):
+    client = server.client()
+    for draw in DRAWS:
+        text, finish = complete(client, {"json": SCHEMAS[name], "disable_any_whitespace": True}, **draw)
+        assert finish == "stop", (draw, text)
+        jsonschema.validate(json.loads(text), SCHEMAS[name], format_checker=FORMATS)
+
+
+def test_recursive_schema_outputs_validate_when_they_end(server):
+    client = server.client()
+    ended = 0
+    for draw in DRAWS:
+        text, finish = complete(client, {"json": TREE, "disable_any_whitespace": True}, **draw)
+        if finish == "stop":
+            ended += 1
+            jsonschema.validate(json.loads(text), TREE)
+    assert ended >= 1
+
+
+def test_response_format_in_chat_and_streamed(server):
+    """OpenAI's own field on chat completions, whole and streamed (the deltas add up to valid JSON)."""
+    client = server.client()
+    schema = SCHEMAS["review"]
+    rf = {"type": "json_schema", "json_schema": {"name": "review", "schema": schema, "strict": True}}
+    messages = [{"role": "user", "content": "Review the book."}]
+    compact = {"structured_outputs": {"disable_any_whitespace": True}}  # vLLM's option beside OpenAI's field
+    whole = client.chat.completions.create(model=MODEL, messages=messages, response_format=rf, max_tokens=300,
+                                           temperature=0, extra_body=compact)
+    jsonschema.validate(json.loads(whole.choices[0].message.content), schema)
+    text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model=MODEL, messages=messages, response_format=rf, max_tokens=300, temperature=0, stream=True,
+        extra_body=compact))
+    assert text == whole.choices[0].message.content
+    # Any object: its keys and strings are unbounded, so only an output that ends is checked.
+    for seed in (5, 6, 7):
+        obj = client.chat.completions.create(model=MODEL, messages=messages, response_format={"type": "json_object"},
+                                             max_tokens=300, temperature=0.8, seed=seed, extra_body=compact)
+        if obj.choices[0].finish_reason == "stop":
+            assert isinstance(json.loads(obj.choices[0].message.content), dict)
+
+
+def test_any_whitespace_outputs_validate_when_they_end(server):
+    """vLLM's default: any whitespace between JSON tokens. The small model spends many tokens on it, so
+    only outputs that end are checked; those must validate."""
+    client = server.client()
+    for name in ("shape", "coords"):
+        for draw in DRAWS:
+            text, finish = complete(client, {"json": SCHEMAS[name]}, **draw)
+            if finish == "stop":
+                jsonschema.validate(json.loads(text), SCHEMAS[name], format_checker=FORMATS)
+
+
+REGEXES = [r"\(\d{3}\) \d{3}-\d{4}", r"[A-Z]{2}-\d{3}", r"(yes|no|maybe)( because [a-z ]{1,30})?",
+           r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d)", r"[a-z]{1,12}(_[a-z]{1,12}){0,3}"]
+
+
+@pytest.mark.parametrize("pattern", REGEXES)
+def test_regex_outputs_always_match(server, pattern):
+    client = server.client()
+    for draw in DRAWS:
+        text, finish = complete(client, {"regex": pattern}, max_tokens=100, **draw)
+        assert finish == "stop" and re.fullmatch(pattern, text), (draw, text)
+
+
+def test_choice_outputs_are_one_of_the_choices(server):
+    client = server.client()
+    choices = ["yes", "no", "not sure", "Ask again \"later\""]
+    for draw in DRAWS:
+        text, finish = complete(client, {"choice": choices}, max_tokens=20, **draw)
+        assert finish == "stop" and text in choices, text
+
+
+def test_grammar_outputs_parse(server):
+    grammar = 'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= [0-9]{1,3} | "(" expr ")"\n'
+    client = server.client()
+    for draw in DRAWS:
+        text, finish = complete(client, {"grammar": grammar}, max_tokens=60, **draw)
+        if finish == "stop":
+            assert re.fullmatch(r"[0-9+\-()]+", text), text
+            eval(compile(text, "<expr>", "eval"), {"__builtins__": {}})  # Python parses it as arithmetic
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ({"structured_outputs": {"regex": "(ab"}}, "structured_outputs", "parenthesis"),
+    ({"structured_outputs": {"json": {"type": "strange"}}}, "structured_outputs", "strange"),
+    ({"structured_outputs": {"json": {"type": "array", "uniqueItems": True}}}, "structured_outputs", "uniqueItems"),
+    ({"structured_outputs": {"json": {"type": "number", "multipleOf": 0.5}}}, "structured_outputs", "multipleOf"),
+    ({"structured_outputs": {"grammar": "root ::= nothing"}}, "structured_outputs", "nothing"),
+    ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "structured_outputs", "exactly one"),
+    ({"structured_outputs": {"choice": []}}, "structured_outputs", "non-empty"),
+    ({"structured_outputs": {"disable_any_whitespace": True}}, "structured_outputs", "no constraint"),
+    ({"structured_outputs": {"json": {}, "whitespace_pattern": " "}}, "structured_outputs", "whitespace_pattern"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format", "schema"),
+    ({"response_format": {"type": "yaml"}}, "response_format", "yaml"),
+    ({"response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}}, "structured_outputs", "not both"),
+    ({"guided_json": {"type": "object"}}, "guided_json", "structured_outputs"),
+])
+def test_bad_constraints_are_400s_naming_the_field(server, body, param, words):
+    r = raw_post(server, "/v1/completions", json.dumps({"model": MODEL, "prompt": "A", "max_tokens": 4, **body}))
+    err = assert_error(r, 400, param)
+    assert words in err["message"], err
+    assert "/" not in err["message"].split(":")[0]  # no source paths of the library
+    assert server.healthy()
