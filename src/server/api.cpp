@@ -335,16 +335,33 @@ ApiRequest parse_chat_request(const Json& body, const engine::SamplingParams& de
   }
   std::string choice = r.tools.is_null() ? "none" : "auto";
   if (const Json* tc = field(body, "tool_choice")) {
-    if (tc->is_string() && (*tc == "none" || *tc == "auto")) choice = tc->get<std::string>();
-    else if (tc->is_string() && *tc == "required")
-      bad("tool_choice", "tool_choice \"required\" is not supported by fp8lm (it needs guided decoding); use \"auto\"");
-    else if (tc->is_object())
-      bad("tool_choice", "a named tool_choice is not supported by fp8lm (it needs guided decoding); use \"auto\"");
-    else
+    if (tc->is_string() && (*tc == "none" || *tc == "auto" || *tc == "required")) {
+      choice = tc->get<std::string>();
+    } else if (tc->is_object()) {
+      // {"type": "function", "function": {"name": "f"}}: a call of f.
+      const Json* f = field(*tc, "function");
+      const Json* name = f != nullptr ? field(*f, "name") : nullptr;
+      if (field(*tc, "type") == nullptr || (*tc)["type"] != "function" || name == nullptr || !name->is_string())
+        bad("tool_choice", "a named tool_choice must be {\"type\": \"function\", \"function\": {\"name\": …}}");
+      choice = "named";
+      r.tool_choice_name = name->get<std::string>();
+      bool known = false;
+      if (r.tools.is_array())
+        for (const Json& t : r.tools) known = known || t["function"]["name"] == r.tool_choice_name;
+      if (!known) bad("tool_choice", "tool_choice names the function '" + r.tool_choice_name + "', which is not in tools");
+    } else {
       bad("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or a named function, not " + brief(*tc));
+    }
   }
-  if (choice == "auto" && r.tools.is_null()) bad("tool_choice", "tool_choice \"auto\" needs tools");
-  r.parse_tool_calls = choice == "auto";
+  if (choice != "none" && r.tools.is_null()) bad("tool_choice", "tool_choice \"" + choice + "\" needs tools");
+  // "required" and a named function constrain the output to calls (the server builds the grammar
+  // in its --tool-call-parser's format); either way the calls are parsed.
+  r.tool_choice_required = choice == "required" || choice == "named";
+  if (r.tool_choice_required && r.grammar)
+    bad("tool_choice", "tool_choice \"" + choice + "\" constrains the output to tool calls: it cannot take " +
+                           r.grammar_param + " too");
+  r.parse_tool_calls = choice != "none";
+  if (const auto p = get_bool(body, "parallel_tool_calls")) r.parallel_tool_calls = *p;
   return r;
 }
 

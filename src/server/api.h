@@ -52,6 +52,11 @@ struct ApiRequest {
   // are given) the output's calls are parsed (--tool-call-parser); with "none" they are not.
   Json tools = nullptr;
   bool parse_tool_calls = false;
+  // tool_choice "required" (a call of any tool) or named (tool_choice_name's): the output is
+  // constrained to calls in the --tool-call-parser's format (tool_call_grammar).
+  bool tool_choice_required = false;
+  std::string tool_choice_name;
+  bool parallel_tool_calls = true;  // OpenAI's: false allows one call at most
   // Structured outputs (server/structured_request.h): what the output is constrained to, and the
   // field that asked (response_format, structured_outputs, tool_choice); none: free text.
   std::optional<structured::GrammarSpec> grammar;

@@ -389,10 +389,20 @@ struct Server::Impl {
 
     // Structured outputs: compiled on the grammar pool (bounded in time), before anything queues.
     std::shared_ptr<const structured::CompiledGrammar> grammar;
-    if (r.grammar) {
+    std::optional<structured::GrammarSpec> constraint = r.grammar;
+    std::string constraint_param = r.grammar_param;
+    if (r.tool_choice_required && opt.tool_call_parser != ToolCallParser::kNone) {
+      // Calls in the parser's format, arguments valid under the tools' schemas.
+      constraint = structured::GrammarSpec{structured::GrammarSpec::Kind::kStructuralTag,
+                                           tool_call_structural_tag(opt.tool_call_parser, r.tools, r.tool_choice_name,
+                                                                    !r.parallel_tool_calls),
+                                           {}, true};
+      constraint_param = "tool_choice";
+    }
+    if (constraint) {
       if (!grammars)
-        throw ApiError(400, std::string(kNoTokenizer) + ": structured outputs need its vocabulary", r.grammar_param);
-      grammar = grammars->compile(*r.grammar, r.grammar_param);
+        throw ApiError(400, std::string(kNoTokenizer) + ": structured outputs need its vocabulary", constraint_param);
+      grammar = grammars->compile(*constraint, constraint_param);
     }
 
     auto job = std::make_shared<Job>();
@@ -403,7 +413,9 @@ struct Server::Impl {
     job->include_usage = r.include_usage;
     if (r.parse_tool_calls) {
       if (opt.tool_call_parser == ToolCallParser::kNone)
-        throw ApiError(400, "\"auto\" tool choice requires the server to be started with --tool-call-parser", "tool_choice");
+        throw ApiError(400, std::string(r.tool_choice_required ? "a required or named" : "\"auto\"") +
+                                " tool choice requires the server to be started with --tool-call-parser",
+                       "tool_choice");
       job->tool_parser = opt.tool_call_parser;
       job->tools = r.tools;
     }

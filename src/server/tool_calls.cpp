@@ -60,9 +60,9 @@ std::optional<ToolCall> json_call(std::string_view text, std::initializer_list<c
   return ToolCall{call_id(), j["name"].get<std::string>(), *a};
 }
 
-// The JSON schema type of parameter `key` of tool `name`, "" when the tools do not say.
-std::string parameter_type(const Json& tools, const std::string& name, const std::string& key) {
-  if (!tools.is_array()) return {};
+// The JSON schema of parameter `key` of tool `name`, nullptr when the tools do not say.
+const Json* parameter_schema(const Json& tools, const std::string& name, const std::string& key) {
+  if (!tools.is_array()) return nullptr;
   for (const Json& t : tools) {
     const Json* f = t.is_object() && t.contains("function") ? &t["function"] : nullptr;
     if (f == nullptr || !f->is_object() || f->value("name", "") != name) continue;
@@ -70,11 +70,25 @@ std::string parameter_type(const Json& tools, const std::string& name, const std
                                 (*f)["parameters"].contains("properties")
                             ? &(*f)["parameters"]["properties"]
                             : nullptr;
-    if (props == nullptr || !props->is_object() || !props->contains(key) || !(*props)[key].is_object()) return {};
-    const Json& type = (*props)[key]["type"];
-    return type.is_string() ? type.get<std::string>() : std::string();
+    if (props == nullptr || !props->is_object() || !props->contains(key) || !(*props)[key].is_object()) return nullptr;
+    return &(*props)[key];
   }
-  return {};
+  return nullptr;
+}
+
+// Its type, "" when the tools do not say.
+std::string parameter_type(const Json& tools, const std::string& name, const std::string& key) {
+  const Json* p = parameter_schema(tools, name, key);
+  return p != nullptr && p->contains("type") && (*p)["type"].is_string() ? (*p)["type"].get<std::string>() : "";
+}
+
+// A string whose schema bounds it (length, pattern, format, enum): in xgrammar's qwen_xml grammar
+// (tool_choice's constraint) the whitespace around such a value is formatting, not the value.
+bool bounded_string(const Json* p) {
+  if (p == nullptr) return false;
+  for (const char* k : {"minLength", "maxLength", "pattern", "format", "enum", "const"})
+    if (p->contains(k)) return true;
+  return false;
 }
 
 // Qwen3-Coder's <function=f><parameter=k>\nvalue\n</parameter>…</function>.
@@ -107,6 +121,7 @@ std::optional<ToolCall> xml_call(std::string_view body, const Json& tools) {
     if (!value.empty() && value.front() == '\n') value.remove_prefix(1);
     if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
     const std::string type = parameter_type(tools, name, key);
+    if (type == "string" && bounded_string(parameter_schema(tools, name, key))) value = trim(value);
     Json v = std::string(value);
     if (type == "integer" || type == "number" || type == "boolean" || type == "object" || type == "array" ||
         type == "null") {
@@ -117,6 +132,54 @@ std::optional<ToolCall> xml_call(std::string_view body, const Json& tools) {
   }
   return ToolCall{call_id(), name, args.dump()};
 }
+
+}  // namespace
+
+std::string tool_call_structural_tag(ToolCallParser parser, const Json& tools, const std::string& name, bool one_call) {
+  if (parser == ToolCallParser::kNone)
+    throw Error("tool_choice \"required\" and named functions need the server's --tool-call-parser (the calls' format)");
+  Json tags = Json::array();
+  for (const Json& t : tools) {
+    const Json& f = t["function"];
+    const std::string fn = f["name"].get<std::string>();
+    if (!name.empty() && fn != name) continue;
+    Json params = f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : Json{{"type", "object"}};
+    const std::string quoted = Json(fn).dump();  // the name as a JSON string
+    // The arguments as JSON with at most one whitespace character in a row ("a": 1, or "a":1): a
+    // small model given any whitespace can spend its tokens on it.
+    const Json json_args = {{"type", "json_schema"}, {"json_schema", params}, {"max_whitespace_cnt", 1}};
+    Json tag = {{"type", "tag"}};
+    switch (parser) {
+      case ToolCallParser::kHermes:  // <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+        tag["begin"] = "<tool_call>\n{\"name\": " + quoted + ", \"arguments\": ";
+        tag["content"] = json_args;
+        tag["end"] = "}\n</tool_call>";
+        break;
+      case ToolCallParser::kLlama3Json:  // {"name": "f", "parameters": {...}}, several separated by "; "
+        tag["begin"] = "{\"name\": " + quoted + ", \"parameters\": ";
+        tag["content"] = json_args;
+        tag["end"] = "}";
+        break;
+      case ToolCallParser::kQwen3:  // <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n…</function>\n</tool_call>
+        tag["begin"] = "<tool_call>\n<function=" + fn + ">\n";
+        tag["content"] = json_args;  // xml_call trims the formatting whitespace of bounded strings
+        tag["content"]["style"] = "qwen_xml";
+        tag["end"] = "</function>\n</tool_call>";
+        break;
+      case ToolCallParser::kNone: break;
+    }
+    tags.push_back(std::move(tag));
+  }
+  if (tags.empty()) throw Error("tool_choice: no tool named '" + name + "' in tools");
+  const Json format = {{"type", "tags_with_separator"},
+                       {"tags", std::move(tags)},
+                       {"separator", parser == ToolCallParser::kLlama3Json ? "; " : "\n"},
+                       {"at_least_one", true},
+                       {"stop_after_first", one_call || !name.empty()}};
+  return Json{{"type", "structural_tag"}, {"format", format}}.dump();
+}
+
+namespace {
 
 // <tool_call>…</tool_call> blocks (hermes, qwen3): the last may be unclosed at the end.
 ToolCallOutput tagged_calls(ToolCallParser parser, const std::string& text, const Json& tools) {

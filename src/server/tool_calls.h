@@ -45,6 +45,16 @@ struct ToolCallOutput {
 // qwen3's value types.
 ToolCallOutput extract_tool_calls(ToolCallParser parser, const std::string& text, const nlohmann::ordered_json& tools);
 
+// tool_choice "required" / a named function (structured outputs): an xgrammar structural tag
+// (JSON text) whose language is calls in `parser`'s format — one or more of any tool in `tools`
+// (one only with `one_call`: parallel_tool_calls false), or exactly one of the tool `name` when it
+// is not empty — each call's arguments valid under its
+// tool's `parameters` schema (an object of any properties where it gives none). Nothing else: no
+// text before, between or after the calls but the format's separators. Throws fp8lm::Error for
+// kNone (no format to constrain to).
+std::string tool_call_structural_tag(ToolCallParser parser, const nlohmann::ordered_json& tools, const std::string& name,
+                                     bool one_call);
+
 class ToolCallStream {
  public:
   ToolCallStream(ToolCallParser parser, nlohmann::ordered_json tools);

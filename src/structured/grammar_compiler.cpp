@@ -110,6 +110,19 @@ void prepare_schema(nlohmann::ordered_json& s, const std::string& at, int depth)
       for (size_t i = 0; i < s[k].size(); ++i) prepare_schema(s[k][i], at + "/" + k + "/" + std::to_string(i), depth + 1);
 }
 
+// Every {"json_schema": …} of a structural tag's formats, prepared as prepare_schema does.
+void prepare_tag_schemas(nlohmann::ordered_json& j, int depth) {
+  if (depth > 128) throw Error("structural_tag: nested deeper than 128 levels");
+  if (j.is_object()) {
+    for (auto& [key, v] : j.items()) {
+      if (key == "json_schema" && v.is_object()) prepare_schema(v, "", 0);
+      else prepare_tag_schemas(v, depth + 1);
+    }
+  } else if (j.is_array()) {
+    for (auto& v : j) prepare_tag_schemas(v, depth + 1);
+  }
+}
+
 std::string cache_key(const GrammarSpec& s) {
   std::string k = std::string(kind_name(s.kind)) + (s.any_whitespace ? "\x01" : "\x02");
   k += s.text;
@@ -135,6 +148,16 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec&
     }
     prepare_schema(schema, "", 0);
     schema_text = schema.dump();
+  } else if (spec.kind == GrammarSpec::Kind::kStructuralTag) {
+    // Its JSON schemas (tool parameters) are prepared as a whole schema is.
+    nlohmann::ordered_json tag;
+    try {
+      tag = nlohmann::ordered_json::parse(spec.text);
+    } catch (const std::exception& e) {
+      throw Error(std::string("structural_tag: not JSON: ") + e.what());
+    }
+    prepare_tag_schemas(tag, 0);
+    schema_text = tag.dump();
   }
   LibraryWarnings warnings;  // a constraint the library would drop is refused (below)
   try {
@@ -154,7 +177,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec&
         case GrammarSpec::Kind::kRegex: return c.CompileRegex(spec.text);
         case GrammarSpec::Kind::kChoice: return c.CompileGrammar(choice_grammar(spec.choices));
         case GrammarSpec::Kind::kGrammar: return c.CompileGrammar(spec.text);
-        case GrammarSpec::Kind::kStructuralTag: return c.CompileStructuralTag(spec.text);
+        case GrammarSpec::Kind::kStructuralTag: return c.CompileStructuralTag(schema_text);
       }
       throw Error("structured outputs: unknown grammar kind");
     }();

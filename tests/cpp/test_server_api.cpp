@@ -230,7 +230,9 @@ TEST(ServerApi, BadParametersAreNamed) {
       {R"("suffix": "end")", "suffix"},
       {R"("stop_token_ids": [-1])", "stop_token_ids"},
       {R"("model": 5)", "model"},
-      {R"("response_format": {"type": "json_object"})", "response_format"},
+      {R"("response_format": {"type": "yaml"})", "response_format"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"schema": 5}})", "response_format"},
+      {R"("structured_outputs": {"json": {}, "regex": "a"})", "structured_outputs"},
   };
   for (const auto& [field, param] : cases) {
     const std::string text = R"({"prompt": "x", )" + field + "}";
@@ -739,6 +741,34 @@ TEST(ServerEngineLogprobs, SameTokensAndTheRawLogSoftmax) {
   engine::Request bad{prompt, engine::SamplingParams{}, {}};
   bad.logprobs = -2;
   EXPECT_THROW(eng.add_request(std::move(bad)), Error);
+}
+
+// Structured outputs: what each field becomes (the compiled grammar is checked by the server).
+TEST(ServerApi, StructuredOutputFieldsBecomeGrammarSpecs) {
+  using Kind = structured::GrammarSpec::Kind;
+  auto spec = [](const std::string& fields) {
+    return server::parse_completion_request(body(R"({"prompt": "x", )" + fields + "}"));
+  };
+  EXPECT_FALSE(spec(R"("response_format": {"type": "text"})").grammar);
+  const auto js = spec(R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object", "b": 1, "a": 2}}})");
+  ASSERT_TRUE(js.grammar);
+  EXPECT_EQ(js.grammar->kind, Kind::kJsonSchema);
+  EXPECT_EQ(js.grammar->text, R"({"type":"object","b":1,"a":2})");  // the client's key order kept
+  EXPECT_EQ(js.grammar_param, "response_format");
+  EXPECT_TRUE(js.grammar->any_whitespace);
+  const auto obj = spec(R"("response_format": {"type": "json_object"}, "structured_outputs": {"disable_any_whitespace": true})");
+  EXPECT_EQ(obj.grammar->kind, Kind::kJsonObject);
+  EXPECT_FALSE(obj.grammar->any_whitespace);
+  const auto choice = spec(R"("structured_outputs": {"choice": ["a", "b"]})");
+  EXPECT_EQ(choice.grammar->kind, Kind::kChoice);
+  EXPECT_EQ(choice.grammar->choices, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(choice.grammar_param, "structured_outputs");
+  EXPECT_EQ(spec(R"("structured_outputs": {"json": "{\"type\": \"integer\"}"})").grammar->text, R"({"type":"integer"})");
+  EXPECT_EQ(spec(R"("structured_outputs": {"regex": "a+"})").grammar->kind, Kind::kRegex);
+  EXPECT_EQ(spec(R"("structured_outputs": {"grammar": "root ::= \"a\""})").grammar->kind, Kind::kGrammar);
+  const auto chat = server::parse_chat_request(
+      body(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"));
+  EXPECT_EQ(chat.grammar->kind, Kind::kJsonObject);
 }
 
 }  // namespace

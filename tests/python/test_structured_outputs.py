@@ -191,3 +191,60 @@ def test_bad_constraints_are_400s_naming_the_field(server, body, param, words):
     assert words in err["message"], err
     assert "/" not in err["message"].split(":")[0]  # no source paths of the library
     assert server.healthy()
+
+
+# tool_choice "required" and named functions: calls in each --tool-call-parser's format, constrained to
+# the tools' parameter schemas, parsed into tool_calls — whole and streamed.
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather forecast of a city",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string", "maxLength": 20},
+                                          "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+                                          "required": ["city", "days"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": 0, "maximum": 999}, "b": {"type": "integer", "minimum": 0, "maximum": 999}},
+        "required": ["a", "b"]}}},
+]
+SCHEMA_OF = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+
+
+def tool_calls(client, tool_choice, stream, **draw):
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "What is the weather in Paris?"}], tools=TOOLS,
+              tool_choice=tool_choice, parallel_tool_calls=False, max_tokens=200, **draw)
+    if not stream:
+        c = client.chat.completions.create(**kw).choices[0]
+        return [(t.function.name, t.function.arguments) for t in c.message.tool_calls or []], c.finish_reason
+    calls, finish = {}, None
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for d in chunk.choices[0].delta.tool_calls or []:
+            got = calls.setdefault(d.index, ["", ""])
+            got[0] += d.function.name or ""
+            got[1] += d.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    return [tuple(calls[i]) for i in sorted(calls)], finish
+
+
+@pytest.mark.parametrize("parser", ["hermes", "llama3_json", "qwen3"])
+def test_required_and_named_tool_choice_always_give_parseable_calls(serve, parser):
+    s = serve("--tool-call-parser", parser, "--kv-cache-tokens", "4096")
+    client = s.client()
+    for tool_choice in ["required", {"type": "function", "function": {"name": "get_weather"}}]:
+        for stream in (False, True):
+            for draw in DRAWS:
+                calls, finish = tool_calls(client, tool_choice, stream, **draw)
+                assert finish == "tool_calls" and len(calls) == 1, (tool_choice, stream, draw, calls, finish)
+                name, arguments = calls[0]
+                if isinstance(tool_choice, dict):
+                    assert name == "get_weather"
+                jsonschema.validate(json.loads(arguments), SCHEMA_OF[name])
+    # Without a parser there is no format to constrain to; an unknown function is the client's error.
+    assert_error(raw_post(s, "/v1/chat/completions", json.dumps(
+        {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "tools": TOOLS,
+         "tool_choice": {"type": "function", "function": {"name": "nope"}}})), 400, "tool_choice")
+    assert s.stop() == 0, s.output()
+
+
+def test_required_tool_choice_needs_a_parser(server):
+    r = raw_post(server, "/v1/chat/completions", json.dumps(
+        {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "tools": TOOLS, "tool_choice": "required"}))
+    assert "--tool-call-parser" in assert_error(r, 400, "tool_choice")["message"]

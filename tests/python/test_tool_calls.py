@@ -92,11 +92,14 @@ def test_bad_tool_requests_are_400(parser_server, fp8lm_bin):
                           ('"tools": [{"type": "function", "function": {"name": ""}}]', "tools"),
                           ('"tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]', "tools"),
                           ('"tool_choice": "auto"', "tool_choice"),
-                          ('"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"',
-                           "tool_choice"),
+                          ('"tool_choice": "required"', "tool_choice"),
                           ('"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": 7', "tool_choice"),
                           ('"tools": [{"type": "function", "function": {"name": "f"}}], '
-                           '"tool_choice": {"type": "function", "function": {"name": "f"}}', "tool_choice")]:
+                           '"tool_choice": {"type": "function", "function": {"name": "g"}}', "tool_choice"),
+                          ('"tools": [{"type": "function", "function": {"name": "f"}}], '
+                           '"tool_choice": {"type": "function"}', "tool_choice"),
+                          ('"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required", '
+                           '"response_format": {"type": "json_object"}', "tool_choice")]:
         assert_error(raw_post(server, "/v1/chat/completions", chat % fields), 400, param)
     bad_history = ('{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"type": "function", '
                    '"function": {"name": "f", "arguments": "not json"}}]}, {"role": "user", "content": "x"}]}')
