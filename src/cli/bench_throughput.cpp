@@ -27,6 +27,7 @@
 
 #include "cli/bench_common.h"
 #include "cli/commands.h"
+#include "cli/grammar_flags.h"
 #include "cli/model_flags.h"
 #include "cli/progress.h"
 #include "cli/run_flags.h"
@@ -49,6 +50,7 @@ struct ThroughputFlags {
   int64_t max_num_batched_tokens = engine::SchedulerConfig{}.max_num_batched_tokens;
   int64_t prefix_len = 0;  // leading tokens every prompt shares
   std::string speculative_config;  // vLLM's --speculative-config JSON; empty: none
+  GrammarFlags grammar;            // structured outputs: every request constrained alike
   std::string json;
 };
 
@@ -66,6 +68,9 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
     throw Error("--max-num-batched-tokens: " + std::to_string(tf.max_num_batched_tokens) +
                 " must be at least --max-num-seqs (" + std::to_string(tf.scheduler.max_num_seqs) + ")");
   const std::optional<engine::SpeculativeConfig> spec = speculative_config(tf.speculative_config);
+  const std::optional<structured::GrammarSpec> constraint = grammar_spec(tf.grammar);
+  if (constraint && spec)
+    throw Error("structured outputs decode one token a step: --speculative-config is refused with a constraint");
   engine::RuntimeOptions options = rf.options();
   const io::LoadOverrides overrides = mf.overrides();
 
@@ -97,6 +102,10 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   params.temperature = 0.0f;
   params.max_tokens = int32_t(tf.output_len);
   params.ignore_eos = true;
+  // Structured outputs: compiled once (a server's cache hit for every request after the first).
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
+  double compile_seconds = 0;
+  if (constraint) grammar = compile_grammar(*constraint, *rt, mf.model, &compile_seconds);
 
   const std::optional<double> device0 = rt->ops().device_step_seconds();
   const double cpu0 = process_cpu_seconds();
@@ -105,9 +114,11 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   int64_t finished = 0;
   const auto num_prompts = int64_t(prompts.size());
   for (const auto& p : prompts)
-    eng.add_request({p, params, [&](const engine::RequestOutput& o) {
+    eng.add_request({p, params,
+                     [&](const engine::RequestOutput& o) {
                        if (o.finished) bar.update(++finished, num_prompts);
-                     }});
+                     },
+                     -1, true, true, grammar});
   const std::vector<engine::Completion> done = eng.run_to_completion();
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = process_cpu_seconds() - cpu0;
@@ -119,7 +130,9 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
 
   int64_t output_tokens = 0;
   for (const engine::Completion& c : done) {
-    if (int64_t(c.tokens.size()) != tf.output_len)
+    // A constrained request ends where its grammar does (at --output-len at most).
+    const bool short_ok = grammar && c.finish_reason == "stop" && !c.tokens.empty();
+    if (int64_t(c.tokens.size()) != tf.output_len && !short_ok)
       throw Error("bench: request " + std::to_string(c.id) + " generated " + std::to_string(c.tokens.size()) +
                   " tokens instead of " + std::to_string(tf.output_len) + " (finish: " + c.finish_reason +
                   (c.error.empty() ? "" : ": " + c.error) + ")");
@@ -152,6 +165,11 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
   std::printf("  %-26s %12.3f\n", "elapsed s", elapsed);
   std::printf("  %-26s %12.3f\n", "CPU s", cpu);
   std::printf("  %-26s %12lld\n", "forward steps", static_cast<long long>(steps));
+  std::printf("  %-26s %12.3f\n", "ms / step", steps > 0 ? 1e3 * elapsed / double(steps) : 0.0);
+  if (grammar) {
+    std::printf("  %-26s %12s\n", "constraint", structured::kind_name(constraint->kind));
+    std::printf("  %-26s %12.1f\n", "grammar compile ms", 1e3 * compile_seconds);
+  }
   if (device_busy) {
     std::printf("  %-26s %12.1f\n", "device busy %", 100.0 * *device_busy / elapsed);
     std::printf("  %-26s %12.3f\n", "device idle ms / step",
@@ -186,6 +204,10 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"prefix_len", tf.prefix_len},
         {"speculative_config", tf.speculative_config.empty() ? nlohmann::json(nullptr)
                                                              : nlohmann::json(tf.speculative_config)},
+        {"constraint", constraint ? nlohmann::json({{"kind", structured::kind_name(constraint->kind)},
+                                                    {"text", constraint->text},
+                                                    {"any_whitespace", constraint->any_whitespace}})
+                                  : nlohmann::json(nullptr)},
         {"sampling", "greedy, ignore_eos"},
         {"block_size", rt->block_size()},
         {"kv_cache_tokens", options.kv_cache_tokens},
@@ -207,6 +229,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"input_tokens", input_tokens},
         {"output_tokens", output_tokens},
         {"forward_steps", steps},
+        {"grammar_compile_s", grammar ? nlohmann::json(compile_seconds) : nlohmann::json(nullptr)},
         {"preemptions", eng.num_preemptions()},
         {"prefix_cache_queries", eng.prefix_cache_queries()},
         {"prefix_cache_hits", eng.prefix_cache_hits()},
@@ -242,6 +265,7 @@ void add_bench_throughput_command(CLI::App& bench) {
   cmd->add_option("--prefix-len", tf->prefix_len,
                   "Leading tokens (of --input-len) that every prompt shares, for prefix caching (default 0)");
   add_speculative_config_flag(cmd, tf->speculative_config);
+  add_grammar_flags(cmd, tf->grammar);
   add_json_file_flag(cmd, tf->json);
   cmd->callback([mf, rf, tf] { run_throughput(*mf, *rf, *tf); });
 }

@@ -6,10 +6,7 @@
 // `--json-schema FILE`, `--json-object`, `--regex R`, `--choice C` (repeated) or `--grammar FILE`
 // constrain the output (structured outputs through xgrammar, src/structured).
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -21,7 +18,7 @@
 #include "cli/run_flags.h"
 #include "common/error.h"
 #include "engine/generate.h"
-#include "structured/grammar_compiler.h"
+#include "cli/grammar_flags.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -32,34 +29,9 @@ struct GenerateFlags {
   bool json = false;
   bool no_special = false;
   std::string speculative_config;  // vLLM's --speculative-config JSON; empty: none
-  // Structured outputs: at most one of these (CLI11 refuses two).
-  std::string json_schema_file, regex, grammar_file;
-  std::vector<std::string> choices;
-  bool json_object = false;
-  bool disable_any_whitespace = false;  // vLLM's: JSON without free whitespace (", " and ": " only)
+  GrammarFlags grammar;  // structured outputs
 };
 
-std::string read_text_file(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(std::string(flag) + ": cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The flags' constraint, files read (before the model loads, so that a bad path fails at once).
-std::optional<structured::GrammarSpec> grammar_spec(const GenerateFlags& f) {
-  using Kind = structured::GrammarSpec::Kind;
-  structured::GrammarSpec s;
-  if (!f.json_schema_file.empty()) s = {Kind::kJsonSchema, read_text_file(f.json_schema_file, "--json-schema"), {}, true};
-  else if (f.json_object) s = {Kind::kJsonObject, "", {}, true};
-  else if (!f.regex.empty()) s = {Kind::kRegex, f.regex, {}, true};
-  else if (!f.choices.empty()) s = {Kind::kChoice, "", f.choices, true};
-  else if (!f.grammar_file.empty()) s = {Kind::kGrammar, read_text_file(f.grammar_file, "--grammar"), {}, true};
-  else return std::nullopt;
-  s.any_whitespace = !f.disable_any_whitespace;
-  return s;
-}
 
 void print_speed(const engine::GenerationResult& r) {
   const auto generated = int64_t(r.tokens.size());
@@ -86,7 +58,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);  // bad flags fail before the model loads
   const std::optional<engine::SpeculativeConfig> spec = speculative_config(gf.speculative_config);
-  const std::optional<structured::GrammarSpec> constraint = grammar_spec(gf);
+  const std::optional<structured::GrammarSpec> constraint = grammar_spec(gf.grammar);
   if (constraint && spec)
     throw Error("structured outputs decode one token a step: --speculative-config is refused with a constraint");
   engine::RuntimeOptions options = rf.options();
@@ -100,12 +72,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   const std::vector<uint32_t> ids = rt->tokenizer().encode(prompt, !gf.no_special);
   const std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
   std::shared_ptr<const structured::CompiledGrammar> grammar;
-  if (constraint) {
-    const structured::GrammarVocabulary vocabulary(rt->tokenizer(), std::filesystem::path(mf.model) / "tokenizer.json",
-                                                   rt->model().vocab_size(), rt->eos_ids());
-    structured::GrammarCompiler compiler(vocabulary);
-    grammar = compiler.compile(*constraint);
-  }
+  if (constraint) grammar = compile_grammar(*constraint, *rt, mf.model);
   engine::GenerationResult r;
   if (gf.json) {
     r = engine::generate(*rt, prompt_ids, params, {}, spec ? &*spec : nullptr, draft.get(), grammar);
@@ -145,20 +112,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--json", gf->json, "Print one JSON object (text, token ids, timings) instead of streaming");
   cmd->add_flag("--no-special", gf->no_special, "Do not add the tokenizer's special tokens (BOS) to the prompt");
   add_speculative_config_flag(cmd, gf->speculative_config);
-  auto* schema = cmd->add_option("--json-schema", gf->json_schema_file,
-                                 "Constrain the output to JSON valid under the JSON schema in FILE (structured outputs)");
-  auto* object = cmd->add_flag("--json-object", gf->json_object, "Constrain the output to a JSON object");
-  auto* regex = cmd->add_option("--regex", gf->regex, "Constrain the output to a match of the regular expression R");
-  auto* choice = cmd->add_option("--choice", gf->choices, "Constrain the output to one of these texts (repeat the flag)");
-  auto* grammar = cmd->add_option("--grammar", gf->grammar_file,
-                                  "Constrain the output to the EBNF grammar in FILE (xgrammar's syntax, root rule `root`)");
-  cmd->add_flag("--disable-any-whitespace", gf->disable_any_whitespace,
-                "JSON constraints without free whitespace: \", \" and \": \" separators only (vLLM's option; a small "
-                "model given any whitespace may spend its tokens on it)");
-  const std::vector<CLI::Option*> constraints = {schema, object, regex, choice, grammar};
-  for (CLI::Option* a : constraints)
-    for (CLI::Option* b : constraints)
-      if (a != b) a->excludes(b);
+  add_grammar_flags(cmd, gf->grammar);
   cmd->callback([mf, rf, sf, gf] { run(*mf, *rf, *sf, *gf); });
 }
 
