@@ -1,10 +1,12 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <thread>
 #include <map>
 #include <utility>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "structured/grammar_matcher.h"
 
 namespace fp8lm::engine {
@@ -335,6 +337,7 @@ void Engine::collect(Launch& l) {
   }
   l.kept.assign(l.batch.size(), {});
   std::vector<int32_t> verified;
+  std::vector<std::pair<Active*, const std::vector<int32_t>*>> to_accept;  // constrained rows' tokens
   for (size_t i = 0; i < l.batch.size(); ++i) {
     if (!l.samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
     Active& a = *active_.at(l.batch[i].seq->id);
@@ -369,10 +372,7 @@ void Engine::collect(Launch& l) {
       // sample() has recorded its token; the rest are recorded here.
       if (l.mode != Launch::Mode::kHost || !draft.empty())
         for (const int32_t t : kept) a.sampler.accept(t);
-      if (a.grammar)
-        for (const int32_t t : kept)
-          if (!a.grammar->accept(t))
-            throw Error("token " + std::to_string(t) + " is not allowed by the request's grammar");
+      if (a.grammar) to_accept.push_back({&a, &kept});
     } catch (const std::exception& e) {
       a.error = std::string("sampling failed: ") + e.what();
       kept.assign(1, 0);
@@ -397,7 +397,35 @@ void Engine::collect(Launch& l) {
       a.in_scheduler = false;
     }
   }
+  // Each constrained request's matcher takes its tokens (the next step's masks start from there),
+  // rows in parallel: at batch 256 this is on the device's critical path.
+  for_each_grammar_row(to_accept.size(), [&](size_t i) {
+    Active& a = *to_accept[i].first;
+    for (const int32_t t : *to_accept[i].second)
+      if (!a.grammar->accept(t)) {
+        a.error = "sampling failed: token " + std::to_string(t) + " is not allowed by the request's grammar";
+        return;
+      }
+  });
   if (drafter_ != nullptr && drafter_->reads_target_states()) show_drafter(l);
+}
+
+// fn(0 … n - 1), on the grammar threads when there are enough rows to pay for waking them (each
+// call touches one request's matcher alone). fn does not throw.
+void Engine::for_each_grammar_row(size_t n, const std::function<void(size_t)>& fn) {
+  constexpr size_t kRowsPerThread = 16;
+  if (n < 2 * kRowsPerThread) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  if (!grammar_threads_) {
+    const unsigned hw = std::thread::hardware_concurrency();
+    grammar_threads_ = std::make_unique<ThreadPool>(int(std::clamp(hw / 2, 1u, 8u)));
+  }
+  const auto tasks = int64_t((n + kRowsPerThread - 1) / kRowsPerThread);
+  grammar_threads_->parallel_for(tasks, [&](int64_t t, int) {
+    for (size_t i = size_t(t) * kRowsPerThread; i < std::min(n, size_t(t + 1) * kRowsPerThread); ++i) fn(i);
+  });
 }
 
 // A drafter that reads the target's hidden states (EAGLE-3) sees the collected step before the
@@ -594,17 +622,21 @@ std::vector<RequestOutput> Engine::step() {
 // (collect). A request whose grammar fails here fails alone: its row samples unconstrained and
 // its token is dropped.
 void Engine::fill_masks(const Launch& l) {
+  std::vector<Active*> rows;
   for (size_t i = 0; i < l.batch.size(); ++i) {
     if (!l.samples[i]) continue;
     Active& a = *active_.at(l.batch[i].seq->id);
-    if (!a.grammar || a.finished || !a.error.empty()) continue;
+    if (a.grammar && !a.finished && a.error.empty()) rows.push_back(&a);
+  }
+  for_each_grammar_row(rows.size(), [&](size_t i) {
+    Active& a = *rows[i];
     try {
       a.grammar->fill_mask(a.mask);
     } catch (const std::exception& e) {
       a.error = std::string("structured outputs: the grammar's mask failed: ") + e.what();
       std::fill(a.mask.begin(), a.mask.end(), ~0u);
     }
-  }
+  });
 }
 
 void Engine::fail(Active& a, const Finish& finish) {

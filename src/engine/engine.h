@@ -58,6 +58,10 @@
 #include "engine/sequence_output.h"
 #include "engine/speculative.h"
 
+namespace fp8lm {
+class ThreadPool;
+}  // namespace fp8lm
+
 namespace fp8lm::structured {
 class CompiledGrammar;
 class GrammarMatcher;
@@ -202,6 +206,7 @@ class Engine {
   std::vector<float> logits_;
   std::vector<backend::RowSampling> rows_;  // start_sample's descriptions, one per row
   std::vector<model::SequenceInput> inputs_;
+  std::unique_ptr<ThreadPool> grammar_threads_;  // structured outputs' masks and accepts, made when needed
 
   mutable std::mutex stats_mutex_;  // guards spec_stats_
   SpeculativeStats spec_stats_;
@@ -218,6 +223,7 @@ class Engine {
   void collect(Launch& step);
   void show_drafter(const Launch& step);
   void fill_masks(const Launch& step);
+  void for_each_grammar_row(size_t n, const std::function<void(size_t)>& fn);
   int64_t draft_room(const Active& a) const;
   void emit(Launch& step, std::vector<RequestOutput>& outputs, const Finish& finish);
   RequestOutput output_of(const Active& a) const;

@@ -49,3 +49,7 @@ gtest_discover_tests(test_tensor_parallel DISCOVERY_TIMEOUT 60)
 add_executable(test_eagle3_head ${CMAKE_CURRENT_LIST_DIR}/test_eagle3_head.cpp)
 target_link_libraries(test_eagle3_head PRIVATE fp8lm_model fp8lm_cpu fp8lm_test_support)
 gtest_discover_tests(test_eagle3_head DISCOVERY_TIMEOUT 60)
+# Structured outputs through the engine: constrained requests batched == alone, in their language.
+add_executable(test_engine_structured ${CMAKE_CURRENT_LIST_DIR}/test_engine_structured.cpp)
+target_link_libraries(test_engine_structured PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_engine_structured DISCOVERY_TIMEOUT 60)

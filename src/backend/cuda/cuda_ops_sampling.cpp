@@ -165,8 +165,11 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   std::memcpy(host + params_bytes + ids_bytes, s.counts.data(), s.counts.size() * sizeof(int32_t));
   std::memcpy(host + params_bytes + 2 * ids_bytes, s.masks.data(), s.masks.size() * sizeof(uint32_t));
 
-  end_step_before(s.stream);  // the logits are ready before the kernel reads them
+  // The upload first, while the step still runs (its buffers are free: the last call's tokens were
+  // waited for): a batch's structured-output masks are megabytes (16 KB a row at 128k ids), which
+  // would otherwise cross PCIe between the forward and the sampling.
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(device, host, upload, cudaMemcpyHostToDevice, s.stream));
+  end_step_before(s.stream);  // the logits are ready before the kernel reads them
   auto* d_tokens = reinterpret_cast<int32_t*>(device + upload);
   cuda::sample_rows(static_cast<const __nv_bfloat16*>(logits.data), logits.rows, logits.cols,
                     reinterpret_cast<const DeviceRowSampling*>(device),
