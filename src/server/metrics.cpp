@@ -117,6 +117,21 @@ std::string ServerMetrics::render(const EngineGauges& g, const std::string& mode
       out += "fp8lm:spec_decode_num_accepted_tokens_per_pos_total{" + model + ",position=\"" + std::to_string(i) +
              "\"} " + std::to_string(g.spec_accepted_per_pos[i]) + "\n";
   }
+  if (g.structured) {
+    counter("fp8lm:structured_output_compilations_total",
+            "Structured outputs: constraints compiled (JSON schemas, regexes, grammars; cache misses).",
+            g.grammar_compilations);
+    counter("fp8lm:structured_output_cache_hits_total", "Structured outputs: constraints found compiled in the cache.",
+            g.grammar_cache_hits);
+    counter("fp8lm:structured_output_compile_failures_total",
+            "Structured outputs: constraints refused (invalid, or a feature the library would not enforce).",
+            g.grammar_failures);
+    out += "# HELP fp8lm:structured_output_compile_seconds_total Structured outputs: seconds spent compiling.\n"
+           "# TYPE fp8lm:structured_output_compile_seconds_total counter\n"
+           "fp8lm:structured_output_compile_seconds_total{" + model + "} " + num(g.grammar_compile_seconds) + "\n";
+    gauge("fp8lm:structured_output_cache_bytes", "Structured outputs: bytes of the compiled constraints cached.",
+          std::to_string(g.grammar_cache_bytes));
+  }
   std::lock_guard lock(mutex_);
   counter("fp8lm:prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens_);
   counter("fp8lm:generation_tokens_total", "Generated tokens.", generation_tokens_);

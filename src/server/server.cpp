@@ -812,6 +812,15 @@ struct Server::Impl {
       g.spec_accepted_tokens = st.accepted;
       g.spec_accepted_per_pos = st.accepted_at;
     }
+    if (grammars) {
+      const structured::GrammarCompiler::Stats st = grammars->stats();
+      g.structured = true;
+      g.grammar_compilations = st.compilations;
+      g.grammar_cache_hits = st.cache_hits;
+      g.grammar_failures = st.failures;
+      g.grammar_compile_seconds = st.compile_seconds;
+      g.grammar_cache_bytes = st.cached_bytes;
+    }
     return metrics.render(g, opt.served_model_name);
   }
 

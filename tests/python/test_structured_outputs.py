@@ -248,3 +248,20 @@ def test_required_tool_choice_needs_a_parser(server):
     r = raw_post(server, "/v1/chat/completions", json.dumps(
         {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "tools": TOOLS, "tool_choice": "required"}))
     assert "--tool-call-parser" in assert_error(r, 400, "tool_choice")["message"]
+
+
+
+def test_metrics_count_compilations_and_cache_hits(server):
+    before = server.metrics()
+    client = server.client()
+    constraint = {"regex": "[0-9]{2}-metrics"}
+    complete(client, constraint, max_tokens=20)
+    complete(client, constraint, max_tokens=20)  # the same spec: a cache hit
+    raw_post(server, "/v1/completions", json.dumps({"model": MODEL, "prompt": "A", "structured_outputs": {"regex": "("}}))
+    after = server.metrics()
+    name = "fp8lm:structured_output_"
+    assert after[name + "compilations_total"] == before[name + "compilations_total"] + 1
+    assert after[name + "cache_hits_total"] == before[name + "cache_hits_total"] + 1
+    assert after[name + "compile_failures_total"] == before[name + "compile_failures_total"] + 1
+    assert after[name + "compile_seconds_total"] > before[name + "compile_seconds_total"]
+    assert after[name + "cache_bytes"] > 0
