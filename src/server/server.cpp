@@ -1,4 +1,5 @@
 #include "server/server.h"
+#include "server/structured_request.h"
 
 #include <httplib.h>
 
@@ -398,6 +399,12 @@ struct Server::Impl {
                                                                     !r.parallel_tool_calls),
                                            {}, true};
       constraint_param = "tool_choice";
+    }
+    // A reasoning model thinks first: the constraint holds after </think> (unless the prompt closed it).
+    if (constraint && endpoint == Endpoint::kChat && opt.reasoning != ReasoningParser::kNone) {
+      const std::vector<uint32_t> ids(prompts[0].begin(), prompts[0].end());
+      if (!reasoning_ended(rt.tokenizer().decode(ids, /*skip_special_tokens=*/false)))
+        constraint = after_reasoning(*constraint, opt.reasoning, constraint_param);
     }
     if (constraint) {
       if (!grammars)

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "common/error.h"
 #include "io/json_file.h"
 #include "server/api_error.h"
 
@@ -94,7 +95,58 @@ std::optional<structured::GrammarSpec> structured_outputs(const Json& so, bool& 
   return got.front();
 }
 
+// `spec` as one format of a structural tag.
+Json as_format(const structured::GrammarSpec& spec, const std::string& param) {
+  using K = structured::GrammarSpec::Kind;
+  auto json_format = [&](Json schema) {
+    Json f = {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
+    if (!spec.any_whitespace) f["max_whitespace_cnt"] = 1;
+    return f;
+  };
+  switch (spec.kind) {
+    case K::kJsonObject: return json_format(Json{{"type", "object"}});
+    case K::kJsonSchema: return json_format(parse_json_text(spec.text, "the JSON schema", param));
+    case K::kRegex: return Json{{"type", "regex"}, {"pattern", spec.text}};
+    case K::kGrammar: return Json{{"type", "grammar"}, {"grammar", spec.text}};
+    case K::kChoice: {
+      try {
+        return Json{{"type", "grammar"}, {"grammar", structured::choice_grammar(spec.choices)}};
+      } catch (const Error& e) {
+        bad(param, e.what());
+      }
+    }
+    case K::kStructuralTag: {
+      const Json tag = parse_json_text(spec.text, "the structural tag", param);
+      if (const Json* f = io::json_given(tag, "format")) return *f;
+      bad(param, "a structural tag in the older structures/triggers form cannot follow a reasoning model's thinking "
+                 "(--reasoning-parser): give it as {\"type\": \"structural_tag\", \"format\": …}");
+    }
+  }
+  bad(param, "unknown constraint");
+}
+
 }  // namespace
+
+structured::GrammarSpec after_reasoning(const structured::GrammarSpec& spec, ReasoningParser parser,
+                                        const std::string& param) {
+  const Json c = as_format(spec, param);
+  const Json ws = {{"type", "regex"}, {"pattern", "\\s{0,2}"}};
+  Json format;
+  if (parser == ReasoningParser::kQwen3) {
+    const Json think = {{"type", "tag"}, {"begin", "<think>"}, {"content", {{"type", "any_text"}}}, {"end", "</think>"}};
+    format = {{"type", "or"}, {"elements", Json::array({Json{{"type", "sequence"}, {"elements", Json::array({think, ws, c})}}, c})}};
+  } else {
+    const Json think = {{"type", "tag"}, {"begin", ""}, {"content", {{"type", "any_text"}}}, {"end", "</think>"}};
+    format = {{"type", "sequence"}, {"elements", Json::array({think, ws, c})}};
+  }
+  return {structured::GrammarSpec::Kind::kStructuralTag, dump(Json{{"type", "structural_tag"}, {"format", format}}), {},
+          spec.any_whitespace};
+}
+
+bool reasoning_ended(const std::string& prompt) {
+  const size_t open = prompt.rfind("<think>");
+  return open != std::string::npos && prompt.find("</think>", open) != std::string::npos;
+}
 
 std::optional<StructuredRequest> parse_structured_outputs(const Json& body) {
   // vLLM's older per-field names: named, with the field that replaced them.

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -29,29 +28,6 @@ GrammarCompiler::GrammarCompiler(const GrammarVocabulary& vocabulary, int thread
 
 GrammarCompiler::~GrammarCompiler() = default;
 
-std::string choice_grammar(const std::vector<std::string>& choices) {
-  if (choices.empty()) throw Error("choice: the list of choices is empty");
-  std::string g = "root ::= ";
-  char buf[8];
-  for (size_t i = 0; i < choices.size(); ++i) {
-    if (i > 0) g += " | ";
-    g += '"';
-    for (const char c : choices[i]) {
-      const auto u = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        g += '\\';
-        g += c;
-      } else if (u < 0x20 || u == 0x7f) {
-        std::snprintf(buf, sizeof buf, "\\u%04x", u);  // fixed width: \x would take the next hex digits too
-        g += buf;
-      } else {
-        g += c;  // UTF-8 bytes as they are: the literal is UTF-8
-      }
-    }
-    g += '"';
-  }
-  return g;
-}
 
 namespace {
 
@@ -59,8 +35,21 @@ namespace {
 // file:line: ") and its call stack say nothing to a client.
 std::string library_message(std::string m) {
   if (const size_t nl = m.find("\nStack trace"); nl != std::string::npos) m.resize(nl);
-  static const std::regex prefix(R"(^\[[^\]]*\] [^ ]*:[0-9]+: )");
-  m = std::regex_replace(m, prefix, "", std::regex_constants::format_first_only);
+  // "[hh:mm:ss] path/file.cc:123: message" → "message"
+  if (!m.empty() && m[0] == '[') {
+    const size_t close = m.find("] ");
+    const size_t space = close == std::string::npos ? close : m.find(' ', close + 2);
+    size_t colon = close == std::string::npos ? close : m.find(':', close + 2);
+    while (colon != std::string::npos && colon < space) {
+      size_t d = colon + 1;
+      while (d < m.size() && m[d] >= '0' && m[d] <= '9') ++d;
+      if (d > colon + 1 && m.compare(d, 2, ": ") == 0) {
+        m.erase(0, d + 2);
+        break;
+      }
+      colon = m.find(':', colon + 1);
+    }
+  }
   while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
   return m;
 }

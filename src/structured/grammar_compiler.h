@@ -80,7 +80,4 @@ class GrammarCompiler {
   Stats stats_;
 };
 
-// The EBNF grammar (xgrammar's syntax) whose language is exactly `choices`: root ::= "a" | "b" | …
-std::string choice_grammar(const std::vector<std::string>& choices);
-
 }  // namespace fp8lm::structured

@@ -4,8 +4,11 @@
 // parses requests (the server's API layer and its fuzzer) does not link one.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace fp8lm::structured {
 
@@ -38,6 +41,32 @@ inline const char* kind_name(GrammarSpec::Kind k) {
     case GrammarSpec::Kind::kStructuralTag: return "structural_tag";
   }
   return "?";
+}
+
+// The EBNF grammar (xgrammar's syntax) whose language is exactly `choices`: root ::= "a" | "b" | …
+// Throws fp8lm::Error for an empty list.
+inline std::string choice_grammar(const std::vector<std::string>& choices) {
+  if (choices.empty()) throw Error("choice: the list of choices is empty");
+  std::string g = "root ::= ";
+  char buf[8];
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) g += " | ";
+    g += '"';
+    for (const char c : choices[i]) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        g += '\\';
+        g += c;
+      } else if (u < 0x20 || u == 0x7f) {
+        std::snprintf(buf, sizeof buf, "\\u%04x", u);  // fixed width: \x would take the next hex digits too
+        g += buf;
+      } else {
+        g += c;  // UTF-8 bytes as they are: the literal is UTF-8
+      }
+    }
+    g += '"';
+  }
+  return g;
 }
 
 }  // namespace fp8lm::structured

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "structured/grammar_compiler.h"
 #include "structured/grammar_matcher.h"
+#include "server/structured_request.h"
 #include "structured/grammar_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_fixtures.h"
@@ -233,6 +234,39 @@ TEST(GrammarCompiler, RefusesSchemaKeywordsTheLibraryWouldIgnore) {
   EXPECT_EQ(message(R"({"type": "object", "properties": {"not": {"type": "string"}, "if": {"type": "integer"}}})"),
             "(compiled)");
   EXPECT_EQ(message(R"({"type": "string", "pattern": "^[a-z]+$"})"), "(compiled)");
+}
+
+}  // namespace
+}  // namespace fp8lm::structured
+
+namespace fp8lm::structured {
+namespace {
+
+// A reasoning model's constraint holds after its thinking (server/structured_request.h).
+TEST(AfterReasoning, TheConstraintHoldsOnceTheThinkingEnds) {
+  Loaded& l = shipped();
+  const GrammarSpec json{Kind::kJsonSchema, R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})", {}, true};
+  auto ends = [&](server::ReasoningParser p, const std::string& text) {
+    GrammarMatcher m(l.compiler->compile(server::after_reasoning(json, p, "response_format")), l.vocab->eos_ids());
+    for (const uint32_t id : l.tok.encode(text, false))
+      if (!m.accept(int32_t(id))) return false;
+    return m.accept(0) && m.terminated();
+  };
+  using P = server::ReasoningParser;
+  EXPECT_TRUE(ends(P::kQwen3, "<think>\nLet me see: a is one.\n</think>\n\n{\"a\": 1}"));
+  EXPECT_TRUE(ends(P::kQwen3, "{\"a\": 1}"));  // qwen3 may answer without thinking
+  EXPECT_FALSE(ends(P::kQwen3, "Let me see {\"a\": 1}"));
+  EXPECT_FALSE(ends(P::kQwen3, "<think>x</think>{\"b\": 1}"));
+  EXPECT_TRUE(ends(P::kDeepSeekR1, "a is one.\n</think>\n\n{\"a\": 1}"));  // the template opened <think>
+  EXPECT_FALSE(ends(P::kDeepSeekR1, "{\"a\": 1}"));  // the reasoning never ended
+  // Every kind of constraint can follow thinking; a regex, a choice.
+  const auto regex = server::after_reasoning({Kind::kRegex, "[0-9]{3}", {}, true}, P::kQwen3, "structured_outputs");
+  GrammarMatcher m(l.compiler->compile(regex), l.vocab->eos_ids());
+  for (const uint32_t id : l.tok.encode("<think>ok</think>123", false)) ASSERT_TRUE(m.accept(int32_t(id)));
+  EXPECT_NO_THROW(l.compiler->compile(server::after_reasoning({Kind::kChoice, "", {"yes", "no"}, true}, P::kDeepSeekR1, "x")));
+  EXPECT_TRUE(server::reasoning_ended("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(server::reasoning_ended("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(server::reasoning_ended("<|im_start|>assistant\n"));
 }
 
 }  // namespace

@@ -265,3 +265,20 @@ def test_metrics_count_compilations_and_cache_hits(server):
     assert after[name + "compile_failures_total"] == before[name + "compile_failures_total"] + 1
     assert after[name + "compile_seconds_total"] > before[name + "compile_seconds_total"]
     assert after[name + "cache_bytes"] > 0
+
+
+def test_reasoning_models_think_before_the_constraint(serve):
+    """--reasoning-parser qwen3: the output may open with <think> … </think> (free text, to
+    reasoning_content); the constraint holds for the content after it."""
+    s = serve("--reasoning-parser", "qwen3", "--kv-cache-tokens", "4096")
+    client = s.client()
+    schema = SCHEMAS["review"]
+    for draw in DRAWS:
+        r = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Review the book."}], max_tokens=300,
+            response_format={"type": "json_schema", "json_schema": {"name": "review", "schema": schema}},
+            extra_body={"structured_outputs": {"disable_any_whitespace": True}}, **draw)
+        c = r.choices[0]
+        assert c.finish_reason == "stop", c
+        jsonschema.validate(json.loads(c.message.content), schema)
+    assert s.stop() == 0, s.output()
