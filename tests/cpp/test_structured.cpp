@@ -159,16 +159,19 @@ TEST(GrammarCompiler, EvictsLeastRecentlyUsedBeyondItsBytes) {
   EXPECT_EQ(c.stats().cache_hits, 0);
 }
 
+// What compiling `s` throws, or "(compiled)".
+std::string compile_error(GrammarCompiler& c, const GrammarSpec& s) {
+  try {
+    c.compile(s);
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return "(compiled)";
+}
+
 TEST(GrammarCompiler, RefusesByNameWhatIsWrong) {
   Loaded& l = shipped();
-  auto message = [&](const GrammarSpec& s) {
-    try {
-      l.compiler->compile(s);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(compiled)");
-  };
+  auto message = [&](const GrammarSpec& s) { return compile_error(*l.compiler, s); };
   EXPECT_EQ(message({Kind::kChoice, "", {}, true}), "choice: the list of choices is empty");
   EXPECT_EQ(message({Kind::kRegex, "(ab", {}, true}).rfind("regex: ", 0), 0u);
   EXPECT_EQ(message({Kind::kJsonSchema, "{", {}, true}).rfind("json_schema: ", 0), 0u);
@@ -203,23 +206,11 @@ TEST(GrammarMatcher, RefusesBadStopIdsAndMaskSizes) {
   EXPECT_FALSE(m.accept(16384));
 }
 
-}  // namespace
-}  // namespace fp8lm::structured
-
-namespace fp8lm::structured {
-namespace {
 
 // What xgrammar would not enforce is refused by name, never compiled into a looser grammar.
 TEST(GrammarCompiler, RefusesSchemaKeywordsTheLibraryWouldIgnore) {
   Loaded& l = shipped();
-  auto message = [&](const std::string& schema) {
-    try {
-      l.compiler->compile({Kind::kJsonSchema, schema, {}, true});
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(compiled)");
-  };
+  auto message = [&](const std::string& schema) { return compile_error(*l.compiler, {Kind::kJsonSchema, schema, {}, true}); };
   EXPECT_EQ(message(R"({"type": "array", "items": {"type": "integer"}, "uniqueItems": true})"),
             "json_schema: the keyword \"uniqueItems\" at # is not supported by fp8lm's grammar library (xgrammar would "
             "not enforce it)");
@@ -236,11 +227,6 @@ TEST(GrammarCompiler, RefusesSchemaKeywordsTheLibraryWouldIgnore) {
   EXPECT_EQ(message(R"({"type": "string", "pattern": "^[a-z]+$"})"), "(compiled)");
 }
 
-}  // namespace
-}  // namespace fp8lm::structured
-
-namespace fp8lm::structured {
-namespace {
 
 // A reasoning model's constraint holds after its thinking (server/structured_request.h).
 TEST(AfterReasoning, TheConstraintHoldsOnceTheThinkingEnds) {
