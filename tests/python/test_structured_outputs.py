@@ -184,6 +184,12 @@ def test_grammar_outputs_parse(server):
     ({"response_format": {"type": "yaml"}}, "response_format", "yaml"),
     ({"response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}}, "structured_outputs", "not both"),
     ({"guided_json": {"type": "object"}}, "guided_json", "structured_outputs"),
+    # Hostile: a $ref cycle, 3,000 nested groups (bounded by the library's nesting limit).
+    ({"structured_outputs": {"json": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                                      "$ref": "#/$defs/a"}}}, "structured_outputs", "Circular"),
+    ({"structured_outputs": {"regex": "(" * 3000 + "a" + ")" * 3000}}, "structured_outputs", "Nest"),
+    ({"structured_outputs": {"structural_tag": '{"type": "structural_tag", "format": {"type": "nope"}}'}},
+     "structured_outputs", "nope"),
 ])
 def test_bad_constraints_are_400s_naming_the_field(server, body, param, words):
     r = raw_post(server, "/v1/completions", json.dumps({"model": MODEL, "prompt": "A", "max_tokens": 4, **body}))
