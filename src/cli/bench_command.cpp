@@ -489,6 +489,7 @@ void add_bench_command(CLI::App& app) {
                 "decode step's share of the weight-bandwidth roofline");
   cmd->callback([mf, rf, lf] { run_latency(*mf, *rf, *lf); });
   add_bench_throughput_command(*bench);  // bench_throughput.cpp
+  add_bench_structured_command(*bench);  // bench_structured.cpp
   add_bench_serve_command(*bench);       // bench_serve.cpp
   add_bench_sweep_command(*bench);       // bench_sweep.cpp
   add_bench_report_command(*bench);      // bench_sweep.cpp

@@ -17,6 +17,7 @@ void add_bench_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 // `bench throughput`, registered on the `bench` subcommand by add_bench_command.
 void add_bench_throughput_command(CLI::App& bench);
+void add_bench_structured_command(CLI::App& bench);
 // `bench serve` (bench_serve.cpp), registered the same way.
 void add_bench_serve_command(CLI::App& bench);
 // `bench sweep` and `bench report` (bench_sweep.cpp), registered the same way.
