@@ -507,5 +507,53 @@ TEST(SamplingParams, StopsOnStopIdsAndEosUnlessIgnored) {
   EXPECT_TRUE(p.stops_on(5, eos));
 }
 
+// Structured outputs' masks (backend::RowSampling::allowed): a removed id is -inf before the
+// penalties, so a masked row samples as the same row with those logits at -inf — the form
+// transformers' and vLLM's bitmask processors give — whatever the removed ids held (NaN included).
+TEST(SamplerMask, EqualsTheRowWithRemovedIdsAtMinusInfinity) {
+  const int vocab = 77;  // not a multiple of 32: the last word is partial
+  std::vector<float> logits(vocab);
+  for (int i = 0; i < vocab; ++i) logits[size_t(i)] = std::sin(float(i) * 1.7f) * 3.0f;
+  std::vector<uint32_t> mask((vocab + 31) / 32, 0u);
+  for (int i = 0; i < vocab; i += 3) mask[size_t(i) / 32] |= 1u << (i % 32);
+  std::vector<float> removed = logits;
+  for (int i = 0; i < vocab; ++i)
+    if (i % 3 != 0) removed[size_t(i)] = -std::numeric_limits<float>::infinity();
+  std::vector<float> poisoned = logits;
+  poisoned[1] = std::nanf("");  // masked out: never read
+  poisoned[2] = std::numeric_limits<float>::infinity();
+  for (const float temperature : {0.0f, 0.7f, 1.3f})
+    for (int draw = 0; draw < 20; ++draw) {
+      backend::RowSampling row;
+      row.temperature = temperature;
+      row.top_k = 9;
+      row.top_p = 0.9f;
+      row.repetition_penalty = 1.2f;
+      const std::vector<int32_t> seen = {0, 3, 4};
+      row.prompt_tokens = seen;
+      row.uniform = backend::sampling_uniform(7, uint64_t(draw));
+      backend::RowSampler rs;
+      std::vector<float> a = removed;
+      const int32_t want = rs.sample(a, row);
+      row.allowed = mask;
+      std::vector<float> b = poisoned;
+      EXPECT_EQ(rs.sample_or_none(b, row), want) << temperature << " " << draw;
+      EXPECT_EQ(want % 3, 0);
+    }
+}
+
+TEST(SamplerMask, NothingAllowedIsNoTokenAndAWrongSizeIsRefused) {
+  std::vector<float> logits(40, 1.0f);
+  backend::RowSampling row;
+  const std::vector<uint32_t> none(2, 0u);
+  row.allowed = none;
+  backend::RowSampler rs;
+  EXPECT_EQ(rs.sample_or_none(logits, row), backend::kNoToken);
+  const std::vector<uint32_t> short_mask(1, ~0u);
+  row.allowed = short_mask;
+  std::vector<float> again(40, 1.0f);
+  EXPECT_THROW(rs.sample(again, row), Error);
+}
+
 }  // namespace
 }  // namespace fp8lm::engine
