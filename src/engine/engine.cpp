@@ -46,6 +46,18 @@ struct Engine::Active {
   // sampler's allowed tokens, filled before each step samples it).
   std::unique_ptr<structured::GrammarMatcher> grammar;
   std::vector<uint32_t> mask;
+  // Tokens kept but not yet accepted into `grammar`: accepted where the next mask is filled (while
+  // the device runs the next forward), or before the output is emitted — not on the critical path
+  // between a step's tokens and the next step's launch.
+  std::vector<int32_t> unaccepted;
+
+  // Accepts the pending tokens; a token the grammar refuses fails the request.
+  void settle() {
+    for (const int32_t t : unaccepted)
+      if (error.empty() && !grammar->accept(t))
+        error = "sampling failed: token " + std::to_string(t) + " is not allowed by the request's grammar";
+    unaccepted.clear();
+  }
 };
 
 // A step given to the device: its batch, which rows sample and how, and (once
@@ -337,7 +349,6 @@ void Engine::collect(Launch& l) {
   }
   l.kept.assign(l.batch.size(), {});
   std::vector<int32_t> verified;
-  std::vector<std::pair<Active*, const std::vector<int32_t>*>> to_accept;  // constrained rows' tokens
   for (size_t i = 0; i < l.batch.size(); ++i) {
     if (!l.samples[i]) continue;  // a prompt chunk short of the end: its logits are not needed
     Active& a = *active_.at(l.batch[i].seq->id);
@@ -372,7 +383,7 @@ void Engine::collect(Launch& l) {
       // sample() has recorded its token; the rest are recorded here.
       if (l.mode != Launch::Mode::kHost || !draft.empty())
         for (const int32_t t : kept) a.sampler.accept(t);
-      if (a.grammar) to_accept.push_back({&a, &kept});
+      if (a.grammar) a.unaccepted.insert(a.unaccepted.end(), kept.begin(), kept.end());
     } catch (const std::exception& e) {
       a.error = std::string("sampling failed: ") + e.what();
       kept.assign(1, 0);
@@ -397,16 +408,6 @@ void Engine::collect(Launch& l) {
       a.in_scheduler = false;
     }
   }
-  // Each constrained request's matcher takes its tokens (the next step's masks start from there),
-  // rows in parallel: at batch 256 this is on the device's critical path.
-  for_each_grammar_row(to_accept.size(), [&](size_t i) {
-    Active& a = *to_accept[i].first;
-    for (const int32_t t : *to_accept[i].second)
-      if (!a.grammar->accept(t)) {
-        a.error = "sampling failed: token " + std::to_string(t) + " is not allowed by the request's grammar";
-        return;
-      }
-  });
   if (drafter_ != nullptr && drafter_->reads_target_states()) show_drafter(l);
 }
 
@@ -451,6 +452,7 @@ void Engine::emit(Launch& l, std::vector<RequestOutput>& outputs, const Finish& 
     if (!l.samples[i]) continue;
     Active& a = *active_.at(l.batch[i].seq->id);
     if (a.finished) continue;
+    if (a.grammar) a.settle();  // usually done already, while the next step's masks were filled
     std::vector<int32_t> tokens;
     std::string text;
     SequenceOutput::Step s;
@@ -618,9 +620,9 @@ std::vector<RequestOutput> Engine::step() {
   return outputs;
 }
 
-// Each constrained row's mask from its matcher, which has accepted every token before the step
-// (collect). A request whose grammar fails here fails alone: its row samples unconstrained and
-// its token is dropped.
+// Each constrained row's mask from its matcher, once it has accepted the tokens collect kept
+// (Active::settle): here, on a few threads while the device runs the forward. A request whose
+// grammar fails here fails alone: its row samples unconstrained and its token is dropped.
 void Engine::fill_masks(const Launch& l) {
   std::vector<Active*> rows;
   for (size_t i = 0; i < l.batch.size(); ++i) {
@@ -631,11 +633,12 @@ void Engine::fill_masks(const Launch& l) {
   for_each_grammar_row(rows.size(), [&](size_t i) {
     Active& a = *rows[i];
     try {
-      a.grammar->fill_mask(a.mask);
+      a.settle();  // the tokens of the step before
+      if (a.error.empty()) a.grammar->fill_mask(a.mask);
     } catch (const std::exception& e) {
       a.error = std::string("structured outputs: the grammar's mask failed: ") + e.what();
-      std::fill(a.mask.begin(), a.mask.end(), ~0u);
     }
+    if (!a.error.empty()) std::fill(a.mask.begin(), a.mask.end(), ~0u);  // its row's token is dropped
   });
 }
 
