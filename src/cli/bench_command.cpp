@@ -37,7 +37,6 @@
 #include "common/error.h"
 #include "engine/runtime.h"
 #include "engine/speculative.h"
-#include "io/atomic_file.h"
 #include "io/model_spec.h"
 
 namespace fp8lm::cli {
@@ -457,11 +456,7 @@ void run_latency(const ModelFlags& mf, const RunFlags& rf, const LatencyFlags& l
                       {"decode", has_decode ? phase_profile_json(profile->decode) : nlohmann::json(nullptr)},
                       {"decode_roofline", rl}};
   }
-  const std::string text = out.dump(2) + "\n";
-  io::AtomicFile file(lf.json);
-  file.write(std::as_bytes(std::span(text.data(), text.size())));
-  file.finish();
-  file.commit();
+  write_json_file(lf.json, out);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "io/atomic_file.h"
 #include "backend/paged_kv_types.h"
 #include "common/error.h"
 
@@ -171,6 +172,14 @@ RunDescription describe_run(const ModelFlags& mf, const RunFlags& rf, const engi
               {"threads", options.threads},
               {"tensor_parallel_size", options.tensor_parallel_size}};
   return d;
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& results) {
+  const std::string text = results.dump(2) + "\n";
+  io::AtomicFile file(path);
+  file.write(std::as_bytes(std::span(text.data(), text.size())));
+  file.finish();
+  file.commit();
 }
 
 }  // namespace fp8lm::cli

@@ -21,6 +21,9 @@ void add_length_flags(CLI::App* cmd, int64_t& input_len, int64_t& output_len, co
 void check_lengths(int64_t input_len, int64_t output_len);
 // --json FILE: "Also write <what> and the configuration to this JSON file".
 void add_json_file_flag(CLI::App* cmd, std::string& file, const std::string& what = "every number");
+// A benchmark's results as --json writes them: indented, written atomically (a temporary file
+// renamed over `path`, so a reader never sees half of it).
+void write_json_file(const std::string& path, const nlohmann::json& results);
 
 // `batch` deterministic prompts of `input_len` ids drawn uniformly from the
 // vocabulary (fixed seed: the same prompts every run), never a special token or

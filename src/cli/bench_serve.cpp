@@ -38,7 +38,6 @@
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
-#include "io/atomic_file.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -532,11 +531,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
           {"itl", s_itl.json()},
           {"e2e", s_e2e.json()}}},
         {"per_request", per_request}};
-    const std::string text = out.dump(2) + "\n";
-    io::AtomicFile file(f.json);
-    file.write(std::as_bytes(std::span(text.data(), text.size())));
-    file.finish();
-    file.commit();
+    write_json_file(f.json, out);
   }
   if (completed == 0) {
     const auto& [reason, count] = *reasons.begin();

@@ -18,7 +18,6 @@
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
-#include "io/atomic_file.h"
 #include "io/model_config_json.h"
 #include "structured/grammar_compiler.h"
 #include "structured/grammar_matcher.h"
@@ -126,11 +125,7 @@ void run_structured(const StructuredFlags& f) {
   for (const Row& r : rows)
     out["results"]["schemas"].push_back(
         {{"name", r.name}, {"compile_ms", r.compile_ms}, {"hit_ms", r.hit_ms}, {"mask_us_median", r.mask_us}, {"steps", r.steps}});
-  const std::string text = out.dump(2) + "\n";
-  io::AtomicFile file(f.json);
-  file.write(std::as_bytes(std::span(text.data(), text.size())));
-  file.finish();
-  file.commit();
+  write_json_file(f.json, out);
 }
 
 }  // namespace

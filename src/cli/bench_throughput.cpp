@@ -34,7 +34,6 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/runtime.h"
-#include "io/atomic_file.h"
 #include "io/model_spec.h"
 
 namespace fp8lm::cli {
@@ -241,11 +240,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
         {"device_idle_s", device_busy ? nlohmann::json(elapsed - *device_busy) : nlohmann::json(nullptr)},
         {"load_s", load_seconds}}},
       {"memory", {{"weight_bytes", rt->weight_bytes()}, {"kv_cache_bytes", rt->kv_cache_bytes()}}}};
-  const std::string text = out.dump(2) + "\n";
-  io::AtomicFile file(tf.json);
-  file.write(std::as_bytes(std::span(text.data(), text.size())));
-  file.finish();
-  file.commit();
+  write_json_file(tf.json, out);
 }
 
 }  // namespace
