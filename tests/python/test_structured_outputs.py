@@ -10,6 +10,7 @@ numbers and repetitions are bounded, as production schemas bound them: a 22M-par
 given an unbounded string can write it until max_tokens, and a cut output cannot parse."""
 import json
 import re
+import time
 
 import jsonschema
 import pytest
@@ -287,4 +288,25 @@ def test_reasoning_models_think_before_the_constraint(serve):
         c = r.choices[0]
         assert c.finish_reason == "stop", c
         jsonschema.validate(json.loads(c.message.content), schema)
+    assert s.stop() == 0, s.output()
+
+
+def test_a_slow_compilation_fails_its_request_alone(serve):
+    """--structured-outputs-timeout bounds how long a request waits for its constraint: past it the
+    request gets a 400 naming the bound, the server keeps serving (unconstrained requests are never
+    behind a compilation), and the compilation, which runs on, is cached for the next request."""
+    s = serve("--structured-outputs-timeout", "0.05", "--kv-cache-tokens", "2048")
+    slow = {"enum": [f"value number {i}" for i in range(20000)]}  # ~1 s to compile on a 2-core CPU
+    r = raw_post(s, "/v1/completions", json.dumps(
+        {"model": MODEL, "prompt": "A", "max_tokens": 4, "structured_outputs": {"json": slow}}))
+    err = assert_error(r, 400, "structured_outputs")
+    assert "--structured-outputs-timeout" in err["message"], err
+    client = s.client()
+    assert client.completions.create(model=MODEL, prompt="A", max_tokens=4).choices[0].finish_reason == "length"
+    for _ in range(100):  # the compilation ends on its own and lands in the cache
+        if s.metrics()["fp8lm:structured_output_compilations_total"] >= 1:
+            break
+        time.sleep(0.1)
+    text, finish = complete(client, {"json": slow}, max_tokens=40)
+    assert finish == "stop" and json.loads(text) in slow["enum"], text
     assert s.stop() == 0, s.output()
