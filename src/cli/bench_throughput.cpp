@@ -67,9 +67,7 @@ void run_throughput(const ModelFlags& mf, const RunFlags& rf, const ThroughputFl
     throw Error("--max-num-batched-tokens: " + std::to_string(tf.max_num_batched_tokens) +
                 " must be at least --max-num-seqs (" + std::to_string(tf.scheduler.max_num_seqs) + ")");
   const std::optional<engine::SpeculativeConfig> spec = speculative_config(tf.speculative_config);
-  const std::optional<structured::GrammarSpec> constraint = grammar_spec(tf.grammar);
-  if (constraint && spec)
-    throw Error("structured outputs decode one token a step: --speculative-config is refused with a constraint");
+  const std::optional<structured::GrammarSpec> constraint = grammar_spec(tf.grammar, spec.has_value());
   engine::RuntimeOptions options = rf.options();
   const io::LoadOverrides overrides = mf.overrides();
 

@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/grammar_flags.h"
 #include "cli/model_flags.h"
 #include "cli/run_flags.h"
 #include "common/error.h"
 #include "engine/generate.h"
-#include "cli/grammar_flags.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -31,7 +31,6 @@ struct GenerateFlags {
   std::string speculative_config;  // vLLM's --speculative-config JSON; empty: none
   GrammarFlags grammar;  // structured outputs
 };
-
 
 void print_speed(const engine::GenerationResult& r) {
   const auto generated = int64_t(r.tokens.size());
@@ -58,9 +57,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const SamplingFlags& sf, cons
   std::string note;
   engine::SamplingParams params = sf.params(mf.model, &note);  // bad flags fail before the model loads
   const std::optional<engine::SpeculativeConfig> spec = speculative_config(gf.speculative_config);
-  const std::optional<structured::GrammarSpec> constraint = grammar_spec(gf.grammar);
-  if (constraint && spec)
-    throw Error("structured outputs decode one token a step: --speculative-config is refused with a constraint");
+  const std::optional<structured::GrammarSpec> constraint = grammar_spec(gf.grammar, spec.has_value());
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = 1;  // one sequence: the KV cache and the step profile are for it alone
   std::string prompt = gf.prompt;

@@ -37,7 +37,7 @@ void add_grammar_flags(CLI::App* cmd, GrammarFlags& f) {
       if (a != b) a->excludes(b);
 }
 
-std::optional<structured::GrammarSpec> grammar_spec(const GrammarFlags& f) {
+std::optional<structured::GrammarSpec> grammar_spec(const GrammarFlags& f, bool speculative) {
   using Kind = structured::GrammarSpec::Kind;
   structured::GrammarSpec s;
   if (!f.json_schema_file.empty()) s = {Kind::kJsonSchema, read_text_file(f.json_schema_file, "--json-schema"), {}, true};
@@ -46,6 +46,8 @@ std::optional<structured::GrammarSpec> grammar_spec(const GrammarFlags& f) {
   else if (!f.choices.empty()) s = {Kind::kChoice, "", f.choices, true};
   else if (!f.grammar_file.empty()) s = {Kind::kGrammar, read_text_file(f.grammar_file, "--grammar"), {}, true};
   else return std::nullopt;
+  if (speculative)
+    throw Error("structured outputs decode one token a step: --speculative-config is refused with a constraint");
   s.any_whitespace = !f.disable_any_whitespace;
   return s;
 }

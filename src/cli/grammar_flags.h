@@ -25,7 +25,8 @@ struct GrammarFlags {
 void add_grammar_flags(CLI::App* cmd, GrammarFlags& f);
 
 // The flags' constraint, its files read (before the model loads, so that a bad path fails at once).
-std::optional<structured::GrammarSpec> grammar_spec(const GrammarFlags& f);
+// `speculative`: a --speculative-config is given, which a constraint refuses (fp8lm::Error).
+std::optional<structured::GrammarSpec> grammar_spec(const GrammarFlags& f, bool speculative);
 
 // `spec` compiled against the model in `model_dir` (its tokenizer.json, vocabulary and EOS ids);
 // `seconds`, when given, receives the compile time.

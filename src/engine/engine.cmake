@@ -19,6 +19,7 @@ add_library(fp8lm_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/draft_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/eagle3_drafter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sequence_output.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/request_grammar.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/engine.cpp)
 # The backend factory brings every backend this build has (--device cuda with CUDA).

@@ -1,13 +1,13 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <thread>
 #include <map>
+#include <thread>
 #include <utility>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
-#include "structured/grammar_matcher.h"
+#include "engine/request_grammar.h"
 
 namespace fp8lm::engine {
 
@@ -42,21 +42,15 @@ struct Engine::Active {
   // text or stop checks threw): it finishes with "error" when its row is emitted,
   // and the rest of the batch goes on.
   std::string error;
-  // Structured outputs: its place in its grammar, and the mask of its next draw (the
-  // sampler's allowed tokens, filled before each step samples it).
-  std::unique_ptr<structured::GrammarMatcher> grammar;
-  std::vector<uint32_t> mask;
-  // Tokens kept but not yet accepted into `grammar`: accepted where the next mask is filled (while
-  // the device runs the next forward), or before the output is emitted — not on the critical path
-  // between a step's tokens and the next step's launch.
-  std::vector<int32_t> unaccepted;
+  // Structured outputs: its grammar and the mask of its next draw. The tokens collect keeps are
+  // accepted where the next mask is filled (while the device runs the next forward), or before
+  // the output is emitted — not on the critical path between a step's tokens and the next launch.
+  std::unique_ptr<RequestGrammar> grammar;
 
-  // Accepts the pending tokens; a token the grammar refuses fails the request.
+  // Accepts the kept tokens; a token the grammar refuses fails the request.
   void settle() {
-    for (const int32_t t : unaccepted)
-      if (error.empty() && !grammar->accept(t))
-        error = "sampling failed: token " + std::to_string(t) + " is not allowed by the request's grammar";
-    unaccepted.clear();
+    if (const std::optional<int32_t> t = grammar->settle(); t && error.empty())
+      error = "sampling failed: token " + std::to_string(*t) + " is not allowed by the request's grammar";
   }
 };
 
@@ -138,21 +132,12 @@ RequestId Engine::add_request(Request request) {
                 std::to_string(scheduler_.blocks_for(positions)) + " blocks of " + std::to_string(rt_.block_size()) +
                 "; the whole KV cache has " + std::to_string(blocks_total_) +
                 " blocks (a larger --kv-cache-tokens helps)");
-  if (request.grammar && request.grammar->vocab_size() != vocab)
-    throw Error("the request's grammar was compiled for a vocabulary of " +
-                std::to_string(request.grammar->vocab_size()) + " ids, the model has " + std::to_string(vocab));
   auto active = std::make_unique<Active>(rt_, std::move(request), max_tokens);
   active->speculate = speculative_.has_value() && active->request.speculate && active->request.logprobs < 0 &&
                       !active->request.grammar;
-  if (const auto& g = active->request.grammar) {
-    // The grammar ends the sequence with the model's EOS ids or the request's stop tokens.
-    std::vector<int32_t> stops(rt_.eos_ids().begin(), rt_.eos_ids().end());
-    const std::vector<int32_t>& own = active->request.params.stop_token_ids;
-    stops.insert(stops.end(), own.begin(), own.end());
-    active->grammar = std::make_unique<structured::GrammarMatcher>(g, stops);
-    active->mask.assign(structured::mask_words(vocab), 0u);
-    active->sampler.set_allowed(active->mask);
-  }
+  if (active->request.grammar)
+    active->grammar = std::make_unique<RequestGrammar>(active->request.grammar, vocab, rt_.eos_ids(),
+                                                       active->request.params, active->sampler);
   std::lock_guard lock(mutex_);
   const RequestId id = next_id_++;
   active->seq.id = id;
@@ -383,7 +368,7 @@ void Engine::collect(Launch& l) {
       // sample() has recorded its token; the rest are recorded here.
       if (l.mode != Launch::Mode::kHost || !draft.empty())
         for (const int32_t t : kept) a.sampler.accept(t);
-      if (a.grammar) a.unaccepted.insert(a.unaccepted.end(), kept.begin(), kept.end());
+      if (a.grammar) a.grammar->keep(kept);
     } catch (const std::exception& e) {
       a.error = std::string("sampling failed: ") + e.what();
       kept.assign(1, 0);
@@ -469,12 +454,9 @@ void Engine::emit(Launch& l, std::vector<RequestOutput>& outputs, const Finish& 
       if (s.finished) break;
     }
     // A complete grammar whose stop token ends no output of its own (ignore_eos) ends it here.
-    if (a.error.empty() && !s.finished && a.grammar && a.grammar->terminated()) {
+    if (a.error.empty() && a.grammar) {
       try {
-        const SequenceOutput::Step end = a.output.end("stop");
-        text += end.tail;
-        s.finished = true;
-        s.finish_reason = end.finish_reason;
+        text += a.grammar->end_if_complete(a.output, s);
       } catch (const std::exception& e) {
         a.error = std::string("detokenizing or stop checking failed: ") + e.what();
       }
@@ -634,11 +616,11 @@ void Engine::fill_masks(const Launch& l) {
     Active& a = *rows[i];
     try {
       a.settle();  // the tokens of the step before
-      if (a.error.empty()) a.grammar->fill_mask(a.mask);
+      if (a.error.empty()) a.grammar->fill_mask();
     } catch (const std::exception& e) {
       a.error = std::string("structured outputs: the grammar's mask failed: ") + e.what();
     }
-    if (!a.error.empty()) std::fill(a.mask.begin(), a.mask.end(), ~0u);  // its row's token is dropped
+    if (!a.error.empty()) a.grammar->allow_all();  // its row's token is dropped
   });
 }
 

@@ -34,8 +34,8 @@
 // disable_by_batch_size running sequences or more nothing is drafted and async scheduling is back.
 // Requests with logprobs decode one token a step.
 //
-// Structured outputs (Request::grammar, issue 43): a constrained request's sequence has a grammar
-// matcher (structured/grammar_matcher.h); each step its mask of allowed tokens is computed on the
+// Structured outputs (Request::grammar, issue 43): a constrained request's sequence has its
+// grammar's state (engine/request_grammar.h); each step its mask of allowed tokens is computed on the
 // host while the device runs the step's forward (LlamaModel::start_sample's before_sampling) and
 // applied where the row is sampled, and each token it generates is accepted into the matcher.
 // It ends with a stop token once its grammar is complete (or at max_tokens / a stop string). Such
@@ -64,7 +64,6 @@ class ThreadPool;
 
 namespace fp8lm::structured {
 class CompiledGrammar;
-class GrammarMatcher;
 }  // namespace fp8lm::structured
 
 namespace fp8lm::engine {

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "engine/sequence_output.h"
-#include "structured/grammar_matcher.h"
+#include "engine/request_grammar.h"
 
 namespace fp8lm::engine {
 namespace {
@@ -53,9 +53,6 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   params.validate();
   if (grammar && speculative != nullptr)
     throw Error("structured outputs decode one token a step: a grammar and a speculative config together are refused");
-  if (grammar && grammar->vocab_size() != rt.model().vocab_size())
-    throw Error("the grammar was compiled for a vocabulary of " + std::to_string(grammar->vocab_size()) +
-                " ids, the model has " + std::to_string(rt.model().vocab_size()));
   // The n-gram drafter is made here; a draft model is the caller's (loaded once for many calls).
   std::unique_ptr<Drafter> ngram;
   if (speculative != nullptr) drafter = &resolve_drafter(*speculative, drafter, ngram);
@@ -82,16 +79,9 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   r.prompt_tokens = int64_t(prompt.size());
   Sampler sampler(params, prompt);
   SequenceOutput output(&rt.tokenizer(), params, rt.eos_ids(), max_new);
-  // Structured outputs: the matcher, ended by the model's EOS ids or the request's stop tokens.
-  std::unique_ptr<structured::GrammarMatcher> matcher;
-  std::vector<uint32_t> mask;
-  if (grammar) {
-    std::vector<int32_t> stops(rt.eos_ids().begin(), rt.eos_ids().end());
-    stops.insert(stops.end(), params.stop_token_ids.begin(), params.stop_token_ids.end());
-    matcher = std::make_unique<structured::GrammarMatcher>(grammar, stops);
-    mask.assign(structured::mask_words(grammar->vocab_size()), 0u);
-    sampler.set_allowed(mask);
-  }
+  std::unique_ptr<RequestGrammar> constraint;  // structured outputs
+  if (grammar)
+    constraint = std::make_unique<RequestGrammar>(grammar, rt.model().vocab_size(), rt.eos_ids(), params, sampler);
   auto emit = [&](const std::string& piece) {
     if (piece.empty()) return;
     r.text += piece;
@@ -111,16 +101,14 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
   auto keep = [&](int32_t token) {
     sampler.accept(token);
     history.push_back(token);
-    if (matcher && !matcher->accept(token))
-      throw Error("internal: token " + std::to_string(token) + " is not allowed by the grammar");
+    if (constraint) {
+      constraint->keep({&token, 1});
+      if (constraint->settle())
+        throw Error("internal: token " + std::to_string(token) + " is not allowed by the grammar");
+    }
     SequenceOutput::Step s = output.push(token);
     // A complete grammar whose stop token ends no output of its own (ignore_eos) ends it here.
-    if (!s.finished && matcher && matcher->terminated()) {
-      SequenceOutput::Step end = output.end("stop");
-      s.tail = std::move(end.tail);
-      s.finished = true;
-      s.finish_reason = end.finish_reason;
-    }
+    if (constraint) s.tail += constraint->end_if_complete(output, s);
     emit(s.text);
     emit(s.tail);
     if (s.finished) r.finish_reason = s.finish_reason;
@@ -181,7 +169,7 @@ GenerationResult generate(Runtime& rt, std::span<const int32_t> prompt, const Sa
     // request gives the same tokens here as through the engine), then recorded for the
     // penalties and the draw counter.
     const backend::RowSampling row = sampler.row_sampling();
-    if (matcher) matcher->fill_mask(mask);
+    if (constraint) constraint->fill_mask();
     rt.model().forward_sample({&in, 1}, {&row, 1}, sampled);
     const int64_t start_position = position;
     position += int64_t(step.size());

@@ -324,7 +324,8 @@ struct Server::Impl {
     }
   }
 
-  std::vector<std::vector<int32_t>> prompts_of(const ApiRequest& r) const {
+  // `chat_text`, when given, receives a chat request's rendered prompt.
+  std::vector<std::vector<int32_t>> prompts_of(const ApiRequest& r, std::string* chat_text = nullptr) const {
     std::vector<std::vector<int32_t>> out;
     const int64_t vocab = rt.model().vocab_size();
     const char* param = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
@@ -336,6 +337,7 @@ struct Server::Impl {
       const auto ids = rt.tokenizer().encode_at_most(text, /*add_special_tokens=*/false, max_prompt_tokens());
       if (!ids) refuse_long_prompt(param);
       out.emplace_back(ids->begin(), ids->end());
+      if (chat_text != nullptr) *chat_text = text;
     } else {
       for (const PromptInput& p : r.prompts) {
         if (p.is_text) {
@@ -376,7 +378,8 @@ struct Server::Impl {
                          std::to_string(count) + " sequences, more than this server ever queues (--max-waiting " +
                          std::to_string(opt.max_waiting) + ")",
                      "n");
-    const std::vector<std::vector<int32_t>> prompts = prompts_of(r);
+    std::string chat_text;  // the rendered chat: where a reasoning model's thinking may already have ended
+    const std::vector<std::vector<int32_t>> prompts = prompts_of(r, &chat_text);
     std::vector<int64_t> prompt_tokens;
     for (const auto& p : prompts) prompt_tokens.push_back(int64_t(p.size()));
     check_expanded_size(r, prompt_tokens);  // before the n copies per prompt below
@@ -401,11 +404,9 @@ struct Server::Impl {
       constraint_param = "tool_choice";
     }
     // A reasoning model thinks first: the constraint holds after </think> (unless the prompt closed it).
-    if (constraint && endpoint == Endpoint::kChat && opt.reasoning != ReasoningParser::kNone) {
-      const std::vector<uint32_t> ids(prompts[0].begin(), prompts[0].end());
-      if (!reasoning_ended(rt.tokenizer().decode(ids, /*skip_special_tokens=*/false)))
-        constraint = after_reasoning(*constraint, opt.reasoning, constraint_param);
-    }
+    if (constraint && endpoint == Endpoint::kChat && opt.reasoning != ReasoningParser::kNone &&
+        !reasoning_ended(chat_text))
+      constraint = after_reasoning(*constraint, opt.reasoning, constraint_param);
     if (constraint) {
       if (!grammars)
         throw ApiError(400, std::string(kNoTokenizer) + ": structured outputs need its vocabulary", constraint_param);

@@ -76,9 +76,8 @@ const Json* parameter_schema(const Json& tools, const std::string& name, const s
   return nullptr;
 }
 
-// Its type, "" when the tools do not say.
-std::string parameter_type(const Json& tools, const std::string& name, const std::string& key) {
-  const Json* p = parameter_schema(tools, name, key);
+// A parameter schema's type, "" when it does not say.
+std::string type_of(const Json* p) {
   return p != nullptr && p->contains("type") && (*p)["type"].is_string() ? (*p)["type"].get<std::string>() : "";
 }
 
@@ -120,8 +119,9 @@ std::optional<ToolCall> xml_call(std::string_view body, const Json& tools) {
     std::string_view value = params.substr(key_end + 1, value_end - key_end - 1);
     if (!value.empty() && value.front() == '\n') value.remove_prefix(1);
     if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
-    const std::string type = parameter_type(tools, name, key);
-    if (type == "string" && bounded_string(parameter_schema(tools, name, key))) value = trim(value);
+    const Json* schema = parameter_schema(tools, name, key);
+    const std::string type = type_of(schema);
+    if (type == "string" && bounded_string(schema)) value = trim(value);
     Json v = std::string(value);
     if (type == "integer" || type == "number" || type == "boolean" || type == "object" || type == "array" ||
         type == "null") {

@@ -28,7 +28,6 @@ GrammarCompiler::GrammarCompiler(const GrammarVocabulary& vocabulary, int thread
 
 GrammarCompiler::~GrammarCompiler() = default;
 
-
 namespace {
 
 // xgrammar's message says what is wrong and where in the spec; its log prefix ("[time] its source
@@ -127,46 +126,35 @@ std::string cache_key(const GrammarSpec& s) {
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec& spec) {
   xgrammar::GrammarCompiler& c = library_->compiler;
   const char* what = kind_name(spec.kind);
-  std::string schema_text = spec.text;
-  if (spec.kind == GrammarSpec::Kind::kJsonSchema) {
-    nlohmann::ordered_json schema;
+  // A JSON schema, and a structural tag's schemas (tool parameters), prepared before compiling.
+  std::string text = spec.text;
+  if (spec.kind == GrammarSpec::Kind::kJsonSchema || spec.kind == GrammarSpec::Kind::kStructuralTag) {
+    nlohmann::ordered_json j;
     try {
-      schema = nlohmann::ordered_json::parse(spec.text);
+      j = nlohmann::ordered_json::parse(spec.text);
     } catch (const std::exception& e) {
-      throw Error(std::string("json_schema: not JSON: ") + e.what());
+      throw Error(std::string(what) + ": not JSON: " + e.what());
     }
-    prepare_schema(schema, "", 0);
-    schema_text = schema.dump();
-  } else if (spec.kind == GrammarSpec::Kind::kStructuralTag) {
-    // Its JSON schemas (tool parameters) are prepared as a whole schema is.
-    nlohmann::ordered_json tag;
-    try {
-      tag = nlohmann::ordered_json::parse(spec.text);
-    } catch (const std::exception& e) {
-      throw Error(std::string("structural_tag: not JSON: ") + e.what());
-    }
-    prepare_tag_schemas(tag, 0);
-    schema_text = tag.dump();
+    if (spec.kind == GrammarSpec::Kind::kJsonSchema) prepare_schema(j, "", 0);
+    else prepare_tag_schemas(j, 0);
+    text = j.dump();
   }
+  // Compact JSON (vLLM's disable_any_whitespace): these separators and no other whitespace.
+  const auto separators = spec.any_whitespace ? std::nullopt
+                                              : std::optional(std::pair<std::string, std::string>(", ", ": "));
   LibraryWarnings warnings;  // a constraint the library would drop is refused (below)
   try {
     auto compiled = [&]() -> xgrammar::CompiledGrammar {
       switch (spec.kind) {
         case GrammarSpec::Kind::kJsonObject:
-          // Any JSON object: the schema {"type": "object"}, which allows any properties.
-          return c.CompileJSONSchema(R"({"type": "object"})", spec.any_whitespace, std::nullopt,
-                                     spec.any_whitespace ? std::nullopt
-                                                         : std::optional(std::pair<std::string, std::string>(", ", ": ")),
-                                     false);
+          // Any JSON object: the schema {"type": "object"}, not strict, so any properties.
+          return c.CompileJSONSchema(R"({"type": "object"})", spec.any_whitespace, std::nullopt, separators, false);
         case GrammarSpec::Kind::kJsonSchema:
-          return c.CompileJSONSchema(schema_text, spec.any_whitespace, std::nullopt,
-                                     spec.any_whitespace ? std::nullopt
-                                                         : std::optional(std::pair<std::string, std::string>(", ", ": ")),
-                                     true);
+          return c.CompileJSONSchema(text, spec.any_whitespace, std::nullopt, separators, true);
         case GrammarSpec::Kind::kRegex: return c.CompileRegex(spec.text);
         case GrammarSpec::Kind::kChoice: return c.CompileGrammar(choice_grammar(spec.choices));
         case GrammarSpec::Kind::kGrammar: return c.CompileGrammar(spec.text);
-        case GrammarSpec::Kind::kStructuralTag: return c.CompileStructuralTag(schema_text);
+        case GrammarSpec::Kind::kStructuralTag: return c.CompileStructuralTag(text);
       }
       throw Error("structured outputs: unknown grammar kind");
     }();

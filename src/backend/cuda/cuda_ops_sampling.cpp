@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,10 @@ struct CudaOps::Sampling {
   size_t bytes = 0;
   std::vector<DeviceRowSampling> params;
   std::vector<int32_t> ids, counts;
-  std::vector<uint32_t> masks;  // structured outputs: the masked rows' allowed-id bitmasks
+  // Structured outputs: the masked rows' allowed-id bitmasks, copied straight into `host` (16 KB a
+  // row at 128k ids: no staging copy), and their words in all.
+  std::vector<std::span<const uint32_t>> masks;
+  size_t mask_words = 0;
   size_t tokens_at = 0;  // the started call's tokens in `host`, and their count
   size_t rows = 0;
 
@@ -116,7 +120,8 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   s.ids.clear();
   s.counts.clear();
   s.masks.clear();
-  const size_t mask_words = size_t((logits.cols + 31) / 32);
+  s.mask_words = 0;
+  const size_t row_words = size_t((logits.cols + 31) / 32);
   for (size_t r = 0; r < rows.size(); ++r) {
     const backend::RowSampling& in = rows[r];
     check_row(in, r, logits.cols);
@@ -139,11 +144,12 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
       s.counts.insert(s.counts.end(), in.prompt_tokens.size(), 0);
     }
     if (!in.allowed.empty()) {
-      if (in.allowed.size() != mask_words)
+      if (in.allowed.size() != row_words)
         throw Error("cuda ops: sample_rows row " + std::to_string(r) + ": an allowed-token mask of " +
                     std::to_string(in.allowed.size()) + " words for " + std::to_string(logits.cols) + " logits");
-      d.mask_begin = int64_t(s.masks.size());
-      s.masks.insert(s.masks.end(), in.allowed.begin(), in.allowed.end());
+      d.mask_begin = int64_t(s.mask_words);
+      s.masks.push_back(in.allowed);
+      s.mask_words += row_words;
     }
     if (in.penalized()) {
       d.output_begin = int32_t(s.ids.size());
@@ -154,7 +160,7 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   }
   const size_t params_bytes = align8(rows.size() * sizeof(DeviceRowSampling));
   const size_t ids_bytes = align8(s.ids.size() * sizeof(int32_t));
-  const size_t masks_bytes = align8(s.masks.size() * sizeof(uint32_t));
+  const size_t masks_bytes = align8(s.mask_words * sizeof(uint32_t));
   const size_t upload = params_bytes + 2 * ids_bytes + masks_bytes;
   const size_t tokens_bytes = rows.size() * sizeof(int32_t);
   s.reserve(upload + tokens_bytes);  // the last call's tokens were waited for: the buffers are free
@@ -163,7 +169,8 @@ void CudaOps::start_sample_rows(backend::Tensor logits, std::span<const backend:
   std::memcpy(host, s.params.data(), rows.size() * sizeof(DeviceRowSampling));
   std::memcpy(host + params_bytes, s.ids.data(), s.ids.size() * sizeof(int32_t));
   std::memcpy(host + params_bytes + ids_bytes, s.counts.data(), s.counts.size() * sizeof(int32_t));
-  std::memcpy(host + params_bytes + 2 * ids_bytes, s.masks.data(), s.masks.size() * sizeof(uint32_t));
+  auto* mask_at = reinterpret_cast<uint32_t*>(host + params_bytes + 2 * ids_bytes);
+  for (const std::span<const uint32_t> m : s.masks) mask_at = std::copy(m.begin(), m.end(), mask_at);
 
   // The upload first, while the step still runs (its buffers are free: the last call's tokens were
   // waited for): a batch's structured-output masks are megabytes (16 KB a row at 128k ids), which
