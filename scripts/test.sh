@@ -42,8 +42,10 @@ step "C++ tests"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
 step "C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+# xgrammar (never instrumented, always -O2) is linked from the plain build, not compiled again.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFP8LM_SANITIZE=ON \
-      -DFP8LM_CUDA=OFF -DFP8LM_BENCHMARKS=OFF -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
+      -DFP8LM_CUDA=OFF -DFP8LM_BENCHMARKS=OFF -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+      -DFP8LM_XGRAMMAR_LIBRARY="$PWD/build/libfp8lm_xgrammar.a"
 cmake --build build-asan -j "$jobs" --target fp8lm_tests  # the tests alone: ctest runs nothing else
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
