@@ -11,8 +11,6 @@
 namespace fp8lm::server {
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
-
 std::string type_name(const Json& v) { return io::json_kind_name(v); }
 
 // A field: absent and null are the same ("not given").

@@ -33,6 +33,11 @@ class ApiError : public std::runtime_error {
   std::string param_, code_, type_;
 };
 
+// A 400 for the request field `param`.
+[[noreturn]] inline void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, param);
+}
+
 // {"error": {"message", "type", "param", "code"}} (param and code null when empty).
 Json error_body(const ApiError& e);
 

@@ -11,8 +11,6 @@ namespace {
 
 using Kind = structured::GrammarSpec::Kind;
 
-[[noreturn]] void bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
-
 std::string kind_of(const Json& v) { return io::json_kind_name(v); }
 
 // JSON text of a schema given as an object (or a string holding one, as vLLM's `json` allows).
