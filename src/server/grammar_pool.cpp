@@ -67,10 +67,15 @@ GrammarPool::GrammarPool(const tokenizer::Tokenizer& tokenizer, const std::files
   // Each thread starts its own worker (a worker ends with the thread that started it:
   // PR_SET_PDEATHSIG) and says when it is ready; a worker that cannot load the vocabulary stops
   // the server here, not at its first constrained request.
-  std::vector<std::promise<void>> ready(workers_.size());
-  for (size_t i = 0; i < workers_.size(); ++i) threads_.emplace_back([this, i, &ready] { work(i, ready[i]); });
+  // (Each promise is shared with its thread: set_value may still be returning when get() does.)
+  std::vector<std::future<void>> ready;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    auto promise = std::make_shared<std::promise<void>>();
+    ready.push_back(promise->get_future());
+    threads_.emplace_back([this, i, promise] { work(i, *promise); });
+  }
   try {
-    for (std::promise<void>& r : ready) r.get_future().get();
+    for (std::future<void>& r : ready) r.get();
   } catch (...) {
     shut_down();
     throw;

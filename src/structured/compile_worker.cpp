@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -134,6 +135,10 @@ bool write_frame(int fd, std::string_view payload, std::string_view more) {
   }
   std::string head;
   put_u32(head, uint32_t(payload.size() + more.size()));
+  if (more.empty() && payload.size() <= 4096) {  // one send: a short frame (kReady) arrives whole
+    head += payload;
+    return write_all(fd, head.data(), head.size());
+  }
   return write_all(fd, head.data(), head.size()) && write_all(fd, payload.data(), payload.size()) &&
          write_all(fd, more.data(), more.size());
 }
@@ -145,17 +150,19 @@ FrameStatus read_frame(int fd, std::string& out, uint32_t max_bytes,
     if (!deadline && stop_fd < 0) return FrameStatus::kOk;  // a blocking read()
     pollfd p[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
     while (true) {
+      // Past the deadline poll still looks once (0 ms): bytes already there are read, so a frame
+      // that has arrived whole is never cut in two by the deadline.
       int ms = -1;
       if (deadline) {
         const auto left = std::chrono::duration<double, std::milli>(*deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) return FrameStatus::kTimedOut;
-        ms = int(std::min(std::ceil(left.count()), 3.6e6));
+        ms = int(std::clamp(std::ceil(left.count()), 0.0, 3.6e6));
       }
       const int rc = ::poll(p, stop_fd >= 0 ? 2 : 1, ms);
       if (rc < 0) {
         if (errno == EINTR) continue;
         return FrameStatus::kError;
       }
+      if (rc == 0 && ms == 0) return FrameStatus::kTimedOut;
       if (stop_fd >= 0 && p[1].revents != 0) return FrameStatus::kStopped;
       if (p[0].revents != 0) return FrameStatus::kOk;  // data, end of file or an error: read() tells
     }
@@ -332,8 +339,10 @@ std::optional<CompileWorker::Reply> CompileWorker::await_ready(std::chrono::stea
   std::string frame;
   switch (read_frame(fd_, frame, 1 << 20, deadline, stop_fd)) {
     case FrameStatus::kOk: break;
-    case FrameStatus::kTimedOut: return gone(Reply::Kind::kTimedOut);
-    case FrameStatus::kStopped: return gone(Reply::Kind::kStopped);
+    // Still loading its vocabulary: left to it (nothing of its frame was read: it comes in one
+    // piece), for the next request; killing it would only start that again.
+    case FrameStatus::kTimedOut: return Reply{Reply::Kind::kTimedOut, ""};
+    case FrameStatus::kStopped: return Reply{Reply::Kind::kStopped, ""};
     case FrameStatus::kClosed: {
       const std::string how = reap();
       return Reply{Reply::Kind::kFailed, "the grammar worker " + how + " before it was ready"};

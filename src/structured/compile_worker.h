@@ -103,8 +103,9 @@ class CompileWorker {
   // worker's own message when it cannot (a tokenizer it cannot read), or past `deadline`.
   void wait_ready(std::chrono::steady_clock::time_point deadline);
   // Compiles `spec` in the worker (started first when it is not running), waiting until `deadline`
-  // or until `stop_fd` is readable. After any reply but kCompiled and kRefused the worker is gone;
-  // the next call (or start()) starts another.
+  // or until `stop_fd` is readable. After any reply but kCompiled and kRefused the worker is gone
+  // (the next call, or start(), starts another) — except a deadline or stop that came while it was
+  // still loading its vocabulary: it is left to load, for the next call.
   Reply compile(const GrammarSpec& spec, std::chrono::steady_clock::time_point deadline, int stop_fd = -1);
   // SIGKILL and waitpid (no zombie); a no-op when none runs.
   void kill();
