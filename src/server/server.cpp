@@ -828,6 +828,7 @@ struct Server::Impl {
       g.grammar_failures = st.failures;
       g.grammar_compile_seconds = st.compile_seconds;
       g.grammar_cache_bytes = st.cached_bytes;
+      g.grammar_worker_starts = grammars->worker_starts();
     }
     return metrics.render(g, opt.served_model_name);
   }

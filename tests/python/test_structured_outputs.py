@@ -357,6 +357,7 @@ def test_a_slow_compilation_fails_its_request_alone(serve):
     m = s.metrics()
     assert m["fp8lm:structured_output_compilations_total"] == 1  # the regex alone
     assert m["fp8lm:structured_output_compile_failures_total"] == 2
+    assert m["fp8lm:structured_output_worker_starts_total"] == 3  # the first, and one after each timeout
     text, finish = complete(client, {"choice": ["yes", "no"]}, max_tokens=5)
     assert finish == "stop" and text in ("yes", "no"), text
     assert s.stop() == 0, s.output()
@@ -410,6 +411,7 @@ def test_a_compilation_past_the_memory_bound_fails_its_request_alone(serve, serv
         text, finish = complete(client, {"regex": pattern}, max_tokens=40)
         assert finish == "stop" and re.fullmatch(pattern, text), text
     assert s.healthy()
+    assert s.metrics()["fp8lm:structured_output_worker_starts_total"] == 3  # two, and one after the hungry spec
     assert s.stop() == 0, s.output()
 
 
