@@ -211,8 +211,9 @@ void add_serve_command(CLI::App& app) {
                   "Seconds a request's constraint may take to compile, waiting for a thread included (default 30; "
                   "then 400, and the compilation is ended)");
   cmd->add_option("--structured-outputs-memory", sf->structured_outputs.memory_mib,
-                  "MiB one compilation may take: each of --structured-outputs-threads compiles in a process of its "
-                  "own, bounded to this beyond the vocabulary it holds (default 2048, 16 to 1048576; past it the "
+                  "MiB one compilation may take, writing its result for the server included: each of "
+                  "--structured-outputs-threads compiles in a process of its own, bounded to this beyond the "
+                  "vocabulary it holds (default 2048, 16 to 1048576; past it the "
                   "request gets a 400 and the process is replaced)");
   cmd->footer(
       "On the CPU without --kv-cache-tokens / --kv-cache-memory, the KV cache takes at most half of the host memory "

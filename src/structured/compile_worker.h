@@ -64,7 +64,9 @@ struct CompileWorkerConfig {
   std::filesystem::path tokenizer_json;  // the served model's (its tokenizer_config.json beside it is read too)
   int64_t vocab_size = 0;                // the model's (the logits' width)
   std::vector<int32_t> eos_ids;
-  int64_t memory_mib = 2048;  // what one compilation may take beyond the loaded vocabulary
+  // What one compilation may take beyond the loaded vocabulary, its JSON for the server included
+  // (which can take several times the compiled grammar's size: xgrammar builds it as a tree first).
+  int64_t memory_mib = 2048;
 };
 // The bounds of --structured-outputs-memory, in MiB.
 constexpr int64_t kMinWorkerMemoryMib = 16;
