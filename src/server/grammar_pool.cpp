@@ -84,10 +84,13 @@ GrammarPool::GrammarPool(const tokenizer::Tokenizer& tokenizer, const std::files
 
 GrammarPool::~GrammarPool() { shut_down(); }
 
-void GrammarPool::shut_down() {
+void GrammarPool::stop() {
+  std::deque<std::shared_ptr<Task>> queued;
   {
     std::lock_guard lock(m_);
+    if (stop_) return;
     stop_ = true;
+    queued.swap(queue_);
   }
   wake_.notify_all();
   if (stop_pipe_[1] >= 0) {
@@ -95,6 +98,12 @@ void GrammarPool::shut_down() {
     do w = ::write(stop_pipe_[1], "x", 1);  // never read: it stays readable for every thread
     while (w < 0 && errno == EINTR);
   }
+  for (const auto& task : queued)
+    task->result.set_exception(std::make_exception_ptr(ApiError(503, "the server is shutting down", "", "", "server_error")));
+}
+
+void GrammarPool::shut_down() {
+  stop();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
   workers_.clear();  // kills and reaps those still running
@@ -135,6 +144,10 @@ void GrammarPool::work(size_t i, std::promise<void>& ready) {
     // A worker that ended (killed past the deadline, or past its memory) is replaced now, so that
     // the next request does not wait for it to load the vocabulary; a failure here is the next
     // request's, which tries again.
+    {
+      std::lock_guard lock(m_);
+      if (stop_) return;
+    }
     if (worker.pid() == 0) {
       try {
         worker.start();
@@ -155,7 +168,7 @@ std::shared_ptr<const structured::CompiledGrammar> GrammarPool::compile_in(Compi
     case Kind::kDied: throw memory_error(task.spec, task.param, options_.memory_mib, r.text);
     case Kind::kTimedOut: throw timeout_error(task.spec, task.param, options_.timeout_seconds);
     case Kind::kStopped:
-      throw ApiError(503, "the server is stopping", "", "", "server_overloaded");
+      throw ApiError(503, "the server is shutting down", "", "", "server_error");
     case Kind::kFailed: break;
   }
   throw ApiError(500, "structured outputs: " + r.text, "", "", "server_error");
@@ -172,7 +185,7 @@ std::shared_ptr<const structured::CompiledGrammar> GrammarPool::compile(const st
   std::future<std::shared_ptr<const structured::CompiledGrammar>> done = task->result.get_future();
   {
     std::lock_guard lock(m_);
-    if (stop_) throw ApiError(503, "the server is stopping", "", "", "server_overloaded");
+    if (stop_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
     if (queue_.size() >= options_.max_queued)
       throw ApiError(503,
                      "the server is overloaded: " + std::to_string(queue_.size()) +

@@ -48,7 +48,11 @@ class GrammarPool {
   // cannot (the worker's words).
   GrammarPool(const tokenizer::Tokenizer& tokenizer, const std::filesystem::path& tokenizer_json, int64_t vocab_size,
               std::span<const int32_t> eos_ids, GrammarPoolOptions options);
-  ~GrammarPool();  // ends the compilations in progress and the workers
+  ~GrammarPool();  // stop(), then joins the threads and ends the workers
+  // Ends the compilations in progress (their workers killed) and waiting: their requests, and any
+  // later one, get a 503. The server calls it when it starts to stop: a request compiling then
+  // could not be queued any more anyway.
+  void stop();
   GrammarPool(const GrammarPool&) = delete;
   GrammarPool& operator=(const GrammarPool&) = delete;
 

@@ -365,6 +365,25 @@ def test_a_slow_compilation_fails_its_request_alone(serve):
     assert all(process_state(p) is None for p in worker_pids(s) | first)
 
 
+def test_stopping_ends_the_compilations_in_progress(serve):
+    """SIGTERM while a constraint compiles: the request gets a 503 at once (it could not be queued
+    during the drain anyway), not at its --structured-outputs-timeout, and no worker outlives the server."""
+    s = serve("--structured-outputs-timeout", "60", "--structured-outputs-memory", "65536", "--kv-cache-tokens", "2048")
+    slow = {"enum": [f"value number {i}" for i in range(60000)]}
+    wait_for(lambda: len(worker_pids(s)) == 2)
+    workers = worker_pids(s)
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", post_constraint(s, {"json": slow})))
+    t.start()
+    time.sleep(1)  # compiling: it takes many seconds
+    t0 = time.monotonic()
+    s.stop_cleanly()
+    assert time.monotonic() - t0 < 10
+    t.join(10)
+    assert_error(result["r"], 503)
+    assert all(process_state(p) is None for p in workers)
+
+
 # An alternation of 20,000 words: xgrammar's compilation of it needs more than 64 MiB beyond the
 # vocabulary (between 64 and 96 MiB on the shipped tokenizer, measured with the bound at each), and
 # the compiled grammar's JSON for the server another ~400 MiB; under the default 2048 MiB it compiles.
