@@ -15,6 +15,8 @@ void add_quantize_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+// `grammar-worker`: hidden; the server's grammar compilations in a process (grammar_worker_command.cpp).
+void add_grammar_worker_command(CLI::App& app);
 // `bench throughput`, registered on the `bench` subcommand by add_bench_command.
 void add_bench_throughput_command(CLI::App& bench);
 void add_bench_structured_command(CLI::App& bench);

@@ -57,6 +57,8 @@ std::shared_ptr<const structured::CompiledGrammar> compile_grammar(const structu
                                                                    const std::string& model_dir, double* seconds) {
   const structured::GrammarVocabulary vocabulary(rt.tokenizer(), std::filesystem::path(model_dir) / "tokenizer.json",
                                                  rt.config().vocab_size, rt.eos_ids());
+  // In this process, unlike the server's worker processes (structured/compile_worker.h): one
+  // request, which has nothing else to stall; Ctrl-C and the shell's ulimit bound it.
   structured::GrammarCompiler compiler(vocabulary);
   const auto t0 = std::chrono::steady_clock::now();
   auto g = compiler.compile(spec);

@@ -19,11 +19,12 @@ int main(int argc, char** argv) {
   fp8lm::cli::add_eval_command(app);
   fp8lm::cli::add_bench_command(app);
   fp8lm::cli::add_serve_command(app);
+  fp8lm::cli::add_grammar_worker_command(app);  // internal: not listed below or in --help
   // CLI11 reports a misspelt command as "a subcommand is required"; name it instead.
   std::string known;
   bool is_known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {
-    known += (known.empty() ? "" : ", ") + sub->get_name();
+    if (!sub->get_group().empty()) known += (known.empty() ? "" : ", ") + sub->get_name();
     is_known = is_known || (argc > 1 && sub->get_name() == argv[1]);
   }
   if (argc > 1 && argv[1][0] != '-' && !is_known) {

@@ -139,6 +139,7 @@ void run(const ModelFlags& mf, const RunFlags& rf, const ServeFlags& sf) {
   o.header_timeout = sf.header_timeout;
   o.body_timeout = sf.body_timeout;
   o.structured_outputs = sf.structured_outputs;
+  o.structured_outputs.validate();  // refused by name before the model loads
 
   engine::RuntimeOptions options = rf.options();
   options.max_num_seqs = o.scheduler.max_num_seqs;
@@ -204,10 +205,16 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--body-timeout", sf->body_timeout,
                   "Seconds a client has to send a request's body after its headers (default 60; then 408)");
   cmd->add_option("--structured-outputs-threads", sf->structured_outputs.threads,
-                  "Threads compiling requests' JSON schemas, regexes and grammars (default 2)");
+                  "Threads compiling requests' JSON schemas, regexes and grammars, each in a worker process of its "
+                  "own (default 2)");
   cmd->add_option("--structured-outputs-timeout", sf->structured_outputs.timeout_seconds,
                   "Seconds a request's constraint may take to compile, waiting for a thread included (default 30; "
-                  "then 400)");
+                  "then 400, and the compilation is ended)");
+  cmd->add_option("--structured-outputs-memory", sf->structured_outputs.memory_mib,
+                  "MiB one compilation may take, writing its result for the server included: each of "
+                  "--structured-outputs-threads compiles in a process of its own, bounded to this beyond the "
+                  "vocabulary it holds (default 2048, 16 to 1048576; past it the "
+                  "request gets a 400 and the process is replaced)");
   cmd->footer(
       "On the CPU without --kv-cache-tokens / --kv-cache-memory, the KV cache takes at most half of the host memory "
       "available and no more than --max-num-seqs sequences of --max-model-len; a model's context it cannot hold "

@@ -131,6 +131,10 @@ std::string ServerMetrics::render(const EngineGauges& g, const std::string& mode
            "fp8lm:structured_output_compile_seconds_total{" + model + "} " + num(g.grammar_compile_seconds) + "\n";
     gauge("fp8lm:structured_output_cache_bytes", "Structured outputs: bytes of the compiled constraints cached.",
           std::to_string(g.grammar_cache_bytes));
+    counter("fp8lm:structured_output_worker_starts_total",
+            "Structured outputs: compile worker processes started (one a thread, then one for each ended past "
+            "--structured-outputs-timeout or --structured-outputs-memory).",
+            g.grammar_worker_starts);
   }
   std::lock_guard lock(mutex_);
   counter("fp8lm:prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens_);

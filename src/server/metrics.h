@@ -43,9 +43,11 @@ struct EngineGauges {
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
   // Structured outputs, when the server has a tokenizer (server/grammar_pool.h): compilations,
-  // cache hits, refused specs, the compilations' time and the cache's bytes.
+  // cache hits, refused specs, the compilations' time, the cache's bytes, and the worker processes
+  // started (one a compile thread, and one for each ended past a bound).
   bool structured = false;
   int64_t grammar_compilations = 0, grammar_cache_hits = 0, grammar_failures = 0, grammar_cache_bytes = 0;
+  int64_t grammar_worker_starts = 0;
   double grammar_compile_seconds = 0.0;
 };
 

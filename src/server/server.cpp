@@ -828,6 +828,7 @@ struct Server::Impl {
       g.grammar_failures = st.failures;
       g.grammar_compile_seconds = st.compile_seconds;
       g.grammar_cache_bytes = st.cached_bytes;
+      g.grammar_worker_starts = grammars->worker_starts();
     }
     return metrics.render(g, opt.served_model_name);
   }
@@ -1102,6 +1103,9 @@ void Server::serve() {
     std::unique_lock lock(s.stop_m);
     s.stop_cv.wait(lock, [&] { return s.stopping.load(); });
   }
+  // A request still compiling its constraint could not be queued now (register_job refuses it):
+  // its compilation ends here rather than at its --structured-outputs-timeout.
+  if (s.grammars) s.grammars->stop();
   s.drain();
   s.http->stop();  // every request answered: no more connections
   {

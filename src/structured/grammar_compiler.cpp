@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <new>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,19 @@ CompiledGrammar::CompiledGrammar(std::unique_ptr<GrammarHandle> handle, int64_t 
     : handle_(std::move(handle)), vocab_size_(vocab_size) {}
 CompiledGrammar::~CompiledGrammar() = default;
 int64_t CompiledGrammar::memory_bytes() const { return int64_t(handle_->grammar.MemorySizeBytes()); }
+
+std::string CompiledGrammar::serialize() const { return handle_->grammar.SerializeJSON(); }
+
+std::shared_ptr<const CompiledGrammar> CompiledGrammar::deserialize(const std::string& json,
+                                                                    const GrammarVocabulary& vocabulary) {
+  auto r = xgrammar::CompiledGrammar::DeserializeJSON(json, vocabulary.handle().info);
+  if (auto* e = std::get_if<xgrammar::SerializationError>(&r))
+    throw Error(std::string("structured outputs: not a compiled grammar of this vocabulary: ") +
+                std::visit([](const auto& x) { return std::string(x.what()); }, *e));
+  return std::make_shared<const CompiledGrammar>(
+      std::make_unique<GrammarHandle>(GrammarHandle{std::move(std::get<xgrammar::CompiledGrammar>(r))}),
+      vocabulary.vocab_size());
+}
 
 // xgrammar's own cache is off: this class keeps its own, which it can count and bound.
 struct GrammarCompiler::Library {
@@ -167,12 +182,18 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const GrammarSpec&
         std::make_unique<GrammarHandle>(GrammarHandle{std::move(compiled)}), vocabulary_.vocab_size());
   } catch (const Error&) {
     throw;
+  } catch (const std::bad_alloc&) {
+    throw;  // not the spec's fault: a memory bound (a worker's RLIMIT_DATA) or the machine's
   } catch (const std::exception& e) {
     throw Error(std::string(what) + ": " + library_message(e.what()));
   }
 }
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpec& spec) {
+  return compile(spec, [this](const GrammarSpec& s) { return build(s); });
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpec& spec, const Builder& builder) {
   const std::string key = cache_key(spec);
   std::promise<std::shared_ptr<const CompiledGrammar>> mine;
   Result result;
@@ -192,7 +213,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpe
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const CompiledGrammar> g;
   try {
-    g = build(spec);
+    g = builder(spec);
   } catch (...) {
     mine.set_exception(std::current_exception());
     std::lock_guard lock(mutex_);

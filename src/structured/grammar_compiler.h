@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <list>
 #include <map>
@@ -31,6 +32,14 @@ class CompiledGrammar {
   // Its size in memory (the grammar and its mask cache).
   int64_t memory_bytes() const;
 
+  // The grammar and its mask cache as xgrammar's JSON (CompiledGrammar::SerializeJSON), and back
+  // against `vocabulary`: how a grammar compiled in another process (compile_worker.h) comes to
+  // this one. deserialize throws fp8lm::Error when the text is not a compiled grammar of a
+  // vocabulary like this one (xgrammar checks the tokenizer's metadata and every mask's ids).
+  std::string serialize() const;
+  static std::shared_ptr<const CompiledGrammar> deserialize(const std::string& json,
+                                                            const GrammarVocabulary& vocabulary);
+
  private:
   std::unique_ptr<GrammarHandle> handle_;
   int64_t vocab_size_ = 0;
@@ -48,6 +57,13 @@ class GrammarCompiler {
   // The spec compiled, or from the cache. Throws fp8lm::Error naming what is wrong: an invalid
   // schema, regex or grammar, a schema feature the library does not implement, an empty choice list.
   std::shared_ptr<const CompiledGrammar> compile(const GrammarSpec& spec);
+  // The same cache, with `build` compiling a miss instead of this process (the server's worker
+  // processes, compile_worker.h); what `build` throws is the caller's (and is not cached).
+  using Builder = std::function<std::shared_ptr<const CompiledGrammar>(const GrammarSpec&)>;
+  std::shared_ptr<const CompiledGrammar> compile(const GrammarSpec& spec, const Builder& build);
+  // The spec compiled in this process, never cached: what a worker process runs. Throws as
+  // compile(), and std::bad_alloc as it is (a worker reports it as its memory bound).
+  std::shared_ptr<const CompiledGrammar> compile_uncached(const GrammarSpec& spec) { return build(spec); }
 
   struct Stats {
     int64_t compilations = 0;  // compiled (cache misses that succeeded)

@@ -3,7 +3,8 @@
 add_library(fp8lm_structured STATIC
   ${CMAKE_CURRENT_LIST_DIR}/grammar_vocabulary.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grammar_compiler.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/grammar_matcher.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/grammar_matcher.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compile_worker.cpp)
 target_include_directories(fp8lm_structured PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 # xgrammar's log hooks (library_warnings.cpp) go into the library that calls them; they include
 # xgrammar's internal logging header, from its cpp/ folder. (A prebuilt fp8lm_xgrammar,

@@ -100,17 +100,24 @@ TEST_P(GrammarMasks, EqualXgrammarPythonAlongAText) {
       continue;
     }
     ++cases;
-    GrammarMatcher m(l->compiler->compile(spec), l->vocab->eos_ids());
-    std::vector<uint32_t> mask(mask_words(l->vocab->vocab_size()));
+    const auto compiled = l->compiler->compile(spec);
+    GrammarMatcher m(compiled, l->vocab->eos_ids());
+    // The same grammar through xgrammar's JSON, as the server's worker processes hand it over
+    // (compile_worker.h): the same masks.
+    GrammarMatcher copy(CompiledGrammar::deserialize(compiled->serialize(), *l->vocab), l->vocab->eos_ids());
+    std::vector<uint32_t> mask(mask_words(l->vocab->vocab_size())), copy_mask(mask.size());
     const std::vector<int32_t> tokens = c.at("tokens");
     const auto& masks = c.at("masks");
     const std::vector<bool> accepted = c.at("accepted");
     for (size_t i = 0; i < masks.size(); ++i) {
       m.fill_mask(mask);
+      copy.fill_mask(copy_mask);
       ASSERT_EQ(popcount(mask), masks[i].at("allowed").get<int64_t>()) << "before token " << i;
       ASSERT_EQ(fnv1a64(mask), masks[i].at("fnv1a64").get<std::string>()) << "before token " << i;
+      ASSERT_EQ(copy_mask, mask) << "deserialized, before token " << i;
       ASSERT_EQ(mask_allows(mask, tokens[i]), bool(accepted[i])) << "token " << i;
       ASSERT_EQ(m.accept(tokens[i]), bool(accepted[i])) << "token " << i;
+      ASSERT_EQ(copy.accept(tokens[i]), bool(accepted[i])) << "deserialized, token " << i;
     }
     EXPECT_EQ(m.terminated(), c.at("terminated").get<bool>());
     if (m.terminated()) {  // nothing after the stop token
@@ -157,6 +164,14 @@ TEST(GrammarCompiler, EvictsLeastRecentlyUsedBeyondItsBytes) {
   EXPECT_NE(c.compile({Kind::kRegex, "a+", {}, true}).get(), g1.get());  // compiled again
   EXPECT_EQ(c.stats().compilations, 3);
   EXPECT_EQ(c.stats().cache_hits, 0);
+}
+
+TEST(CompiledGrammar, DeserializeRefusesWhatIsNotOne) {
+  Loaded& l = shipped();
+  EXPECT_THROW(CompiledGrammar::deserialize("not json", *l.vocab), Error);
+  EXPECT_THROW(CompiledGrammar::deserialize("{}", *l.vocab), Error);
+  const std::string json = l.compiler->compile({Kind::kRegex, "[a-z]+", {}, true})->serialize();
+  EXPECT_THROW(CompiledGrammar::deserialize(json.substr(0, json.size() / 2), *l.vocab), Error);
 }
 
 // What compiling `s` throws, or "(compiled)".

@@ -9,12 +9,19 @@ $ref with recursion, string patterns and formats, numeric ranges, nullable field
 numbers and repetitions are bounded, as production schemas bound them: a 22M-parameter model
 given an unbounded string can write it until max_tokens, and a cut output cannot parse."""
 import json
+import os
+import pty
 import re
+import subprocess
+import threading
 import time
+from pathlib import Path
 
 import jsonschema
 import pytest
 
+from cli_errors import assert_clean_error
+from server import MODEL as REPO_MODEL
 from test_serve import assert_error, raw_post
 
 MODEL = "fp8lm-gutenberg-22m"
@@ -291,22 +298,164 @@ def test_reasoning_models_think_before_the_constraint(serve):
     assert s.stop() == 0, s.output()
 
 
+def worker_pids(s):
+    """The server's grammar workers (fp8lm grammar-worker): its child processes, as /proc lists them."""
+    pids = set()
+    for children in Path(f"/proc/{s.proc.pid}/task").glob("*/children"):
+        pids.update(int(p) for p in children.read_text().split())
+    return pids
+
+
+def process_state(pid):
+    """The state letter /proc gives (R, S, Z, ...), or None for a process gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def wait_for(condition, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def post_constraint(s, constraint, max_tokens=4):
+    return raw_post(s, "/v1/completions", json.dumps(
+        {"model": MODEL, "prompt": "A", "max_tokens": max_tokens, "structured_outputs": constraint}))
+
+
 def test_a_slow_compilation_fails_its_request_alone(serve):
     """--structured-outputs-timeout bounds how long a request waits for its constraint: past it the
-    request gets a 400 naming the bound, the server keeps serving (unconstrained requests are never
-    behind a compilation), and the compilation, which runs on, is cached for the next request."""
-    s = serve("--structured-outputs-timeout", "0.05", "--kv-cache-tokens", "2048")
-    slow = {"enum": [f"value number {i}" for i in range(20000)]}  # ~1 s to compile on a 2-core CPU
-    r = raw_post(s, "/v1/completions", json.dumps(
-        {"model": MODEL, "prompt": "A", "max_tokens": 4, "structured_outputs": {"json": slow}}))
-    err = assert_error(r, 400, "structured_outputs")
-    assert "--structured-outputs-timeout" in err["message"], err
+    request gets a 400 naming the bound, and the compilation is ended with its worker process, which
+    is replaced at once. With one compiling thread, the next constrained request — another slow one, or
+    a quick one — does not wait behind the first: it has a new worker to itself. Unconstrained requests
+    are never behind a compilation. (The memory bound is set high: this test is about time.)"""
+    s = serve("--structured-outputs-timeout", "1", "--structured-outputs-threads", "1",
+              "--structured-outputs-memory", "65536", "--kv-cache-tokens", "2048")
+    slow = {"enum": [f"value number {i}" for i in range(60000)]}  # many seconds to compile on a 2-core CPU
+    wait_for(lambda: len(worker_pids(s)) == 1)
+    first = worker_pids(s)
+    t0 = time.monotonic()
+    err = assert_error(post_constraint(s, {"json": slow}), 400, "structured_outputs")
+    assert "--structured-outputs-timeout" in err["message"] and "1 s" in err["message"], err
+    assert time.monotonic() - t0 < 5
+    # Its worker was killed, reaped (no zombie) and replaced.
+    wait_for(lambda: len(worker_pids(s)) == 1 and worker_pids(s) != first)
+    assert all(process_state(p) is None for p in first)
     client = s.client()
     assert client.completions.create(model=MODEL, prompt="A", max_tokens=4).choices[0].finish_reason == "length"
-    for _ in range(100):  # the compilation ends on its own and lands in the cache
-        if s.metrics()["fp8lm:structured_output_compilations_total"] >= 1:
-            break
-        time.sleep(0.1)
-    text, finish = complete(client, {"json": slow}, max_tokens=40)
-    assert finish == "stop" and json.loads(text) in slow["enum"], text
+    # A quick constraint compiles at once: the one thread is not held by the slow compilation.
+    text, finish = complete(client, {"regex": "[0-9]{2}-after"}, max_tokens=20)
+    assert finish == "stop" and re.fullmatch("[0-9]{2}-after", text), text
+    # Another slow one fails after its own second, not behind the first; neither was cached.
+    slow2 = {"enum": [f"other value {i}" for i in range(60000)]}
+    t0 = time.monotonic()
+    err = assert_error(post_constraint(s, {"json": slow2}), 400, "structured_outputs")
+    assert "--structured-outputs-timeout" in err["message"], err
+    assert time.monotonic() - t0 < 5
+    m = s.metrics()
+    assert m["fp8lm:structured_output_compilations_total"] == 1  # the regex alone
+    assert m["fp8lm:structured_output_compile_failures_total"] == 2
+    assert m["fp8lm:structured_output_worker_starts_total"] == 3  # the first, and one after each timeout
+    text, finish = complete(client, {"choice": ["yes", "no"]}, max_tokens=5)
+    assert finish == "stop" and text in ("yes", "no"), text
     assert s.stop() == 0, s.output()
+    assert all(process_state(p) is None for p in worker_pids(s) | first)
+
+
+def test_stopping_ends_the_compilations_in_progress(serve):
+    """SIGTERM while a constraint compiles: the request gets a 503 at once (it could not be queued
+    during the drain anyway), not at its --structured-outputs-timeout, and no worker outlives the server."""
+    s = serve("--structured-outputs-timeout", "60", "--structured-outputs-memory", "65536", "--kv-cache-tokens", "2048")
+    slow = {"enum": [f"value number {i}" for i in range(60000)]}
+    wait_for(lambda: len(worker_pids(s)) == 2)
+    workers = worker_pids(s)
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", post_constraint(s, {"json": slow})))
+    t.start()
+    time.sleep(1)  # compiling: it takes many seconds
+    t0 = time.monotonic()
+    s.stop_cleanly()
+    assert time.monotonic() - t0 < 10
+    t.join(10)
+    assert_error(result["r"], 503)
+    assert all(process_state(p) is None for p in workers)
+
+
+# An alternation of 20,000 words: xgrammar's compilation of it needs more than 64 MiB beyond the
+# vocabulary (between 64 and 96 MiB on the shipped tokenizer, measured with the bound at each), and
+# the compiled grammar's JSON for the server another ~400 MiB; under the default 2048 MiB it compiles.
+HUNGRY = "(" + "|".join(f"w{i:05d}" for i in range(20000)) + ")"
+
+
+def test_a_compilation_past_the_memory_bound_fails_its_request_alone(serve, server):
+    """--structured-outputs-memory bounds the memory one compilation may take (its worker process's
+    RLIMIT_DATA): a spec past it fails its own request with a 400 naming the bound, while unconstrained
+    and other constrained requests at the same time succeed, and the worker is replaced for the next."""
+    # Without the bound (the module's server: the default 2048 MiB) the same spec compiles and holds.
+    text, finish = complete(server.client(), {"regex": HUNGRY}, max_tokens=10)
+    assert finish == "stop" and re.fullmatch(HUNGRY, text), text
+
+    s = serve("--structured-outputs-memory", "64", "--structured-outputs-threads", "2", "--kv-cache-tokens", "4096")
+    wait_for(lambda: len(worker_pids(s)) == 2)
+    before = worker_pids(s)
+    client = s.client()
+    results = {}
+
+    def hungry():
+        results["hungry"] = post_constraint(s, {"regex": HUNGRY})
+
+    def plain():
+        results["plain"] = client.completions.create(model=MODEL, prompt="A", max_tokens=8).choices[0].finish_reason
+
+    def constrained():
+        results["constrained"] = complete(client, {"json": SCHEMAS["person"], "disable_any_whitespace": True})
+
+    threads = [threading.Thread(target=f) for f in (hungry, plain, constrained)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    err = assert_error(results["hungry"], 400, "structured_outputs")
+    assert "--structured-outputs-memory" in err["message"] and "64 MiB" in err["message"], err
+    assert results["plain"] == "length"
+    text, finish = results["constrained"]
+    assert finish == "stop", text
+    jsonschema.validate(json.loads(text), SCHEMAS["person"], format_checker=FORMATS)
+    # One worker ended and was replaced; the server holds two again, none a zombie.
+    wait_for(lambda: len(worker_pids(s)) == 2 and len(worker_pids(s) - before) == 1)
+    assert all(process_state(p) in (None, "S", "R") for p in before)
+    for pattern in REGEXES[:2]:  # the next constrained requests compile
+        text, finish = complete(client, {"regex": pattern}, max_tokens=40)
+        assert finish == "stop" and re.fullmatch(pattern, text), text
+    assert s.healthy()
+    assert s.metrics()["fp8lm:structured_output_worker_starts_total"] == 3  # two, and one after the hungry spec
+    assert s.stop() == 0, s.output()
+
+
+@pytest.mark.parametrize("flag, value", [("--structured-outputs-memory", "8"), ("--structured-outputs-memory", "0"),
+                                         ("--structured-outputs-memory", "2000000"),
+                                         ("--structured-outputs-threads", "0"), ("--structured-outputs-timeout", "-1")])
+def test_structured_output_bounds_out_of_range_are_refused_by_name(run, flag, value):
+    err = assert_clean_error(run("serve", str(REPO_MODEL), "--port", "0", flag, value))
+    assert flag in err and value in err, err
+
+
+def test_the_grammar_worker_is_not_for_people(run, fp8lm_bin):
+    """The internal subcommand the server re-executes itself with: not in --help, and refused on a
+    terminal or with missing arguments."""
+    assert "grammar-worker" not in run("--help").stdout
+    assert "grammar-worker" not in run("nope").stderr
+    r = run("grammar-worker")
+    assert r.returncode != 0 and "--tokenizer-json" in r.stderr
+    main, terminal = pty.openpty()
+    try:
+        r = subprocess.run([fp8lm_bin, "grammar-worker", "--tokenizer-json", str(REPO_MODEL / "tokenizer.json"),
+                            "--vocab-size", "16384", "--memory-mib", "64"], stdin=terminal, capture_output=True,
+                           text=True, timeout=30)
+    finally:
+        os.close(main)
+        os.close(terminal)
+    assert r.returncode != 0 and "not by hand" in r.stderr, r.stderr
