@@ -38,6 +38,9 @@ class ApiError : public std::runtime_error {
   throw ApiError(400, message, param);
 }
 
+// The 503 every request still arriving, waiting or compiling gets while the server drains.
+inline ApiError shutting_down() { return ApiError(503, "the server is shutting down", "", "", "server_error"); }
+
 // {"error": {"message", "type", "param", "code"}} (param and code null when empty).
 Json error_body(const ApiError& e);
 

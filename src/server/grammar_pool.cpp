@@ -99,7 +99,7 @@ void GrammarPool::stop() {
     while (w < 0 && errno == EINTR);
   }
   for (const auto& task : queued)
-    task->result.set_exception(std::make_exception_ptr(ApiError(503, "the server is shutting down", "", "", "server_error")));
+    task->result.set_exception(std::make_exception_ptr(shutting_down()));
 }
 
 void GrammarPool::shut_down() {
@@ -168,7 +168,7 @@ std::shared_ptr<const structured::CompiledGrammar> GrammarPool::compile_in(Compi
     case Kind::kDied: throw memory_error(task.spec, task.param, options_.memory_mib, r.text);
     case Kind::kTimedOut: throw timeout_error(task.spec, task.param, options_.timeout_seconds);
     case Kind::kStopped:
-      throw ApiError(503, "the server is shutting down", "", "", "server_error");
+      throw shutting_down();
     case Kind::kFailed: break;
   }
   throw ApiError(500, "structured outputs: " + r.text, "", "", "server_error");
@@ -185,7 +185,7 @@ std::shared_ptr<const structured::CompiledGrammar> GrammarPool::compile(const st
   std::future<std::shared_ptr<const structured::CompiledGrammar>> done = task->result.get_future();
   {
     std::lock_guard lock(m_);
-    if (stop_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    if (stop_) throw shutting_down();
     if (queue_.size() >= options_.max_queued)
       throw ApiError(503,
                      "the server is overloaded: " + std::to_string(queue_.size()) +

@@ -221,7 +221,7 @@ struct Server::Impl {
 
   void register_job(const std::shared_ptr<Job>& job) {
     std::lock_guard lock(jobs_m);
-    if (stopping) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    if (stopping) throw shutting_down();
     jobs.insert(job);
   }
 
@@ -367,7 +367,7 @@ struct Server::Impl {
     const ApiRequest r =
         endpoint == Endpoint::kChat ? parse_chat_request(body, defaults) : parse_completion_request(body, defaults);
     check_model(r.model);
-    if (stopping) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    if (stopping) throw shutting_down();
     // Counted before any prompt is tokenized: a list of prompts the server
     // would never queue costs nothing.
     const size_t num_prompts = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
@@ -918,7 +918,7 @@ struct Server::Impl {
       http->Post(registered_pattern("POST", path), std::move(h));
     };
     get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      if (stopping) send_error(res, ApiError(503, "the server is shutting down", "", "", "server_error"));
+      if (stopping) send_error(res, shutting_down());
       else send_json(res, Json{{"status", "ok"}});
     });
     get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

@@ -231,7 +231,8 @@ int run_compile_worker(const CompileWorkerConfig& config, int fd) {
       const std::string json = compiler.compile_uncached(spec)->serialize();
       bool sent;
       if (json.size() < kMaxReplyFrame) {
-        sent = write_frame(fd, std::string_view("C", 1), json);  // the tag and the JSON, not copied together
+        const char tag = char(WorkerTag::kCompiled);
+        sent = write_frame(fd, std::string_view(&tag, 1), json);  // the tag and the JSON, not copied together
       } else {
         sent = write_frame(fd, std::string(1, char(WorkerTag::kRefused)) + kind_name(spec.kind) +
                                    ": the compiled grammar is " + std::to_string(json.size() >> 20) +
@@ -240,7 +241,8 @@ int run_compile_worker(const CompileWorkerConfig& config, int fd) {
       if (!sent) return 1;
     } catch (const std::bad_alloc&) {
       // Its heap is not to be trusted after this: report, end, and be replaced.
-      write_frame(fd, std::string_view("M", 1));
+      const char tag = char(WorkerTag::kOutOfMemory);
+      write_frame(fd, std::string_view(&tag, 1));  // no allocation: the heap has just failed
       return 3;
     } catch (const std::exception& e) {
       if (!write_frame(fd, std::string(1, char(WorkerTag::kRefused)) + e.what())) return 1;

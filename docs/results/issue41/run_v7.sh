@@ -1,4 +1,4 @@
-# Issue 41, sessions 24: the persistent kernel's decoupled tiles (v7: the tile's last warp reduces,
+# Issue 41, session 24: the persistent kernel's decoupled tiles (v7: the tile's last warp reduces,
 # no CTA barrier a tile) and odd-step pages taken in turn (v8), at Llama-3.1-8B dummy FP8 batch 1,
 # 1,024 in / 128 out, against the layered path in the same call. fp8lm is the newest build; the
 # archive's other builds (EXTRA="fp8lm_v7 …") are timed after it. Carry gpu-persistent.tar.xz.
