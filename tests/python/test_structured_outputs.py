@@ -25,6 +25,7 @@ from server import MODEL as REPO_MODEL
 from test_serve import assert_error, raw_post
 
 MODEL = "fp8lm-gutenberg-22m"
+REPO = Path(__file__).resolve().parents[2]
 PROMPT = "Here is the record as JSON:"
 
 SCHEMAS = {
@@ -459,3 +460,30 @@ def test_the_grammar_worker_is_not_for_people(run, fp8lm_bin):
         os.close(main)
         os.close(terminal)
     assert r.returncode != 0 and "not by hand" in r.stderr, r.stderr
+
+
+def test_bench_structured_times_the_servers_worker_round_trip(run, tmp_path):
+    """`bench structured --worker`: every schema of the benchmark's corpus also compiled the server's
+    way (a worker process, its JSON rebuilt), with the round trip, the rebuild and the JSON's size."""
+    schemas = REPO / "bench" / "structured_schemas.json"
+    out = tmp_path / "structured.json"
+    r = run("bench", "structured", str(REPO_MODEL), "--schemas", str(schemas), "--steps", "4", "--worker",
+            "--worker-memory", "512", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "worker (the server's way)" in r.stdout
+    res = json.loads(out.read_text())["results"]
+    names = list(json.loads(schemas.read_text()))
+    assert [s["name"] for s in res["schemas"]] == names
+    assert res["cache_hits"] == len(names)
+    for s in res["schemas"]:
+        assert s["worker_ms"] > 0 and s["rebuild_ms"] > 0 and s["json_bytes"] > 0, s
+    w = res["worker"]
+    assert w["memory_mib"] == 512 and w["json_bytes"] == sum(s["json_bytes"] for s in res["schemas"])
+    assert 0 < w["peak_rss_mib"]
+
+
+@pytest.mark.parametrize("value", ["8", "2000000"])
+def test_bench_structured_worker_memory_out_of_range_is_refused(run, value):
+    err = assert_clean_error(run("bench", "structured", str(REPO_MODEL), "--schemas",
+                                 str(REPO / "bench" / "structured_schemas.json"), "--worker", "--worker-memory", value))
+    assert "--worker-memory" in err and value in err, err

@@ -2,8 +2,8 @@
 # Issue 43 on the device, the table of docs/benchmarks.md "Structured outputs": Llama-3.1-8B's shapes,
 # dummy FP8 weights, DeepSeek-V3's 129k vocabulary (.so/tokenizer.json.xz, carried), bench throughput
 # 128 in / 128 out at batch 1, 64, 256, unconstrained against every request under the regex
-# [a-z ]* (the batch stays full), two runs each; then bench structured (the schema corpus' compile
-# times and a step's mask on this host's CPU). Carry gpu-structured.tar.xz (scripts/pack_gpu_binaries.sh
+# [a-z ]* (the batch stays full), two runs each; then bench structured --worker (the schema corpus' compile
+# times, in this process and the server's way through a worker process, and a step's mask on this host's CPU). Carry gpu-structured.tar.xz (scripts/pack_gpu_binaries.sh
 # gpu-structured.tar.xz --only) and .so.
 set -u
 R=${OUT:-/tmp/out}; mkdir -p $R/r /tmp/g /tmp/m8b; tar xJf gpu-structured.tar.xz -C /tmp/g
@@ -14,7 +14,7 @@ xz -dc .so/tokenizer.json.xz > /tmp/m8b/tokenizer.json
 python3 -c "
 import json; c = json.load(open('bench/configs/llama-3.1-8b/config.json')); c['vocab_size'] = 129280; c['eos_token_id'] = 1
 json.dump(c, open('/tmp/m8b/config.json', 'w'))"
-/tmp/g/fp8lm bench structured /tmp/m8b --schemas bench/structured_schemas.json --json $R/r/bench_structured.json \
+/tmp/g/fp8lm bench structured /tmp/m8b --schemas bench/structured_schemas.json --worker --json $R/r/bench_structured.json \
   > $R/bench_structured.txt 2>&1
 tail -n 1 $R/bench_structured.txt
 for b in 1 64 256; do
