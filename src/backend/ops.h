@@ -103,9 +103,37 @@ inline constexpr int64_t kMaxRecordedVerifyTokens = 8;
 // experts in float32, the top_k by probability (the lower expert index first
 // on ties), and those top_k probabilities divided by their sum when
 // `renormalize` (Qwen3-MoE's norm_topk_prob; Mixtral always).
+//
+// DeepSeek-V3's DeepSeekMoE (scoring kSigmoid, noaux_tc) instead: each expert's
+// score sigmoid(logit) in float32; the choice by score + correction_bias (an
+// upload_vector of one value per expert; null: none) among the topk_groups best of
+// num_groups equal groups of experts, a group's rank the sum of its two best
+// biased scores; the chosen experts weighted by their unbiased scores, divided
+// by their sum + 1e-20 when `renormalize`, then × routed_scaling — transformers'
+// DeepseekV3TopkRouter.
 struct MoeRouting {
   int top_k = 0;
   bool renormalize = false;
+  MoeScoring scoring = MoeScoring::kSoftmax;
+  int num_groups = 1;
+  int topk_groups = 1;
+  float routed_scaling = 1.0f;
+  const Weight* correction_bias = nullptr;
+};
+
+// One multi-head latent attention call (DeepSeek-V3; spec/model_config.h MlaConfig):
+// num_heads query heads of nope_dim + rope_dim, a latent of latent_dim values, v_dim
+// output values a head. `scale` multiplies q·k (transformers' scaling, YaRN's mscale
+// correction included). `absorbed` (decode's way): each head's q_nope is taken into
+// the latent space through W_UK, attention runs over the cached latents, and its
+// result leaves through W_UV; otherwise each cached latent is decompressed into
+// every head's k_nope and v first (the textbook form). The two are the same math
+// in another order, so they agree to float32 rounding.
+struct MlaParams {
+  int num_heads = 0;
+  int64_t nope_dim = 0, rope_dim = 0, v_dim = 0, latent_dim = 0;
+  float scale = 1.0f;
+  bool absorbed = true;
 };
 
 // One line of an op profile: the time one kind of step spent in one op, summed
@@ -226,6 +254,19 @@ class Ops {
                                                      std::span<const weights::LinearWeight> down) {
     (void)gate, (void)up, (void)down;
     throw_no_moe("upload_moe_experts");
+  }
+  // Whether this backend runs multi-head latent attention (upload_mla_up_projections, rope_mla,
+  // mla_attention) over a latent cache (KvCacheShape::latent). The model refuses an MLA
+  // architecture at load where it does not (the CUDA backend: issue 45).
+  virtual bool supports_mla() const { return false; }
+  // kv_b_proj [num_heads · (nope_dim + v_dim), latent_dim] as MLA's up-projections: of each head's
+  // nope_dim + v_dim rows, the first nope_dim are W_UK (latent → k_nope), the rest W_UV
+  // (latent → v). An FP8 kv_b_proj is dequantized (codes × scales): it runs on unquantized
+  // activations, as vLLM's absorbed MLA runs it.
+  virtual std::unique_ptr<Weight> upload_mla_up_projections(const weights::LinearWeight& kv_b, int num_heads,
+                                                            int64_t nope_dim, int64_t v_dim) {
+    (void)kv_b, (void)num_heads, (void)nope_dim, (void)v_dim;
+    throw_no_mla("upload_mla_up_projections");
   }
   virtual std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& shape, std::vector<KvLayerFormat> layers) = 0;
   // How this backend computes with an uploaded linear weight (its plan, one
@@ -360,6 +401,27 @@ class Ops {
     (void)x, (void)router_logits, (void)experts, (void)routing, (void)out;
     throw_no_moe("moe");
   }
+  // MLA's RoPE: row r of q holds heads of nope_dim + rope.rotary_dim() values, of which the
+  // last rotary_dim are rotated; k_pe holds one such rope part a row (shared by the heads). By
+  // position step.positions[r]. `interleaved` (DeepSeek's layout, transformers' rope_interleave):
+  // pairs (x0, x1), (x2, x3), … rotate together and the result is written as transformers
+  // writes it, the rotated even elements then the rotated odd ones (the same for q and k, so
+  // q·k is unchanged by the order); otherwise rotate-half as rope_qk.
+  virtual void rope_mla(Tensor q, Tensor k_pe, int64_t nope_dim, const RopeTable& rope, bool interleaved) {
+    (void)q, (void)k_pe, (void)nope_dim, (void)rope, (void)interleaved;
+    throw_no_mla("rope_mla");
+  }
+  // Multi-head latent attention: stores each new row's latent entry — latent [rows, latent_dim]
+  // (after kv_a_layernorm) beside k_pe [rows, rope_dim] (after RoPE) — into layer `layer` of a
+  // latent cache, then attends each row's query heads q [rows, num_heads · (nope_dim + rope_dim)]
+  // over the cached entries of its sequence, positions 0 … its own (step.sequences), with the
+  // up-projections `up` (upload_mla_up_projections), as params.absorbed says: out
+  // [rows, num_heads · v_dim], ready for o_proj.
+  virtual void mla_attention(Tensor q, Tensor latent, Tensor k_pe, const Weight& up, Tensor out,
+                             const MlaParams& params, KvCache& cache, int layer) {
+    (void)q, (void)latent, (void)k_pe, (void)up, (void)out, (void)params, (void)cache, (void)layer;
+    throw_no_mla("mla_attention");
+  }
   // Stores the new K/V into the cache, then attends over the cached positions
   // (sequences: step.sequences).
   virtual void attention(Tensor q, Tensor k, Tensor v, Tensor out, const AttentionParams& params, KvCache& cache,
@@ -429,6 +491,9 @@ class Ops {
   }
   [[noreturn]] void throw_no_moe(const char* op) const {
     throw Error(name() + ": " + op + ": this backend does not run MoE blocks (supports_moe() is false)");
+  }
+  [[noreturn]] void throw_no_mla(const char* op) const {
+    throw Error(name() + ": " + op + ": this backend does not run multi-head latent attention (supports_mla() is false)");
   }
   [[noreturn]] void throw_not_fused(const char* op) const {
     throw Error(name() + ": " + op + " of a fused linear output, but this backend fuses none");

@@ -18,6 +18,9 @@ void check_shape(const KvCacheShape& s) {
   positive("head_dim", s.head_dim);
   positive("block_size", s.block_size);
   positive("num_blocks", s.num_blocks);
+  if (s.latent && s.num_kv_heads != 1)
+    throw Error("kv cache: a latent (MLA) cache holds one entry a token, num_kv_heads must be 1, got " +
+                std::to_string(s.num_kv_heads));
   if (s.padding_blocks < 0 || s.padding_blocks >= s.num_blocks)
     throw Error("kv cache: padding_blocks must be in [0, num_blocks = " + std::to_string(s.num_blocks) + "), got " +
                 std::to_string(s.padding_blocks));
@@ -60,7 +63,8 @@ uint64_t kv_bytes_per_token(const KvCacheShape& shape, const std::vector<KvLayer
   validate_kv(shape, layers);
   uint64_t total = 0;
   for (const KvLayerFormat& f : layers) {
-    total += 2 * uint64_t(shape.num_kv_heads) * uint64_t(shape.head_dim) * element_bytes(f.element);
+    const uint64_t arrays = shape.latent ? 1 : 2;  // K and V, or the latent entry alone
+    total += arrays * uint64_t(shape.num_kv_heads) * uint64_t(shape.head_dim) * element_bytes(f.element);
   }
   return total;
 }

@@ -31,6 +31,11 @@ struct KvCacheShape {
   // decode step (LlamaModel, backend::decode_graph_rows) store their K/V there.
   // The block allocator is given the others only. 0 ≤ padding_blocks < num_blocks.
   int64_t padding_blocks = 0;
+  // Multi-head latent attention (DeepSeek-V3): one entry a token and no V — the
+  // compressed latent and the roped key part side by side (head_dim =
+  // kv_lora_rank + qk_rope_head_dim, num_kv_heads = 1), shared by every query
+  // head. An FP8 layer's entry takes its k_scale.
+  bool latent = false;
 };
 
 // Throws fp8lm::Error naming the problem: a size that is not positive,
@@ -39,7 +44,7 @@ struct KvCacheShape {
 // its shape and formats with it.
 void validate_kv(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers);
 // K + V bytes of one token position over all layers (no padding), after
-// validate_kv: what the KV budget divides memory by.
+// validate_kv: what the KV budget divides memory by. A latent cache holds K only.
 uint64_t kv_bytes_per_token(const KvCacheShape& shape, const std::vector<KvLayerFormat>& layers);
 
 // One sequence's part of a batched attention call.

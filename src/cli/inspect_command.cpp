@@ -136,6 +136,7 @@ json build_json(const io::ModelSpec& spec) {
                  {"weights_fp8_assumes", m.fp8_scheme},
                  {"kv_cache_bytes_per_token_bf16", m.kv_per_token_bf16},
                  {"kv_cache_bytes_per_token_fp8", m.kv_per_token_fp8}};
+  if (spec.config.is_mla()) j["memory"]["kv_cache_bytes_per_token_gqa_same_heads_bf16"] = m.kv_per_token_gqa_bf16;
   j["warnings"] = warnings_for(spec);
   return j;
 }
@@ -222,6 +223,19 @@ void print_text(const json& j, const io::ModelSpec& spec) {
   std::printf("kv per token  BF16 %s | FP8 %s\n",
               human_bytes(double(m["kv_cache_bytes_per_token_bf16"].get<uint64_t>())).c_str(),
               human_bytes(double(m["kv_cache_bytes_per_token_fp8"].get<uint64_t>())).c_str());
+  if (c.is_mla()) {
+    const auto gqa = m["kv_cache_bytes_per_token_gqa_same_heads_bf16"].get<uint64_t>();
+    const auto mla = m["kv_cache_bytes_per_token_bf16"].get<uint64_t>();
+    std::printf("              MLA: one latent entry a token (%lld latent + %lld rope values a layer); GQA with the "
+                "same %d KV heads would need BF16 %s (%.1fx)\n",
+                (long long)c.mla.kv_lora_rank, (long long)c.mla.qk_rope_head_dim, c.num_key_value_heads,
+                human_bytes(double(gqa)).c_str(), double(gqa) / double(mla));
+  }
+  if (c.is_mla())
+    std::printf("              MLA: q_lora_rank %lld, kv_lora_rank %lld, qk nope/rope %lld/%lld, v %lld%s\n",
+                (long long)c.mla.q_lora_rank, (long long)c.mla.kv_lora_rank, (long long)c.mla.qk_nope_head_dim,
+                (long long)c.mla.qk_rope_head_dim, (long long)c.mla.v_head_dim,
+                c.mla.rope_interleave ? ", interleaved rope" : "");
   for (const auto& w : j["warnings"]) std::printf("warning       %s\n", w.get<std::string>().c_str());
 }
 

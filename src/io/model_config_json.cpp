@@ -12,7 +12,8 @@ namespace {
 using nlohmann::json;
 
 // transformers' model_type of each architecture, in the order of the enum.
-constexpr std::array<std::string_view, 6> kModelTypes = {"llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "mixtral"};
+constexpr std::array<std::string_view, 7> kModelTypes = {"llama",     "qwen2",   "qwen3",      "mistral",
+                                                         "qwen3_moe", "mixtral", "deepseek_v3"};
 
 // Generous upper bounds: far above any real model, low enough that shape
 // arithmetic (N * K, layers * experts) can never overflow int64.
@@ -151,7 +152,8 @@ RopeScaling parse_rope_scaling(const json& r, const std::string& origin, const s
     s.original_max_position_embeddings = orig_max(false);
     s.beta_fast = positive_number(r, "beta_fast", where, 32.0);
     s.beta_slow = positive_number(r, "beta_slow", where, 1.0);
-    s.mscale = positive_number(r, "mscale", where, 1.0);
+    // Absent stays 0: transformers takes the mscale / mscale_all_dim ratio only when both are given.
+    s.mscale = positive_number(r, "mscale", where, 0.0);
     std::optional<double> all = optional<double>(r, "mscale_all_dim", where);
     if (all && (!std::isfinite(*all) || *all < 0))
       throw Error(where + ": field 'mscale_all_dim' must be a non-negative number");
@@ -166,6 +168,66 @@ RopeScaling parse_rope_scaling(const json& r, const std::string& origin, const s
   return s;
 }
 
+// transformers' DeepseekV3Config defaults, used where config.json leaves a field out, so that an
+// absent field means what it means to the reference.
+namespace deepseek_default {
+constexpr int64_t kKvLoraRank = 512, kQLoraRank = 1536, kQkRope = 64, kQkNope = 128, kVHead = 128;
+constexpr int64_t kRoutedExperts = 256, kSharedExperts = 1, kTopK = 8, kGroups = 8, kTopKGroups = 4;
+constexpr int64_t kFirstKDense = 3, kMoeWidth = 2048, kNextN = 1;
+constexpr double kRoutedScaling = 2.5;
+}  // namespace deepseek_default
+
+// DeepSeek-V3: multi-head latent attention and DeepSeekMoE (spec/model_config.h, MlaConfig and
+// MoeConfig). Every field transformers' DeepseekV3 reads, and the DeepSeek fields that would change
+// the math, each checked or refused by name: transformers implements only sigmoid scoring with
+// noaux_tc group-limited routing, every layer from first_k_dense_replace sparse.
+void parse_deepseek_v3(const json& c, const std::string& origin, ModelConfig& m) {
+  namespace d = deepseek_default;
+  MlaConfig& a = m.mla;
+  a.kv_lora_rank = int_field(c, "kv_lora_rank", origin, 1, kMaxWidth, d::kKvLoraRank);
+  if (c.contains("q_lora_rank") && c["q_lora_rank"].is_null()) a.q_lora_rank = 0;  // q_proj
+  else a.q_lora_rank = int_field(c, "q_lora_rank", origin, 1, kMaxWidth, d::kQLoraRank);
+  a.qk_nope_head_dim = int_field(c, "qk_nope_head_dim", origin, 1, kMaxWidth, d::kQkNope);
+  a.qk_rope_head_dim = int_field(c, "qk_rope_head_dim", origin, 2, kMaxWidth, d::kQkRope);
+  if (a.qk_rope_head_dim % 2 != 0)
+    throw Error(origin + ": field 'qk_rope_head_dim' must be even (RoPE rotates pairs), got " +
+                std::to_string(a.qk_rope_head_dim));
+  a.v_head_dim = int_field(c, "v_head_dim", origin, 1, kMaxWidth, d::kVHead);
+  a.rope_interleave = optional<bool>(c, "rope_interleave", origin).value_or(true);
+  a.num_nextn_predict_layers = static_cast<int>(
+      int_field(c, "num_nextn_predict_layers", origin, 0, kMaxLayers,
+                int_field(c, "num_mtp_layers", origin, 0, kMaxLayers, d::kNextN)));
+  m.head_dim = a.qk_rope_head_dim;  // RoPE's width, as transformers sets head_dim
+
+  MoeConfig& e = m.moe;
+  e.num_experts = static_cast<int>(int_field(c, "n_routed_experts", origin, 1, kMaxExperts, d::kRoutedExperts));
+  e.num_experts_per_tok =
+      static_cast<int>(int_field(c, "num_experts_per_tok", origin, 1, e.num_experts, std::min(d::kTopK, int64_t{e.num_experts})));
+  e.moe_intermediate_size = int_field(c, "moe_intermediate_size", origin, 1, kMaxWidth, d::kMoeWidth);
+  e.n_shared_experts = static_cast<int>(int_field(c, "n_shared_experts", origin, 1, kMaxExperts, d::kSharedExperts));
+  e.norm_topk_prob = optional<bool>(c, "norm_topk_prob", origin).value_or(true);
+  e.routed_scaling_factor = positive_number(c, "routed_scaling_factor", origin, d::kRoutedScaling);
+  e.first_k_dense_replace =
+      static_cast<int>(int_field(c, "first_k_dense_replace", origin, 0, m.num_hidden_layers, d::kFirstKDense));
+  e.scoring = MoeScoring::kSigmoid;
+  e.correction_bias = true;
+  require_value(c, "scoring_func", "sigmoid", origin,
+                "transformers' DeepseekV3 scores experts by sigmoid only, so no reference exists for another");
+  require_value(c, "topk_method", "noaux_tc", origin,
+                "group-limited top-k over score + e_score_correction_bias; transformers' DeepseekV3 implements "
+                "no other (DeepSeek-V2's greedy / group_limited_greedy)");
+  require_value(c, "moe_layer_freq", 1, origin, "every layer from first_k_dense_replace on is sparse, as transformers runs it");
+  require_value(c, "ep_size", 1, origin, "expert parallelism is not a property of the model");
+  e.n_group = static_cast<int>(int_field(c, "n_group", origin, 1, e.num_experts, std::min(d::kGroups, int64_t{e.num_experts})));
+  if (e.num_experts % e.n_group != 0 || e.num_experts / e.n_group < 2)
+    throw Error(origin + ": field 'n_group' (" + std::to_string(e.n_group) + ") must divide n_routed_experts (" +
+                std::to_string(e.num_experts) + ") into groups of at least 2 (a group scores as its two best)");
+  e.topk_group = static_cast<int>(int_field(c, "topk_group", origin, 1, e.n_group, std::min(d::kTopKGroups, int64_t{e.n_group})));
+  if (int64_t{e.topk_group} * (e.num_experts / e.n_group) < e.num_experts_per_tok)
+    throw Error(origin + ": fields 'topk_group' (" + std::to_string(e.topk_group) + ") groups of " +
+                std::to_string(e.num_experts / e.n_group) + " experts hold fewer than num_experts_per_tok (" +
+                std::to_string(e.num_experts_per_tok) + ")");
+}
 
 }  // namespace
 
@@ -198,7 +260,9 @@ ModelConfig parse_model_config(const json& c, const std::string& origin) {
   if (m.num_attention_heads % m.num_key_value_heads != 0)
     throw Error(origin + ": field 'num_key_value_heads' (" + std::to_string(m.num_key_value_heads) +
                 ") must divide num_attention_heads (" + std::to_string(m.num_attention_heads) + ")");
-  if (c.contains("head_dim") && !c["head_dim"].is_null()) {
+  if (m.arch == Architecture::kDeepseekV3) {
+    // Set with the MLA fields below (transformers: head_dim = qk_rope_head_dim, whatever is written).
+  } else if (c.contains("head_dim") && !c["head_dim"].is_null()) {
     m.head_dim = int_field(c, "head_dim", origin, 1, kMaxWidth);
   } else {
     if (m.hidden_size % m.num_attention_heads != 0)
@@ -237,6 +301,9 @@ ModelConfig parse_model_config(const json& c, const std::string& origin) {
     case Architecture::kMistral:
     case Architecture::kMixtral:
       break;  // no biases
+    case Architecture::kDeepseekV3:
+      require_value(c, "attention_bias", false, origin, "DeepSeek-V3's projections without biases");
+      break;
   }
   if (m.arch == Architecture::kLlama) {
     m.mlp_bias = optional<bool>(c, "mlp_bias", origin).value_or(false);
@@ -316,6 +383,7 @@ ModelConfig parse_model_config(const json& c, const std::string& origin) {
       }
     }
   }
+  if (m.arch == Architecture::kDeepseekV3) parse_deepseek_v3(c, origin, m);
   // A dense MLP exists on every layer of a dense model and on the dense layers
   // of a Qwen3-MoE model; Mixtral's intermediate_size is each expert's width.
   bool needs_dense = !m.is_moe() || m.arch == Architecture::kMixtral;

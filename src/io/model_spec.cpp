@@ -125,6 +125,9 @@ void audit_kv_scales(TensorAudit& audit, const ModelConfig& c, const KvCacheSche
 bool harmless_extra(const std::string& name, const ModelConfig& c) {
   if (name.ends_with("rotary_emb.inv_freq")) return true;  // older transformers saved it
   if (c.tie_word_embeddings && name == std::string(kLmHead) + ".weight") return true;  // a tied copy
+  // DeepSeek's multi-token-prediction layers: read past (spec/model_tensors.h, mtp_layer_prefixes).
+  for (const std::string& prefix : mtp_layer_prefixes(c))
+    if (name.starts_with(prefix)) return true;
   // KV scales of a cache the command line asked to keep in BF16
   return name.ends_with(".k_scale") || name.ends_with(".v_scale") || name.ends_with("k_proj.output_scale") ||
          name.ends_with("v_proj.output_scale");
@@ -265,10 +268,15 @@ MemoryEstimate estimate_memory(const ModelSpec& spec) {
   m.weights_fp8 = fp8 + 2 * uint64_t(spec.parameter_count - linear_params);
 
   const ModelConfig& c = spec.config;
-  const uint64_t per_layer = 2 * uint64_t(c.num_key_value_heads) * uint64_t(c.head_dim);  // K and V
+  // K and V per KV head, or MLA's one latent entry a token shared by every head.
+  const uint64_t per_layer = c.is_mla() ? uint64_t(c.mla.latent_width())
+                                        : 2 * uint64_t(c.num_key_value_heads) * uint64_t(c.head_dim);
   m.kv_per_token_bf16 = per_layer * 2 * uint64_t(c.num_hidden_layers);
   const auto skipped = uint64_t(spec.kv_cache().skip_layers.size());
   m.kv_per_token_fp8 = per_layer * (uint64_t(c.num_hidden_layers) - skipped) + per_layer * 2 * skipped;
+  if (c.is_mla())
+    m.kv_per_token_gqa_bf16 = uint64_t(c.num_key_value_heads) * uint64_t(c.mla.qk_head_dim() + c.mla.v_head_dim) * 2 *
+                              uint64_t(c.num_hidden_layers);
   return m;
 }
 

@@ -80,6 +80,9 @@ struct MemoryEstimate {
   std::string fp8_scheme;      // what weights_fp8 assumes ("this checkpoint's schemes" or an online scheme)
   uint64_t kv_per_token_bf16 = 0;
   uint64_t kv_per_token_fp8 = 0;  // skip layers counted in BF16
+  // MLA only (0 otherwise): what a GQA cache of the same heads would hold a token in BF16 —
+  // K (qk_nope + qk_rope wide) and V (v_head_dim) for each of num_key_value_heads heads.
+  uint64_t kv_per_token_gqa_bf16 = 0;
 };
 
 MemoryEstimate estimate_memory(const ModelSpec& spec);

@@ -232,15 +232,13 @@ HostModelWeights dummy_host_weights(const io::ModelSpec& spec, const DummyWeight
   const LinearSpecs linears(spec);
   auto linear = [&](const std::string& name) { return b.linear(linears.at(name)); };
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const LayerTensorNames n = layer_tensor_names(i);  // the norms' names
     HostLayer l;
     l.input_norm.assign(size_t(c.hidden_size), 1.0f);
     l.post_attention_norm.assign(size_t(c.hidden_size), 1.0f);
-    if (c.qk_norm) {
-      l.q_norm.assign(size_t(c.head_dim), 1.0f);
-      l.k_norm.assign(size_t(c.head_dim), 1.0f);
-    }
     set_projections(l, c, i, linear);
+    set_layer_vectors(l, c, i, [](const std::string&, int64_t size, bool norm) {
+      return std::vector<float>(size_t(size), norm ? 1.0f : 0.0f);
+    });
     w.layers.push_back(std::move(l));
   }
   if (c.tie_word_embeddings) w.lm_head = w.embedding;

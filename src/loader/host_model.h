@@ -25,11 +25,24 @@ namespace fp8lm::loader {
 struct HostMoe {
   weights::LinearWeight router;
   std::vector<weights::LinearWeight> gate, up, down;
+  std::vector<float> router_bias;  // DeepSeek-V3's e_score_correction_bias (empty: none)
+  // DeepSeek-V3's shared experts as one SwiGLU MLP (empty weights when the config has none).
+  weights::LinearWeight shared_gate, shared_up, shared_down;
+};
+
+// A multi-head latent attention block (DeepSeek-V3); o_proj is HostLayer::o.
+struct HostMla {
+  weights::LinearWeight q_proj;           // without q_lora_rank
+  weights::LinearWeight q_a, q_b;         // with q_lora_rank
+  std::vector<float> q_a_norm;            // with q_lora_rank
+  weights::LinearWeight kv_a, kv_b;       // kv_a_proj_with_mqa [latent + rope, H], kv_b_proj
+  std::vector<float> kv_a_norm;
 };
 
 struct HostLayer {
   std::vector<float> input_norm, post_attention_norm;
   std::vector<float> q_norm, k_norm;  // Qwen3 only (head_dim values)
+  std::optional<HostMla> mla;         // DeepSeek-V3: instead of q, k, v
   weights::LinearWeight q, k, v, o;
   weights::LinearWeight gate, up, down;  // the dense MLP; empty in an MoE layer
   std::optional<HostMoe> moe;            // an MoE layer's block instead (ModelConfig::is_moe_layer)
@@ -89,9 +102,22 @@ class LinearSpecs {
 template <typename MakeLinear>
 void set_projections(HostLayer& l, const ModelConfig& c, int layer, MakeLinear&& linear) {
   const LayerTensorNames n = layer_tensor_names(layer);
-  l.q = linear(n.q_proj);
-  l.k = linear(n.k_proj);
-  l.v = linear(n.v_proj);
+  if (c.is_mla()) {
+    const MlaTensorNames a = mla_tensor_names(layer);
+    HostMla& m = l.mla.emplace();
+    if (c.mla.q_lora_rank > 0) {
+      m.q_a = linear(a.q_a_proj);
+      m.q_b = linear(a.q_b_proj);
+    } else {
+      m.q_proj = linear(a.q_proj);
+    }
+    m.kv_a = linear(a.kv_a_proj);
+    m.kv_b = linear(a.kv_b_proj);
+  } else {
+    l.q = linear(n.q_proj);
+    l.k = linear(n.k_proj);
+    l.v = linear(n.v_proj);
+  }
   l.o = linear(n.o_proj);
   if (!c.is_moe_layer(layer)) {
     l.gate = linear(n.gate_proj);
@@ -107,6 +133,30 @@ void set_projections(HostLayer& l, const ModelConfig& c, int layer, MakeLinear&&
     b.up.push_back(linear(e.up_proj));
     b.down.push_back(linear(e.down_proj));
   }
+  if (c.moe.n_shared_experts > 0) {
+    b.shared_gate = linear(m.shared.gate_proj);
+    b.shared_up = linear(m.shared.up_proj);
+    b.shared_down = linear(m.shared.down_proj);
+  }
+}
+
+// A layer's vectors besides input / post-attention norms: Qwen3's q/k norms, MLA's latent norms,
+// DeepSeek's router bias, each `floats(tensor name, size, is_norm)` (the loader's way: read, or
+// made up: 1 for a norm, 0 otherwise). After set_projections.
+template <typename MakeFloats>
+void set_layer_vectors(HostLayer& l, const ModelConfig& c, int layer, MakeFloats&& floats) {
+  const LayerTensorNames n = layer_tensor_names(layer);
+  if (c.qk_norm) {
+    l.q_norm = floats(n.q_norm, c.head_dim, true);
+    l.k_norm = floats(n.k_norm, c.head_dim, true);
+  }
+  if (l.mla) {
+    const MlaTensorNames a = mla_tensor_names(layer);
+    if (c.mla.q_lora_rank > 0) l.mla->q_a_norm = floats(a.q_a_norm, c.mla.q_lora_rank, true);
+    l.mla->kv_a_norm = floats(a.kv_a_norm, c.mla.kv_lora_rank, true);
+  }
+  if (l.moe && c.moe.correction_bias)
+    l.moe->router_bias = floats(moe_tensor_names(c, layer).router_bias, c.moe.num_experts, false);
 }
 
 // Bytes the weights occupy in memory as loaded (FP8 codes at 1 byte, scales,
@@ -117,8 +167,15 @@ inline uint64_t resident_weight_bytes(const HostModelWeights& w) {
     total += 4 * (l.input_norm.size() + l.post_attention_norm.size() + l.q_norm.size() + l.k_norm.size());
     for (const weights::LinearWeight* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
       total += x->resident_bytes();
+    if (l.mla) {
+      total += 4 * (l.mla->q_a_norm.size() + l.mla->kv_a_norm.size());
+      for (const weights::LinearWeight* x : {&l.mla->q_proj, &l.mla->q_a, &l.mla->q_b, &l.mla->kv_a, &l.mla->kv_b})
+        total += x->resident_bytes();
+    }
     if (l.moe) {
-      total += l.moe->router.resident_bytes();
+      total += l.moe->router.resident_bytes() + 4 * l.moe->router_bias.size();
+      for (const weights::LinearWeight* x : {&l.moe->shared_gate, &l.moe->shared_up, &l.moe->shared_down})
+        total += x->resident_bytes();
       for (const auto* experts : {&l.moe->gate, &l.moe->up, &l.moe->down})
         for (const weights::LinearWeight& x : *experts) total += x.resident_bytes();
     }

@@ -176,11 +176,8 @@ HostModelWeights load_host_weights(const io::ModelSpec& spec, const LoadProgress
     HostLayer l;
     l.input_norm = src.floats(n.input_norm);
     l.post_attention_norm = src.floats(n.post_attention_norm);
-    if (c.qk_norm) {
-      l.q_norm = src.floats(n.q_norm);
-      l.k_norm = src.floats(n.k_norm);
-    }
     set_projections(l, c, i, linear);
+    set_layer_vectors(l, c, i, [&](const std::string& name, int64_t, bool) { return src.floats(name); });
     w.layers.push_back(std::move(l));
     if (progress) progress(i + 1, c.num_hidden_layers);
   }

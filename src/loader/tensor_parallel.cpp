@@ -37,6 +37,9 @@ TensorParallelPlan plan_tensor_parallel(const ModelConfig& c, int rank, int size
   TensorParallelPlan p;
   p.rank = rank;
   p.size = size;
+  if (size > 1 && c.is_mla())
+    throw Error("tensor parallel: " + c.architecture + "'s multi-head latent attention and shared experts are not "
+                "split across ranks yet (issue 45); run it on one device");
   const Range q = even_split(c.num_attention_heads, rank, size, "num_attention_heads");
   p.q_head0 = q.first;
   p.q_heads = q.count;

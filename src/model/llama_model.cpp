@@ -28,6 +28,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
   if (config.is_moe() && !ops.supports_moe())
     throw Error(config.architecture + ": MoE on " + ops.name() + " is not implemented yet (issue 20); run it with "
                 "--device cpu");
+  if (config.is_mla() && !ops.supports_mla())
+    throw Error(config.architecture + ": multi-head latent attention on " + ops.name() +
+                " is not implemented yet (issue 45): it lacks the latent KV cache (one compressed entry a token "
+                "shared by every head) and the MLA attention kernels (absorbed decode over the latent cache); run it "
+                "with --device cpu");
+  if (config.is_mla()) mla_scale_ = mla_softmax_scale(config);
   embedding_ = ops.upload_embedding(w.embedding);
   final_norm_ = ops.upload_vector(w.final_norm);
   lm_head_ = ops.upload_linear(w.lm_head);
@@ -40,12 +46,19 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
       l.q_norm = ops.upload_vector(h.q_norm);
       l.k_norm = ops.upload_vector(h.k_norm);
     }
-    const weights::LinearWeight qkv[] = {h.q, h.k, h.v};
-    l.qkv = ops.upload_fused_linear(qkv);
-    if (!l.qkv) {
-      l.q = ops.upload_linear(h.q);
-      l.k = ops.upload_linear(h.k);
-      l.v = ops.upload_linear(h.v);
+    if (h.mla.has_value() != config.is_mla())
+      throw Error("model: layer " + std::to_string(i) + (h.mla ? " has" : " lacks") +
+                  " multi-head latent attention weights, the config says otherwise");
+    if (h.mla) {
+      upload_mla(l, *h.mla);
+    } else {
+      const weights::LinearWeight qkv[] = {h.q, h.k, h.v};
+      l.qkv = ops.upload_fused_linear(qkv);
+      if (!l.qkv) {
+        l.q = ops.upload_linear(h.q);
+        l.k = ops.upload_linear(h.k);
+        l.v = ops.upload_linear(h.v);
+      }
     }
     l.o = ops.upload_linear(h.o);
     if (h.moe.has_value() != config.is_moe_layer(i))
@@ -54,6 +67,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
     if (h.moe) {
       l.router = ops.upload_linear(h.moe->router);
       l.experts = ops.upload_moe_experts(h.moe->gate, h.moe->up, h.moe->down);
+      l.routing = routing_;
+      if (config.arch == Architecture::kDeepseekV3) upload_deepseek_moe(l, *h.moe);
       has_moe_ = true;
     } else {
       const weights::LinearWeight gate_up[] = {h.gate, h.up};
@@ -68,6 +83,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const loader::HostModelWeights
     layers_.push_back(std::move(l));
     for (const weights::LinearWeight* lw : {&h.q, &h.k, &h.v, &h.o, &h.gate, &h.up, &h.down})
       rows_coupled_ = rows_coupled_ || lw->activation == ActivationQuant::kDynamicTensor;
+    if (h.mla)
+      for (const weights::LinearWeight* lw : {&h.mla->q_proj, &h.mla->q_a, &h.mla->q_b, &h.mla->kv_a})
+        rows_coupled_ = rows_coupled_ || lw->activation == ActivationQuant::kDynamicTensor;
+    if (h.moe)
+      for (const weights::LinearWeight* lw : {&h.moe->shared_gate, &h.moe->shared_up, &h.moe->shared_down})
+        rows_coupled_ = rows_coupled_ || lw->activation == ActivationQuant::kDynamicTensor;
     // FP8 experts with a dynamic per-tensor scale: one scale over the block's rows (Ops::moe).
     if (h.moe)
       for (const auto* experts : {&h.moe->gate, &h.moe->up, &h.moe->down})
@@ -83,8 +104,9 @@ void LlamaModel::prepare_decode_program() {
   const bool dense_fused = std::all_of(layers_.begin(), layers_.end(), [](const Layer& l) {
     return l.qkv != nullptr && l.gate_up != nullptr && l.experts == nullptr;
   });
-  if (tp_size_ > 1 || has_moe_ || !dense_fused || rows_coupled_) {
+  if (tp_size_ > 1 || config_.is_mla() || has_moe_ || !dense_fused || rows_coupled_) {
     decode_program_note_ = "decode steps op by op: " + std::string(tp_size_ > 1     ? "tensor parallelism"
+                                                                   : config_.is_mla() ? "multi-head latent attention"
                                                                    : has_moe_       ? "MoE blocks"
                                                                    : !dense_fused   ? "unfused projections"
                                                                                     : "a per-tensor dynamic scale") +
@@ -109,11 +131,14 @@ void LlamaModel::prepare_decode_program() {
 bool LlamaModel::moe_recordable(int64_t rows) const {
   if (!has_moe_) return true;
   return std::all_of(layers_.begin(), layers_.end(), [&](const Layer& l) {
-    return l.experts == nullptr || ops_.moe_recordable(*l.experts, rows, routing_.top_k);
+    return l.experts == nullptr || ops_.moe_recordable(*l.experts, rows, l.routing.top_k);
   });
 }
 
 backend::KvCacheShape LlamaModel::kv_cache_shape(int block_size, int64_t num_blocks) const {
+  // MLA: one latent entry a token (kv_lora_rank + qk_rope_head_dim values), shared by every head.
+  if (config_.is_mla())
+    return {config_.num_hidden_layers, 1, config_.mla.latent_width(), block_size, num_blocks, 0, true};
   return {config_.num_hidden_layers, kv_heads_, config_.head_dim, block_size, num_blocks};
 }
 
@@ -271,14 +296,20 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
 
 backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache) {
   const ModelConfig& c = config_;
+  if (c.is_mla() && observer_ != nullptr)
+    throw Error(c.architecture + ": calibration (a forward observer) of multi-head latent attention is not "
+                "implemented yet (issue 45)");
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
-  const int64_t q_width = q_heads_ * hd, kv_width = kv_heads_ * hd;
+  const bool mla = c.is_mla();
+  const int64_t q_width = mla ? 0 : q_heads_ * hd, kv_width = mla ? 0 : kv_heads_ * hd;
   backend::Tensor h = ops_.alloc(rows, hidden);
   backend::Tensor x = ops_.alloc(rows, hidden);
   backend::Tensor q = ops_.alloc(rows, q_width);
   backend::Tensor k = ops_.alloc(rows, kv_width);
   backend::Tensor v = ops_.alloc(rows, kv_width);
   backend::Tensor attn = ops_.alloc(rows, q_width);
+  MlaTensors mla_t = mla ? alloc_mla_tensors(rows) : MlaTensors{};
+  SharedTensors shared_t = c.moe.n_shared_experts > 0 ? alloc_shared_tensors(rows) : SharedTensors{};
   backend::Tensor proj = ops_.alloc(rows, hidden);
   backend::Tensor act = ops_.alloc(rows, intermediate_);
   const bool any_moe = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.experts != nullptr; });
@@ -311,7 +342,10 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       if (aux_layers_[a] == i) ops_.copy(h, aux_[a]);  // the stream entering layer i
     // Attention block: h += o_proj(attention(rope(q), rope(k), v)) of x = norm(h).
     observe(i, LinearInput::kQkv, x);
-    if (l.qkv) {
+    if (mla) {
+      mla_attention(i, l, x, mla_t, cache);
+      ops_.linear(mla_t.out, *l.o, proj);
+    } else if (l.qkv) {
       ops_.linear(x, *l.qkv, qkv);
       // Split, q/k norm, RoPE and the K/V cache store as one op: one kernel where the
       // backend fuses them (attention() below then only attends).
@@ -327,18 +361,19 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
       }
       ops_.rope_qk(q, k, hd, rope_);
     }
-    const backend::AttentionParams params{q_heads_, kv_heads_, hd,
-                                          1.0f / std::sqrt(float(hd)), l.sliding_window};
-    if (observer_ != nullptr) {
-      observed_.resize(size_t(k.rows * k.cols));
-      observed_v_.resize(size_t(v.rows * v.cols));
-      ops_.to_host(k, observed_);
-      ops_.to_host(v, observed_v_);
-      observer_->key_value(i, observed_, observed_v_, k.rows, k.cols);
+    if (!mla) {
+      const backend::AttentionParams params{q_heads_, kv_heads_, hd, 1.0f / std::sqrt(float(hd)), l.sliding_window};
+      if (observer_ != nullptr) {
+        observed_.resize(size_t(k.rows * k.cols));
+        observed_v_.resize(size_t(v.rows * v.cols));
+        ops_.to_host(k, observed_);
+        ops_.to_host(v, observed_v_);
+        observer_->key_value(i, observed_, observed_v_, k.rows, k.cols);
+      }
+      ops_.attention(q, k, v, attn, params, cache, i);
+      observe(i, LinearInput::kO, attn);
+      ops_.linear(attn, *l.o, proj);
     }
-    ops_.attention(q, k, v, attn, params, cache, i);
-    observe(i, LinearInput::kO, attn);
-    ops_.linear(attn, *l.o, proj);
     if (tp_size_ > 1) ops_.all_reduce_sum(proj);  // o_proj is row-parallel: partial sums
     // MLP block: h += down(silu(gate(x)) · up(x)) of x = norm(h), or in an MoE
     // layer h += Σ p_e · expert_e(x) over the experts the router picks.
@@ -346,7 +381,8 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     if (l.experts) {
       if (observer_ != nullptr && !l.observed_gate.empty()) observe_experts(i, l, x);
       ops_.linear(x, *l.router, router_logits);
-      ops_.moe(x, router_logits, *l.experts, routing_, proj);
+      ops_.moe(x, router_logits, *l.experts, l.routing, proj);
+      add_shared_experts(l, x, shared_t, proj);
     } else {
       observe(i, LinearInput::kGateUp, x);
       if (l.gate_up) {
@@ -458,6 +494,10 @@ std::vector<backend::KvLayerFormat> kv_layer_formats(const ModelConfig& c, const
   backend::KvLayerFormat base;
   base.element = kv_element_type(s.dtype);
   const bool fp8 = is_fp8(s.dtype);
+  if (fp8 && c.is_mla())
+    throw Error(c.architecture + ": an FP8 latent KV cache (--kv-cache-dtype " + std::string(name(s.dtype)) +
+                ") is not implemented yet (issue 45): its scale needs calibration of the latent entries; use "
+                "--kv-cache-dtype auto (BF16)");
   const bool have_scales = fp8 && int(k_scales.size()) == c.num_hidden_layers &&
                            int(v_scales.size()) == c.num_hidden_layers;
   if (fp8 && !have_scales && notes)

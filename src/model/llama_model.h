@@ -1,10 +1,11 @@
 // The Llama family — LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// MistralForCausalLM, and the mixture-of-experts Qwen3MoeForCausalLM and
-// MixtralForCausalLM — as one forward pass over the backend op interface.
-// What differs between them is data in ModelConfig (biases, q/k norms, RoPE
-// scaling, sliding window, tied embeddings, which layers are sparse MoE blocks
-// and how they route), never a branch on the name; how each linear layer is
-// quantized is data in its weights.
+// MistralForCausalLM, the mixture-of-experts Qwen3MoeForCausalLM and
+// MixtralForCausalLM, and DeepseekV3ForCausalLM — as one forward pass over the
+// backend op interface. What differs between them is data in ModelConfig
+// (biases, q/k norms, RoPE scaling, sliding window, tied embeddings, which
+// layers are sparse MoE blocks and how they route, multi-head latent attention
+// instead of GQA: mla_layer.cpp), never a branch on the name; how each linear
+// layer is quantized is data in its weights.
 //
 // One forward call runs a batch of sequences, each with some new tokens at its
 // own position (a prompt chunk or one decode token): prefill and decode mix
@@ -177,6 +178,22 @@ class LlamaModel {
     // Where the backend fuses them: q/k/v as one weight, gate/up as one (then q, k, v, gate, up are null).
     std::unique_ptr<backend::Weight> qkv, gate_up;
     std::optional<int64_t> sliding_window;
+    // Multi-head latent attention (DeepSeek-V3): q is q_proj (null with q_lora_rank: q_a, q_a_norm,
+    // q_b), kv_a the latent + rope projection, kv_a_norm its latent's norm, mla_up kv_b_proj as
+    // the backend's up-projections; k and v are null.
+    std::unique_ptr<backend::Weight> q_a, q_a_norm, q_b, kv_a, kv_a_norm, mla_up;
+    // DeepSeek-V3's MoE layers: the shared experts (one SwiGLU MLP every row runs) and the router's
+    // correction bias (inside `routing`).
+    std::unique_ptr<backend::Weight> shared_gate, shared_up, shared_down, router_bias;
+    backend::MoeRouting routing;  // an MoE layer's routing (the bias is this layer's)
+  };
+  // Scratch tensors of a step's MLA layers (mla_layer.cpp).
+  struct MlaTensors {
+    backend::Tensor q_a, q_a_normed, q, kv_a, latent, latent_normed, k_pe, out;
+  };
+  // Scratch tensors of a step's shared experts.
+  struct SharedTensors {
+    backend::Tensor gate, up, act, out;
   };
 
   ModelConfig config_;
@@ -198,6 +215,18 @@ class LlamaModel {
   std::vector<float> observed_, observed_v_;  // host copies for the observer
   std::vector<int> aux_layers_;               // capture_aux_states' layers
   std::vector<backend::Tensor> aux_;          // their streams in the last step
+
+  float mla_scale_ = 1.0f;  // MLA's softmax scale (spec/rope.h mla_softmax_scale)
+
+  // mla_layer.cpp: an MLA layer's uploads, its step tensors, and its attention block from the
+  // normed input x to the input of o_proj.
+  void upload_mla(Layer& l, const loader::HostMla& h);
+  MlaTensors alloc_mla_tensors(int64_t rows);
+  void mla_attention(int layer, Layer& l, backend::Tensor x, MlaTensors& t, backend::KvCache& cache);
+  // DeepSeek-V3's MoE extras: uploads, and out += shared experts of x.
+  void upload_deepseek_moe(Layer& l, const loader::HostMoe& h);
+  SharedTensors alloc_shared_tensors(int64_t rows);
+  void add_shared_experts(const Layer& l, backend::Tensor x, SharedTensors& t, backend::Tensor out);
 
   void observe(int layer, LinearInput input, backend::Tensor x);
   // expert_input of every expert of MoE layer `layer`, whose block input is x.

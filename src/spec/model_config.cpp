@@ -6,9 +6,9 @@
 namespace fp8lm {
 namespace {
 
-constexpr std::array<std::string_view, 6> kArchitectureNames = {
-    "LlamaForCausalLM",  "Qwen2ForCausalLM",    "Qwen3ForCausalLM",
-    "MistralForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"};
+constexpr std::array<std::string_view, 7> kArchitectureNames = {
+    "LlamaForCausalLM",  "Qwen2ForCausalLM",    "Qwen3ForCausalLM",      "MistralForCausalLM",
+    "Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM"};
 
 }  // namespace
 
@@ -38,6 +38,7 @@ std::string_view name(ModelDType d) {
 
 bool ModelConfig::is_moe_layer(int layer) const {
   if (!is_moe()) return false;
+  if (layer < moe.first_k_dense_replace) return false;
   if (std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), layer) != moe.mlp_only_layers.end())
     return false;
   return (layer + 1) % moe.decoder_sparse_step == 0;

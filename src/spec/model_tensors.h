@@ -47,8 +47,24 @@ struct ExpertTensorNames {
 struct MoeTensorNames {
   std::string router;
   std::vector<ExpertTensorNames> experts;  // config.moe.num_experts of them
+  // DeepSeek-V3 only (empty otherwise): the router's e_score_correction_bias
+  // tensor and the shared experts' module names (`mlp.shared_experts.*_proj`).
+  std::string router_bias;
+  ExpertTensorNames shared;
 };
 MoeTensorNames moe_tensor_names(const ModelConfig& config, int layer);
+
+// One multi-head latent attention block's names (DeepSeek-V3, `self_attn.*`):
+// projections are module names, norms tensor names; o_proj is
+// LayerTensorNames::o_proj. q_proj without q_lora_rank, else q_a/q_a_layernorm/q_b.
+struct MlaTensorNames {
+  std::string q_proj, q_a_proj, q_a_norm, q_b_proj, kv_a_proj, kv_a_norm, kv_b_proj;
+};
+MlaTensorNames mla_tensor_names(int layer);
+// The prefix of the tensors of DeepSeek's multi-token-prediction layers, which
+// follow the decoder's layers ("model.layers.<num_hidden_layers + i>."): fp8lm
+// reads past them (no speculative use yet). Empty when the config has none.
+std::vector<std::string> mtp_layer_prefixes(const ModelConfig& config);
 
 struct LinearModule {
   std::string name;       // module name; the weight is `<name>.weight`

@@ -93,6 +93,16 @@ RopeTable::RopeTable(const ModelConfig& c) {
   }
 }
 
+float mla_softmax_scale(const ModelConfig& c) {
+  double scale = std::pow(double(c.mla.qk_head_dim()), -0.5);
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type != RopeScalingType::kNone && s.mscale_all_dim != 0.0) {
+    const double m = yarn_mscale(s.factor, s.mscale_all_dim);
+    scale = scale * m * m;
+  }
+  return float(scale);
+}
+
 void RopeTable::cos_sin(int64_t position, float* cos_out, float* sin_out) const {
   // float32 product first, as transformers' `inv_freq @ position_ids` does.
   const float p = float(position);

@@ -28,4 +28,10 @@ class RopeTable {
   float attention_factor_ = 1.0f;
 };
 
+// Multi-head latent attention's softmax scale (transformers' DeepseekV3Attention.scaling):
+// (qk_nope_head_dim + qk_rope_head_dim)^-1/2, times mscale² with mscale = 0.1 · mscale_all_dim ·
+// ln(factor) + 1 under a RoPE scaling that gives mscale_all_dim (YaRN; factor ≤ 1: mscale 1) —
+// DeepSeek's correction for the entropy a stretched context adds to the softmax.
+float mla_softmax_scale(const ModelConfig& config);
+
 }  // namespace fp8lm

@@ -35,8 +35,17 @@ inline const nlohmann::json& moe_manifest() {
   return m;
 }
 
-// The manifest of a fixture folder: "models" or kMoeFixtures.
+// DeepSeek-V3 (multi-head latent attention + DeepSeekMoE, tools/make_deepseek_fixtures.py):
+// models/deepseek, same schema.
+inline constexpr const char* kDeepseekFixtures = "models/deepseek";
+inline const nlohmann::json& deepseek_manifest() {
+  static const nlohmann::json m = read_manifest(kDeepseekFixtures);
+  return m;
+}
+
+// The manifest of a fixture folder: "models", kMoeFixtures or kDeepseekFixtures.
 inline const nlohmann::json& manifest_of(const std::string& fixtures) {
+  if (fixtures == kDeepseekFixtures) return deepseek_manifest();
   return fixtures == kMoeFixtures ? moe_manifest() : model_manifest();
 }
 

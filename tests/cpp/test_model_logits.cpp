@@ -5,7 +5,12 @@
 // against transformers + compressed-tensors; and the mixture-of-experts models
 // (Qwen3-MoE with and without norm_topk_prob, with dense layers by
 // mlp_only_layers and decoder_sparse_step; Mixtral) in high precision, against
-// transformers' eager loop over the experts; the MoE models under the online
+// transformers' eager loop over the experts; DeepSeek-V3 (multi-head latent
+// attention with and without q_lora_rank, interleaved and half RoPE, YaRN's
+// softmax correction, grouped sigmoid routing with the correction bias, shared
+// experts, a dense layer first) in high precision, under online fp8:block /
+// fp8:channel and as a block-FP8 checkpoint (weight_scale_inv) against a
+// PyTorch emulation (tools/make_deepseek_fixtures.py); the MoE models under the online
 // FP8 schemes and FP8 MoE checkpoints (HF fp8 blocks, LLM Compressor FP8_BLOCK,
 // static FP8 with one input_scale per expert linear) against a PyTorch
 // emulation. For the static ones the emulation follows vLLM's fused MoE: one
@@ -58,7 +63,7 @@ struct CaseId {
 
 std::vector<CaseId> all_cases() {
   std::vector<CaseId> out;
-  for (const char* fixtures : {"models", kMoeFixtures})
+  for (const char* fixtures : {"models", kMoeFixtures, kDeepseekFixtures})
     for (const auto& [model, m] : manifest_of(fixtures)["models"].items())
       for (size_t i = 0; i < m["cases"].size(); ++i) out.push_back({fixtures, model, i});
   return out;

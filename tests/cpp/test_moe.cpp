@@ -158,7 +158,7 @@ TEST(MoeBlock, EqualsRowByRowDefinition) {
       ThreadPool pool(2);
       cpu::MoeScratch scratch;
       std::vector<float> got(x.size());
-      cpu::moe(x, kRows, logits, planned, routing, got, &pool, KernelChoice::kAuto, scratch);
+      cpu::moe(x, kRows, logits, planned, routing, {}, got, &pool, KernelChoice::kAuto, scratch);
 
       for (int64_t r = 0; r < kRows; ++r) {
         int32_t ids[kTopK];
@@ -210,8 +210,8 @@ TEST(MoeBlock, DynamicTensorScaleSpansTheCall) {
   cpu::MoeScratch scratch;
   std::vector<float> all(x.size());
   std::vector<float> first(static_cast<size_t>(kHidden));
-  cpu::moe(x, kRows, logits, planned, routing, all, &pool, KernelChoice::kAuto, scratch);
-  cpu::moe(std::span(x).first(size_t(kHidden)), 1, std::span(logits).first(size_t(kExperts)), planned, routing, first,
+  cpu::moe(x, kRows, logits, planned, routing, {}, all, &pool, KernelChoice::kAuto, scratch);
+  cpu::moe(std::span(x).first(size_t(kHidden)), 1, std::span(logits).first(size_t(kExperts)), planned, routing, {}, first,
            &pool, KernelChoice::kAuto, scratch);
   EXPECT_NE(std::memcmp(all.data(), first.data(), first.size() * sizeof(float)), 0);
   // Without the large row the call's scale is row 0's own again: rows 0-3 as
@@ -221,7 +221,7 @@ TEST(MoeBlock, DynamicTensorScaleSpansTheCall) {
   std::copy_n(x.begin(), kHidden, twice_x.begin() + kHidden);
   std::copy_n(logits.begin(), kExperts, twice_l.begin() + kExperts);
   std::vector<float> twice(twice_x.size());
-  cpu::moe(twice_x, 2, twice_l, planned, routing, twice, &pool, KernelChoice::kAuto, scratch);
+  cpu::moe(twice_x, 2, twice_l, planned, routing, {}, twice, &pool, KernelChoice::kAuto, scratch);
   EXPECT_EQ(std::memcmp(twice.data(), first.data(), first.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(twice.data() + kHidden, first.data(), first.size() * sizeof(float)), 0);
 }

@@ -19,24 +19,7 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-std::string seq_name(size_t i) { return "paged attention: sequence " + std::to_string(i); }
-
-// Σ a_i b_i in float32 in a fixed order: 8 partial sums (lane l takes i ≡ l
-// mod 8), then added pairwise. The partial sums vectorize without reassociation.
-float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
-// y += a · x, each product rounded, then the sum (no fused multiply-add).
-void axpy(float* __restrict y, const float* __restrict x, float a, int64_t n) {
-  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
-}
+std::string seq_name(const char* who, size_t i) { return std::string(who) + ": sequence " + std::to_string(i); }
 
 // One new token: its row in q / k / v / out, its position, its sequence.
 struct Row {
@@ -85,29 +68,53 @@ void validate(const float* q, const float* k, const float* v, const float* out,
   if (q == nullptr || k == nullptr || v == nullptr || out == nullptr) {
     throw Error("paged attention: null q, k, v or out");
   }
+  check_attention_sequences(sequences, shape, "paged attention");
+}
+
+}  // namespace
+
+// Σ a_i b_i in float32 in a fixed order: 8 partial sums (lane l takes i ≡ l
+// mod 8), then added pairwise. The partial sums vectorize without reassociation.
+float attention_dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// y += a · x, each product rounded, then the sum (no fused multiply-add).
+void attention_axpy(float* __restrict y, const float* __restrict x, float a, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
+}
+
+void check_attention_sequences(std::span<const AttentionSequence> sequences, const KvCacheShape& shape,
+                               const char* who) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const int64_t bs = shape.block_size;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // row ranges [first, end)
   std::vector<int64_t> slots;                       // global slots the new tokens write
   for (size_t i = 0; i < sequences.size(); ++i) {
     const AttentionSequence& s = sequences[i];
-    if (s.num_tokens < 1) throw Error(seq_name(i) + ": num_tokens must be >= 1, got " + std::to_string(s.num_tokens));
+    if (s.num_tokens < 1) throw Error(seq_name(who, i) + ": num_tokens must be >= 1, got " + std::to_string(s.num_tokens));
     if (s.first_row < 0 || s.first_row > kMax - s.num_tokens) {
-      throw Error(seq_name(i) + ": rows out of range (first_row " + std::to_string(s.first_row) + ")");
+      throw Error(seq_name(who, i) + ": rows out of range (first_row " + std::to_string(s.first_row) + ")");
     }
     if (s.start_position < 0 || s.start_position > kMax - s.num_tokens - bs) {
-      throw Error(seq_name(i) + ": start_position out of range (" + std::to_string(s.start_position) + ")");
+      throw Error(seq_name(who, i) + ": start_position out of range (" + std::to_string(s.start_position) + ")");
     }
     const int64_t end = s.start_position + s.num_tokens;
     const int64_t needed = cdiv(end, bs);
     if (int64_t(s.block_table.size()) < needed) {
-      throw Error(seq_name(i) + ": block table too short: " + std::to_string(s.block_table.size()) +
+      throw Error(seq_name(who, i) + ": block table too short: " + std::to_string(s.block_table.size()) +
                   " blocks for " + std::to_string(end) + " positions need " + std::to_string(needed));
     }
     for (int64_t b = 0; b < needed; ++b) {
       const int64_t id = s.block_table[size_t(b)];
       if (id < 0 || id >= shape.num_blocks) {
-        throw Error(seq_name(i) + ": block table entry " + std::to_string(b) + " = " + std::to_string(id) +
+        throw Error(seq_name(who, i) + ": block table entry " + std::to_string(b) + " = " + std::to_string(id) +
                     " out of range [0, " + std::to_string(shape.num_blocks) + ")");
       }
     }
@@ -119,18 +126,17 @@ void validate(const float* q, const float* k, const float* v, const float* out,
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) {
-      throw Error("paged attention: rows out of range: two sequences share row " + std::to_string(ranges[i].first));
+      throw Error(std::string(who) + ": rows out of range: two sequences share row " + std::to_string(ranges[i].first));
     }
   }
   std::sort(slots.begin(), slots.end());
   const auto dup = std::adjacent_find(slots.begin(), slots.end());
   if (dup != slots.end()) {
-    throw Error("paged attention: two new tokens map to one cache slot (block " + std::to_string(*dup / bs) +
+    throw Error(std::string(who) + ": two new tokens map to one cache slot (block " + std::to_string(*dup / bs) +
                 ", slot " + std::to_string(*dup % bs) + ")");
   }
 }
 
-}  // namespace
 
 void paged_attention(const float* q, const float* k, const float* v, float* out,
                      std::span<const AttentionSequence> sequences, const AttentionParams& params,
@@ -201,7 +207,7 @@ void paged_attention(const float* q, const float* k, const float* v, float* out,
       cache.dequantize_k(layer, table[size_t(b)], kh, int(j0 - b * bs), n, s.kv.data());
       for (int g = 0; g < group; ++g) {
         float* sg = s.scores.data() + g * count + (j0 - lo);
-        for (int t = 0; t < n; ++t) sg[t] = dot(q0 + g * hd, s.kv.data() + t * hd, hd) * scale;
+        for (int t = 0; t < n; ++t) sg[t] = attention_dot(q0 + g * hd, s.kv.data() + t * hd, hd) * scale;
       }
     }
     // Softmax weights (unnormalized) and their sums.
@@ -225,7 +231,7 @@ void paged_attention(const float* q, const float* k, const float* v, float* out,
       for (int g = 0; g < group; ++g) {
         const float* wg = s.scores.data() + g * count + (j0 - lo);
         float* ag = s.acc.data() + g * hd;
-        for (int t = 0; t < n; ++t) axpy(ag, s.kv.data() + t * hd, wg[t], hd);
+        for (int t = 0; t < n; ++t) attention_axpy(ag, s.kv.data() + t * hd, wg[t], hd);
       }
     }
     float* o0 = out + r.row * q_row + int64_t(kh) * group * hd;

@@ -34,6 +34,18 @@ namespace fp8lm::cpu {
 using backend::AttentionSequence;
 using backend::AttentionParams;
 
+// Throws fp8lm::Error (prefixed with `who`) for sequences the cache cannot take: no tokens, rows
+// or positions out of range, short block tables or blocks outside the cache, two sequences on
+// one row, two new tokens on one cache slot. paged_attention and the MLA attention both check so.
+void check_attention_sequences(std::span<const AttentionSequence> sequences, const KvCacheShape& shape,
+                               const char* who);
+
+// The float32 sums every CPU attention uses (fixed order, so results do not depend on threads):
+// attention_dot = Σ a_i b_i with 8 partial sums (lane l takes i ≡ l mod 8) added pairwise;
+// attention_axpy: y += a · x, each product rounded, then the sum (no fused multiply-add).
+float attention_dot(const float* __restrict a, const float* __restrict b, int64_t n);
+void attention_axpy(float* __restrict y, const float* __restrict x, float a, int64_t n);
+
 void paged_attention(const float* q, const float* k, const float* v, float* out,
                      std::span<const AttentionSequence> sequences, const AttentionParams& params,
                      PagedKvCache& cache, int layer, ThreadPool* pool = nullptr);

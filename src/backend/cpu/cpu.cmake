@@ -6,6 +6,7 @@ add_library(fp8lm_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/linear_kernels_scalar.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/mla_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/moe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thread_group.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_rank_group.cpp

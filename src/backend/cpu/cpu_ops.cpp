@@ -9,6 +9,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/kv_cache.h"
 #include "backend/cpu/linear.h"
+#include "backend/cpu/mla_attention.h"
 #include "common/error.h"
 #include "numerics/silu.h"
 
@@ -26,6 +27,11 @@ struct HostLinear final : backend::Weight {
 struct VectorWeight final : backend::Weight {
   explicit VectorWeight(std::vector<float> values) : v(std::move(values)) {}
   std::vector<float> v;
+};
+
+struct MlaUp final : backend::Weight {
+  explicit MlaUp(MlaUpProjections p) : up(std::move(p)) {}
+  MlaUpProjections up;
 };
 
 struct HostMoe final : backend::Weight {
@@ -146,6 +152,11 @@ std::string CpuOps::describe(const backend::Weight& w) const {
 std::unique_ptr<backend::KvCache> CpuOps::make_kv_cache(const backend::KvCacheShape& shape,
                                                         std::vector<backend::KvLayerFormat> layers) {
   return std::make_unique<CpuKvCache>(shape, std::move(layers));
+}
+
+std::unique_ptr<backend::Weight> CpuOps::upload_mla_up_projections(const weights::LinearWeight& kv_b, int num_heads,
+                                                                   int64_t nope_dim, int64_t v_dim) {
+  return std::make_unique<MlaUp>(make_mla_up_projections(kv_b, num_heads, nope_dim, v_dim));
 }
 
 void CpuOps::begin_step(const backend::StepInputs& step) {
@@ -326,8 +337,15 @@ void CpuOps::moe(backend::Tensor x, backend::Tensor router_logits, const backend
   require_shape(x, x.rows, e.hidden, "moe input");
   require_shape(router_logits, x.rows, int64_t(e.gate.size()), "moe router logits");
   require_shape(out, x.rows, e.hidden, "moe output");
+  std::span<const float> bias;
+  if (routing.correction_bias != nullptr) {
+    bias = as<VectorWeight>(*routing.correction_bias, "MoE correction bias").v;
+    if (bias.size() != e.gate.size())
+      throw Error("cpu ops: MoE correction bias of " + std::to_string(bias.size()) + " values for " +
+                  std::to_string(e.gate.size()) + " experts");
+  }
   cpu::moe({f32(x), size_t(x.rows * x.cols)}, x.rows, {f32(router_logits), size_t(router_logits.rows * router_logits.cols)},
-           e, routing, {f32(out), size_t(out.rows * out.cols)}, &pool_, kernels_, moe_scratch_);
+           e, routing, bias, {f32(out), size_t(out.rows * out.cols)}, &pool_, kernels_, moe_scratch_);
 }
 
 void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,
@@ -340,6 +358,27 @@ void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, 
   require_shape(v, q.rows, int64_t(params.num_kv_heads) * params.head_dim, "attention v");
   require_shape(out, q.rows, int64_t(params.num_heads) * params.head_dim, "attention out");
   paged_attention(f32(q), f32(k), f32(v), f32(out), sequences, params, c->cache, layer, &pool_);
+}
+
+void CpuOps::rope_mla(backend::Tensor q, backend::Tensor k_pe, int64_t nope_dim, const RopeTable& rope,
+                      bool interleaved) {
+  const OpClock clock(*this, "rope_mla");
+  require_shape(k_pe, q.rows, rope.rotary_dim(), "rope_mla k_pe");
+  cpu::rope_mla(f32(q), q.cols, f32(k_pe), q.rows, nope_dim, step_.positions, rope, interleaved);
+}
+
+void CpuOps::mla_attention(backend::Tensor q, backend::Tensor latent, backend::Tensor k_pe, const backend::Weight& up,
+                           backend::Tensor out, std::span<const backend::AttentionSequence> sequences,
+                           const backend::MlaParams& params, backend::KvCache& cache, int layer) {
+  const OpClock clock(*this, "mla_attention");
+  auto* c = dynamic_cast<CpuKvCache*>(&cache);
+  if (c == nullptr) throw Error("cpu ops: the KV cache was not made by the CPU backend");
+  require_shape(q, q.rows, int64_t(params.num_heads) * (params.nope_dim + params.rope_dim), "mla_attention q");
+  require_shape(latent, q.rows, params.latent_dim, "mla_attention latent");
+  require_shape(k_pe, q.rows, params.rope_dim, "mla_attention k_pe");
+  require_shape(out, q.rows, int64_t(params.num_heads) * params.v_dim, "mla_attention out");
+  cpu::mla_attention(f32(q), f32(latent), f32(k_pe), as<MlaUp>(up, "MLA up-projections").up, f32(out), sequences,
+                     params, c->cache, layer, &pool_);
 }
 
 void CpuOps::gather_rows(backend::Tensor x, std::span<const int64_t> rows, backend::Tensor out) {

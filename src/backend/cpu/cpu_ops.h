@@ -51,6 +51,9 @@ class CpuOps final : public backend::Ops {
                                                       std::span<const weights::LinearWeight> down) override;
   std::unique_ptr<backend::KvCache> make_kv_cache(const backend::KvCacheShape& shape,
                                                   std::vector<backend::KvLayerFormat> layers) override;
+  bool supports_mla() const override { return true; }
+  std::unique_ptr<backend::Weight> upload_mla_up_projections(const weights::LinearWeight& kv_b, int num_heads,
+                                                             int64_t nope_dim, int64_t v_dim) override;
 
   backend::Tensor alloc(int64_t rows, int64_t cols) override;
   void reset_scratch() override { next_scratch_ = 0; }
@@ -78,6 +81,13 @@ class CpuOps final : public backend::Ops {
                  const backend::AttentionParams& params, backend::KvCache& cache, int layer) override {
     attention(q, k, v, out, step_.sequences, params, cache, layer);
   }
+  void rope_mla(backend::Tensor q, backend::Tensor k_pe, int64_t nope_dim, const RopeTable& rope,
+                bool interleaved) override;
+  void mla_attention(backend::Tensor q, backend::Tensor latent, backend::Tensor k_pe, const backend::Weight& up,
+                     backend::Tensor out, const backend::MlaParams& params, backend::KvCache& cache,
+                     int layer) override {
+    mla_attention(q, latent, k_pe, up, out, step_.sequences, params, cache, layer);
+  }
   void gather_rows(backend::Tensor x, backend::Tensor out) override { gather_rows(x, step_.logit_rows, out); }
   void to_host(backend::Tensor x, std::span<float> out) override;
   void argmax_rows(backend::Tensor x, std::span<int32_t> out) override;
@@ -101,6 +111,9 @@ class CpuOps final : public backend::Ops {
                  std::span<const backend::AttentionSequence> sequences, const backend::AttentionParams& params,
                  backend::KvCache& cache, int layer);
   void gather_rows(backend::Tensor x, std::span<const int64_t> rows, backend::Tensor out);
+  void mla_attention(backend::Tensor q, backend::Tensor latent, backend::Tensor k_pe, const backend::Weight& up,
+                     backend::Tensor out, std::span<const backend::AttentionSequence> sequences,
+                     const backend::MlaParams& params, backend::KvCache& cache, int layer);
 
  private:
   backend::StepInputs step_;

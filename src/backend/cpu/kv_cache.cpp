@@ -68,12 +68,13 @@ PagedKvCache::PagedKvCache(KvCacheShape shape, std::vector<KvLayerFormat> layers
     l.format = layers[i];
     l.element_bytes = element_bytes(l.format.element);
     const size_t array_bytes = round_up(checked_mul(elements, l.element_bytes));
+    const size_t v_bytes = shape_.latent ? 0 : array_bytes;  // a latent cache has no V array
     l.k_offset = offset;
     l.v_offset = l.k_offset + array_bytes;
     if (array_bytes > (std::numeric_limits<size_t>::max() - offset) / 2) {
       throw Error("kv cache: size overflows memory addressing");
     }
-    offset = l.v_offset + array_bytes;
+    offset = l.v_offset + v_bytes;
     if (is_fp8(l.format.element)) {
       const Fp8Format fmt = fp8_format(l.format.element);
       for (int c = 0; c < 256; ++c) {
@@ -135,14 +136,16 @@ void PagedKvCache::check_run(const char* what, int layer, int64_t block, int kv_
 
 void PagedKvCache::store(int layer, int64_t block, int slot, const float* k, const float* v) {
   check_address("store", layer, block, slot);
-  if (k == nullptr || v == nullptr) throw Error("kv cache store: null k or v");
+  if (k == nullptr || (v == nullptr) != shape_.latent)
+    throw Error(shape_.latent ? "kv cache store: a latent cache stores one entry (k) and no v"
+                              : "kv cache store: null k or v");
   const Layer& l = layers_[size_t(layer)];
   const int64_t hd = shape_.head_dim;
   for (int h = 0; h < shape_.num_kv_heads; ++h) {
     const size_t index = size_t(((block * shape_.num_kv_heads + h) * shape_.block_size + slot) * hd);
     const size_t at = index * l.element_bytes;
     encode(k + h * hd, hd, l.format, l.format.k_scale, storage_.get() + l.k_offset + at);
-    encode(v + h * hd, hd, l.format, l.format.v_scale, storage_.get() + l.v_offset + at);
+    if (!shape_.latent) encode(v + h * hd, hd, l.format, l.format.v_scale, storage_.get() + l.v_offset + at);
   }
 }
 
@@ -183,6 +186,7 @@ void PagedKvCache::dequantize_k(int layer, int64_t block, int kv_head, int first
 
 void PagedKvCache::dequantize_v(int layer, int64_t block, int kv_head, int first_slot, int count, float* out) const {
   check_run("load v", layer, block, kv_head, first_slot, count);
+  if (shape_.latent) throw Error("kv cache load v: a latent cache holds no v");
   const Layer& l = layers_[size_t(layer)];
   dequantize(l, l.v_offset, l.v_table, block, kv_head, first_slot, count, out);
 }

@@ -53,7 +53,8 @@ class PagedKvCache {
   uint64_t bytes() const { return bytes_; }
 
   // Stores one token's K and V (num_kv_heads × head_dim floats each, head-major)
-  // into `slot` of `block`, rounded as the layer's format says.
+  // into `slot` of `block`, rounded as the layer's format says. A latent cache
+  // (KvCacheShape::latent) stores k alone: v must be null, and there is no V to load.
   void store(int layer, int64_t block, int slot, const float* k, const float* v);
 
   // One kv head of one token, dequantized: head_dim floats.

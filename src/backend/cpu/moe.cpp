@@ -101,8 +101,67 @@ MoeExperts plan_moe_experts(std::span<const weights::LinearWeight> gate, std::sp
   return m;
 }
 
+namespace {
+
+// The index of the largest of values[0..n) not yet taken (the lower index on ties; -inf never
+// wins over a finite value but may be taken last), or -1 when all are taken.
+int32_t best_untaken(const float* values, int64_t n, const std::vector<bool>& taken) {
+  int32_t best = -1;
+  for (int64_t e = 0; e < n; ++e)
+    if (!taken[size_t(e)] && (best < 0 || values[e] > values[best])) best = int32_t(e);
+  return best;
+}
+
+// DeepSeek-V3's router (transformers' DeepseekV3TopkRouter, noaux_tc), in float32.
+void route_row_grouped(const float* logits, int64_t experts, const backend::MoeRouting& routing, int32_t* ids,
+                       float* weights, std::span<const float> bias) {
+  const int64_t groups = routing.num_groups, per_group = experts / groups;
+  if (groups < 1 || experts % groups != 0 || per_group < 2 || routing.topk_groups < 1 ||
+      routing.topk_groups > groups || routing.topk_groups * per_group < routing.top_k)
+    throw Error("cpu ops: MoE groups (" + std::to_string(groups) + " groups, top " +
+                std::to_string(routing.topk_groups) + ") do not fit " + std::to_string(experts) + " experts, top-" +
+                std::to_string(routing.top_k));
+  std::vector<float> score(static_cast<size_t>(experts)), choice(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) {
+    score[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[e]));
+    choice[size_t(e)] = bias.empty() ? score[size_t(e)] : score[size_t(e)] + bias[size_t(e)];
+  }
+  // A group ranks by the sum of its two best choice scores; the best topk_groups stay eligible.
+  std::vector<float> group_score(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* c = choice.data() + g * per_group;
+    std::vector<bool> taken(static_cast<size_t>(per_group), false);
+    const int32_t first = best_untaken(c, per_group, taken);
+    taken[size_t(first)] = true;
+    const int32_t second = best_untaken(c, per_group, taken);
+    group_score[size_t(g)] = c[first] + c[second];
+  }
+  std::vector<bool> group_out(static_cast<size_t>(groups), false);
+  for (int k = 0; k < routing.topk_groups; ++k) group_out[size_t(best_untaken(group_score.data(), groups, group_out))] = true;
+  // Experts of the groups not chosen are out of the running (transformers masks them to -inf).
+  std::vector<bool> taken(static_cast<size_t>(experts), false);
+  for (int64_t e = 0; e < experts; ++e) taken[size_t(e)] = !group_out[size_t(e / per_group)];
+  for (int k = 0; k < routing.top_k; ++k) {
+    const int32_t best = best_untaken(choice.data(), experts, taken);
+    taken[size_t(best)] = true;
+    ids[k] = best;
+    weights[k] = score[size_t(best)];  // the unbiased score weighs the expert
+  }
+  if (routing.renormalize) {
+    float total = 0.0f;
+    for (int k = 0; k < routing.top_k; ++k) total += weights[k];
+    total += 1e-20f;
+    for (int k = 0; k < routing.top_k; ++k) weights[k] /= total;
+  }
+  for (int k = 0; k < routing.top_k; ++k) weights[k] *= routing.routed_scaling;
+}
+
+}  // namespace
+
 void route_row(const float* logits, int64_t experts, const backend::MoeRouting& routing, int32_t* ids,
-               float* weights) {
+               float* weights, std::span<const float> correction_bias) {
+  if (routing.scoring == MoeScoring::kSigmoid) return route_row_grouped(logits, experts, routing, ids, weights, correction_bias);
+  if (!correction_bias.empty()) throw Error("cpu ops: a correction bias belongs to sigmoid routing");
   // Softmax in float32 as torch computes it (max subtracted first); the last
   // ulp may differ from torch's vectorised exp, which the logits tolerance
   // covers — and the fixtures check that no token's k-th and (k+1)-th
@@ -136,8 +195,8 @@ void route_row(const float* logits, int64_t experts, const backend::MoeRouting& 
 }
 
 void moe(std::span<const float> x, int64_t rows, std::span<const float> router_logits, const MoeExperts& experts,
-         const backend::MoeRouting& routing, std::span<float> out, ThreadPool* pool, KernelChoice kernels,
-         MoeScratch& s) {
+         const backend::MoeRouting& routing, std::span<const float> correction_bias, std::span<float> out,
+         ThreadPool* pool, KernelChoice kernels, MoeScratch& s) {
   const auto num_experts = int64_t(experts.gate.size());
   const int64_t h = experts.hidden, width = experts.width;
   if (routing.top_k < 1 || routing.top_k > num_experts)
@@ -158,7 +217,7 @@ void moe(std::span<const float> x, int64_t rows, std::span<const float> router_l
   for (int64_t r = 0; r < rows; ++r) {
     int32_t* ids = s.ids.data() + size_t(r) * k;
     float* w = s.weights.data() + size_t(r) * k;
-    route_row(router_logits.data() + r * num_experts, num_experts, routing, ids, w);
+    route_row(router_logits.data() + r * num_experts, num_experts, routing, ids, w, correction_bias);
     for (size_t j = 0; j < k; ++j) {
       s.rows[size_t(ids[j])].push_back(r);
       s.row_weight[size_t(ids[j])].push_back(w[j]);

@@ -48,9 +48,11 @@ MoeExperts plan_moe_experts(std::span<const weights::LinearWeight> gate, std::sp
                             std::span<const weights::LinearWeight> down);
 
 // One row's routing: ids[0..top_k) by decreasing probability (the lower id
-// first on ties) and their weights, from `experts` router logits.
+// first on ties) and their weights, from `experts` router logits. With
+// sigmoid scoring (DeepSeek-V3), as backend::MoeRouting says: `correction_bias`
+// (one value per expert, or empty) added for the choice only, groups, routed scaling.
 void route_row(const float* logits, int64_t experts, const backend::MoeRouting& routing, int32_t* ids,
-               float* weights);
+               float* weights, std::span<const float> correction_bias = {});
 
 // Buffers a call reuses (grown, never shrunk).
 struct MoeScratch {
@@ -64,7 +66,7 @@ struct MoeScratch {
 
 // out[rows, H] = the MoE block of x[rows, H] (see the file comment).
 void moe(std::span<const float> x, int64_t rows, std::span<const float> router_logits, const MoeExperts& experts,
-         const backend::MoeRouting& routing, std::span<float> out, ThreadPool* pool, KernelChoice kernels,
-         MoeScratch& scratch);
+         const backend::MoeRouting& routing, std::span<const float> correction_bias, std::span<float> out,
+         ThreadPool* pool, KernelChoice kernels, MoeScratch& scratch);
 
 }  // namespace fp8lm::cpu
