@@ -5,6 +5,7 @@ add_executable(test_model
   ${CMAKE_CURRENT_LIST_DIR}/test_model_logits.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_model_batching.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_moe.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_deepseek.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_generate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_quantize.cpp)
 target_link_libraries(test_model PRIVATE fp8lm_runtime fp8lm_calibration fp8lm_quantize fp8lm_test_support)

@@ -1,5 +1,5 @@
 // Properties the engine relies on, checked bit for bit on the tiny fixture
-// models (dense and MoE): a sequence's logits do not depend on what it is batched with (prefill
+// models (dense, MoE and DeepSeek-V3's MLA): a sequence's logits do not depend on what it is batched with (prefill
 // and decode mixed in one step), on how its prompt is split into chunks, or on
 // the number of threads. Dynamic per-tensor activation scales are the one
 // documented exception (the scale spans the whole call) and are not tested here.
@@ -17,7 +17,7 @@ struct Setup {
   const char* model;
   const char* quantization;  // nullptr = as stored
   const char* kv;
-  const char* fixtures = "models";  // or kMoeFixtures
+  const char* fixtures = "models";  // or kMoeFixtures, kDeepseekFixtures
   const char* label = nullptr;        // the test's name when not the model's
 };
 
@@ -114,7 +114,14 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelInvariance,
                                            Setup{"qwen3_moe", "fp8:block", "fp32", kMoeFixtures, "qwen3_moe_fp8_block"},
                                            Setup{"mixtral", "fp8:channel", "bf16", kMoeFixtures, "mixtral_fp8_channel"},
                                            Setup{"qwen3_moe_nonorm", "fp8:weight-only", "fp8_e4m3", kMoeFixtures,
-                                                 "qwen3_moe_nonorm_fp8_weight_only"}),
+                                                 "qwen3_moe_nonorm_fp8_weight_only"},
+                                           // DeepSeek-V3: MLA over the latent cache (F32 and BF16 entries),
+                                           // grouped sigmoid routing, shared experts, block FP8 as stored.
+                                           Setup{"deepseek_v3", nullptr, "fp32", kDeepseekFixtures},
+                                           Setup{"deepseek_v3_no_q_lora", nullptr, "bf16", kDeepseekFixtures},
+                                           Setup{"deepseek_v3", "fp8:channel", "bf16", kDeepseekFixtures,
+                                                 "deepseek_v3_fp8_channel"},
+                                           Setup{"deepseek_v3_fp8_block", nullptr, "bf16", kDeepseekFixtures}),
                          [](const auto& p) { return std::string(p.param.label ? p.param.label : p.param.model); });
 
 TEST(ModelErrors, PositionsBeyondTheContextAndShortBlockTables) {
