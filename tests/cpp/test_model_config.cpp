@@ -194,10 +194,42 @@ TEST(RealConfigs, Mixtral8x7B) {
   EXPECT_EQ(find_linear(ms, "model.layers.3.block_sparse_moe.gate").kind, LinearKind::kRouter);
 }
 
-TEST(RealConfigs, DeepSeekIsNotSupportedAndSaysWhatIs) {
+// DeepSeek-R1 (the DeepSeek-V3 architecture, issue 45): MLA and DeepSeekMoE as its config.json
+// (written for DeepSeek's own modeling code) gives them; rope_interleave is absent, so
+// transformers' default (true) holds.
+TEST(RealConfigs, DeepSeekR1) {
   SKIP_WITHOUT_SHARED("deepseek-ai__DeepSeek-R1");
-  expect_error([] { real_config("deepseek-ai__DeepSeek-R1"); },
-               {"DeepseekV3ForCausalLM", "not supported", "LlamaForCausalLM", "MixtralForCausalLM"});
+  const ModelConfig c = real_config("deepseek-ai__DeepSeek-R1");
+  EXPECT_EQ(c.arch, Architecture::kDeepseekV3);
+  EXPECT_EQ(c.mla.q_lora_rank, 1536);
+  EXPECT_EQ(c.mla.kv_lora_rank, 512);
+  EXPECT_EQ(c.mla.qk_nope_head_dim, 128);
+  EXPECT_EQ(c.mla.qk_rope_head_dim, 64);
+  EXPECT_EQ(c.mla.v_head_dim, 128);
+  EXPECT_EQ(c.mla.latent_width(), 576);  // the cache entry a token
+  EXPECT_TRUE(c.mla.rope_interleave);
+  EXPECT_EQ(c.mla.num_nextn_predict_layers, 1);
+  EXPECT_EQ(c.moe.num_experts, 256);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 8);
+  EXPECT_EQ(c.moe.n_group, 8);
+  EXPECT_EQ(c.moe.topk_group, 4);
+  EXPECT_EQ(c.moe.n_shared_experts, 1);
+  EXPECT_EQ(c.moe.first_k_dense_replace, 3);
+  EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 2.5);
+  EXPECT_FALSE(c.is_moe_layer(2));
+  EXPECT_TRUE(c.is_moe_layer(3));
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kYarn);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 40.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.mscale_all_dim, 1.0);
+  const std::vector<LinearModule> ms = linear_modules(c);
+  const LinearModule& kv_a = find_linear(ms, "model.layers.0.self_attn.kv_a_proj_with_mqa");
+  EXPECT_EQ(kv_a.out_features, 576);  // not a multiple of 128: a ragged FP8 block row
+  EXPECT_EQ(kv_a.in_features, 7168);
+  EXPECT_EQ(find_linear(ms, "model.layers.0.self_attn.kv_b_proj").out_features, 128 * (128 + 128));
+  EXPECT_EQ(find_linear(ms, "model.layers.0.self_attn.q_b_proj").out_features, 128 * 192);
+  EXPECT_EQ(find_linear(ms, "model.layers.3.mlp.shared_experts.gate_proj").out_features, 2048);
+  EXPECT_EQ(find_linear(ms, "model.layers.3.mlp.gate").kind, LinearKind::kRouter);
+  EXPECT_EQ(find_linear(ms, "model.layers.60.mlp.experts.255.down_proj").in_features, 2048);
 }
 
 // ---- the tiny checkpoints: tensor names and shapes exactly as the producer wrote them
