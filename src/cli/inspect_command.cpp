@@ -176,6 +176,18 @@ void print_text(const json& j, const io::ModelSpec& spec) {
   if (c.is_moe())
     std::printf("              MoE: %d experts, top-%d, expert width %lld\n", c.moe.num_experts,
                 c.moe.num_experts_per_tok, (long long)c.moe.moe_intermediate_size);
+  if (c.is_moe() && c.moe.scoring == MoeScoring::kSigmoid)
+    std::printf("              DeepSeekMoE: sigmoid scores + correction bias, top-%d of %d groups, %d shared "
+                "expert(s), routed scaling %g, dense layers before %d\n",
+                c.moe.topk_group, c.moe.n_group, c.moe.n_shared_experts, c.moe.routed_scaling_factor,
+                c.moe.first_k_dense_replace);
+  if (c.is_mla())
+    std::printf("              MLA: q_lora_rank %lld, kv_lora_rank %lld, qk nope/rope %lld/%lld (head dim above: "
+                "RoPE's), v %lld, %s rope%s\n",
+                (long long)c.mla.q_lora_rank, (long long)c.mla.kv_lora_rank, (long long)c.mla.qk_nope_head_dim,
+                (long long)c.mla.qk_rope_head_dim, (long long)c.mla.v_head_dim,
+                c.mla.rope_interleave ? "interleaved" : "half-split",
+                c.mla.num_nextn_predict_layers > 0 ? ", MTP layers skipped" : "");
   if (c.is_moe())
     std::printf("parameters    %.2f M, %.2f M of them in experts; active per token %.2f M (top-%d of %d experts)\n",
                 double(spec.parameter_count) / 1e6, double(j["expert_parameters"].get<int64_t>()) / 1e6,
@@ -231,11 +243,6 @@ void print_text(const json& j, const io::ModelSpec& spec) {
                 (long long)c.mla.kv_lora_rank, (long long)c.mla.qk_rope_head_dim, c.num_key_value_heads,
                 human_bytes(double(gqa)).c_str(), double(gqa) / double(mla));
   }
-  if (c.is_mla())
-    std::printf("              MLA: q_lora_rank %lld, kv_lora_rank %lld, qk nope/rope %lld/%lld, v %lld%s\n",
-                (long long)c.mla.q_lora_rank, (long long)c.mla.kv_lora_rank, (long long)c.mla.qk_nope_head_dim,
-                (long long)c.mla.qk_rope_head_dim, (long long)c.mla.v_head_dim,
-                c.mla.rope_interleave ? ", interleaved rope" : "");
   for (const auto& w : j["warnings"]) std::printf("warning       %s\n", w.get<std::string>().c_str());
 }
 

@@ -375,5 +375,20 @@ TEST(DeepseekCheckpoint, MtpLayerSkippedNothingElse) {
   EXPECT_NE(e.find("unexpected tensor 'model.layers.2."), std::string::npos) << e;
 }
 
+// --load-format dummy (the device benchmarks' way to run Moonlight-sized configs without
+// weights): every DeepSeek-V3 tensor generated from config.json, in BF16 and in the config's
+// block FP8, and a prefill + decode runs to finite logits.
+TEST(DeepseekCheckpoint, DummyWeightsRun) {
+  for (const char* name : {"deepseek_v3", "deepseek_v3_fp8_block"}) {
+    SCOPED_TRACE(name);
+    io::LoadOverrides o;
+    o.load_format = io::LoadFormat::kDummy;
+    LoadedModel lm(model_fixture_dir(deepseek_model(name)["dir"]), o, 1);
+    std::vector<float> logits = lm.prompt_logits({5, 6, 7, 8});
+    ASSERT_EQ(logits.size(), size_t(4 * 256));
+    for (const float x : logits) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
 }  // namespace
 }  // namespace fp8lm::test
