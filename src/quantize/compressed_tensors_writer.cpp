@@ -204,10 +204,16 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
 }
 
 void check_supported(const io::ModelSpec& src, const QuantizeOptions& o) {
-  // Every preset runs on every architecture fp8lm loads: MoE static scales come
-  // from a calibration that observes every expert (LlamaModel::observe_all_experts),
-  // and a missing range is refused by module name when writing.
-  (void)src, (void)o;
+  // Every preset runs on every architecture fp8lm loads but DeepSeek-V3: MoE static scales
+  // come from a calibration that observes every expert (LlamaModel::observe_all_experts), and a
+  // missing range is refused by module name when writing. DeepSeek-V3's output has not been
+  // compared with LLM Compressor's yet (its module order, its MLA projections and shared experts),
+  // and its calibration is not implemented, so it is refused rather than written unverified.
+  (void)o;
+  if (src.config.is_mla())
+    throw Error("quantize: " + src.config.architecture + " is not supported yet (issue 45): its compressed-tensors "
+                "output is not yet checked against LLM Compressor's; its block-FP8 weights as stored and online "
+                "--quantization fp8 load as they are");
 }
 
 QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::filesystem::path& out,

@@ -23,6 +23,7 @@
 #include "cpp/test_util.h"
 #include "io/model_config_json.h"
 #include "io/model_spec.h"
+#include "quantize/compressed_tensors_writer.h"
 #include "spec/rope.h"
 
 namespace fp8lm::test {
@@ -388,6 +389,18 @@ TEST(DeepseekCheckpoint, DummyWeightsRun) {
     ASSERT_EQ(logits.size(), size_t(4 * 256));
     for (const float x : logits) ASSERT_TRUE(std::isfinite(x));
   }
+}
+
+// fp8lm quantize of a DeepSeek-V3 checkpoint is refused by name (nothing written) until its
+// output is compared with LLM Compressor's.
+TEST(DeepseekCheckpoint, QuantizeRefusedByName) {
+  const io::ModelSpec spec = io::read_model_spec(model_fixture_dir(deepseek_model("deepseek_v3")["dir"]), {});
+  const std::filesystem::path out = std::filesystem::path(::testing::TempDir()) / "deepseek_quantized";
+  quantize::QuantizeOptions o;
+  o.preset = quantize::parse_preset("FP8_BLOCK");
+  const std::string e = error_of([&] { (void)quantize::write_compressed_tensors(spec, out, o, nullptr); });
+  EXPECT_NE(e.find("DeepseekV3ForCausalLM is not supported yet (issue 45)"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace
