@@ -61,8 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixture_arrays import ArrayWriter  # noqa: E402
 from make_linear_fixtures import FMAX  # noqa: E402
 from make_model_fixtures import (  # noqa: E402  (the dense/MoE fixtures' own emulation, not a copy)
-    Fp8Experts, Fp8Linear, block_dequant, clean, ct_weight, group_quantizer, max_diff, mean_diff, per_prompt,
-    replace_linears, run_logits, top1_agreement, twin)
+    Fp8Experts, Fp8Linear, block_dequant, clean, ct_weight, fp8_round_trip, group_quantizer, max_diff, mean_diff,
+    per_prompt, replace_linears, run_logits, top1_agreement, twin)
 
 SEED = 4500
 VOCAB = 256
@@ -309,6 +309,74 @@ def block_emulation(model, sd: dict):
     return fp8_model(model, linear, experts)
 
 
+# ---------------------------------------------------------------- the FP8 latent cache
+
+class LatentRounding:
+    """What fp8lm's FP8 latent cache does to an MLA layer's cache entry — the latent after
+    kv_a_layernorm and k_pe after RoPE — before attention reads it: each through an E4M3 round trip
+    with the layer's one scale (fp8_round_trip: codes = saturate(x / scale), back as codes x scale).
+    Patched in for the duration of a `with`: kv_a_layernorm's output rounded, and the rope function
+    transformers' attention calls (a module global) wrapped to round the key part; q is untouched.
+    mode "record" keeps each layer's entry amax instead (for the scaled case)."""
+
+    def __init__(self, model, mode: str, scales=None):
+        import transformers.models.deepseek_v3.modeling_deepseek_v3 as mdv3
+        self.mdv3, self.model, self.mode, self.scales, self.amax = mdv3, model, mode, scales, {}
+        self.rope_name = "apply_rotary_pos_emb_interleave" if model.config.rope_interleave else "apply_rotary_pos_emb"
+
+    def round(self, t, layer):
+        if self.mode == "record":
+            self.amax[layer] = max(self.amax.get(layer, 0.0), float(t.abs().amax()))
+            return t
+        scale = torch.tensor(self.scales[layer] if self.scales else 1.0, dtype=torch.float32)
+        return fp8_round_trip(t, scale, torch.float8_e4m3fn, FMAX)
+
+    def __enter__(self):
+        current = [0]
+        self.handles, self.norms = [], []
+        for i, layer in enumerate(self.model.model.layers):
+            attn = layer.self_attn
+            self.handles.append(attn.register_forward_pre_hook(lambda mod, args, i=i: current.__setitem__(0, i)))
+            self.handles.append(attn.kv_a_layernorm.register_forward_hook(
+                lambda mod, args, out, i=i: self.round(out, i)))
+        original = getattr(self.mdv3, self.rope_name)
+        self.original = original
+
+        def rope(q, k, cos, sin, *args, **kwargs):
+            q_embed, k_embed = original(q, k, cos, sin, *args, **kwargs)
+            return q_embed, self.round(k_embed, current[0])
+        setattr(self.mdv3, self.rope_name, rope)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.mdv3, self.rope_name, self.original)
+        for h in self.handles:
+            h.remove()
+
+
+def latent_cache_cases(name: str, model, prompts, plain, w: ArrayWriter) -> list:
+    """kv_fp8_e4m3 (scale 1 every layer) and kv_fp8_e4m3_scaled (each layer's entry amax / 448 over
+    the prompts, as fp8lm's calibration computes a scale)."""
+    with LatentRounding(model, "record") as rec:
+        run_logits(model, prompts)
+    scales = [rec.amax[i] / FMAX for i in range(model.config.num_hidden_layers)]
+    cases = []
+    for case, kv_scales in (("kv_fp8_e4m3", None), ("kv_fp8_e4m3_scaled", scales)):
+        with LatentRounding(model, "fp8", kv_scales):
+            logits = run_logits(model, prompts)
+            margin = router_margin(model, prompts)  # the rounded entries move the routers' inputs too
+        d = max_diff(logits, plain)
+        print(f"  {name:24s} {case:20s} vs bf16: max {d:<8.4g} mean {mean_diff(logits, plain):<8.3g} "
+              f"top-1 agree {top1_agreement(logits, plain):.3f} | {margin}")
+        assert 0 < d < 2.0, (name, case, d)
+        assert margin_ok(margin), (name, case, margin)
+        cases.append({"name": case, "quantization": None, "kv_cache_dtype": "fp8_e4m3",
+                      "kv_scales": {"k": kv_scales, "v": kv_scales} if kv_scales else None,
+                      "max_abs_diff_vs_bf16": per_prompt(logits, plain), "mean_abs_diff_vs_bf16": mean_diff(logits, plain),
+                      "router": margin, "logits": [w.array(f"{name}_{case}_p{i}", t) for i, t in enumerate(logits)]})
+    return cases
+
+
 # ---------------------------------------------------------------- cases
 
 @torch.no_grad()
@@ -394,6 +462,7 @@ def main():
                  "cases": [{"name": "bf16", "quantization": None, "kv_cache_dtype": "fp32", "kv_scales": None,
                             "logits": [w.array(f"{name}_bf16_p{i}", t) for i, t in enumerate(logits)]}]}
         if name == "deepseek_v3":
+            entry["cases"] += latent_cache_cases(name, model, prompts, logits, w)
             for case, (quant, layout, act) in ONLINE.items():
                 entry["cases"].append(fp8_case(name, case, quant, online_fp8(model, layout, act), prompts, logits, w))
             block = out / "deepseek_v3_fp8_block"

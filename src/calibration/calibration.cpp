@@ -18,7 +18,9 @@ float amax_of(std::span<const float> x) {
 class RangeObserver final : public model::ForwardObserver {
  public:
   RangeObserver(CalibrationStats& stats, const ModelConfig& c)
-      : stats_(stats), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+      // MLA's cache holds one latent entry a token, observed as one K "head" of its width.
+      : stats_(stats), kv_heads_(c.is_mla() ? 1 : c.num_key_value_heads),
+        head_dim_(c.is_mla() ? c.mla.latent_width() : c.head_dim) {
     const auto layers = c.num_hidden_layers;
     moe_names_.resize(size_t(layers));
     for (int i = 0; i < layers; ++i)

@@ -296,9 +296,6 @@ backend::Tensor LlamaModel::run_step(std::span<const SequenceInput> batch, backe
 
 backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend::KvCache& cache) {
   const ModelConfig& c = config_;
-  if (c.is_mla() && observer_ != nullptr)
-    throw Error(c.architecture + ": calibration (a forward observer) of multi-head latent attention is not "
-                "implemented yet (issue 45)");
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
   const bool mla = c.is_mla();
   const int64_t q_width = mla ? 0 : q_heads_ * hd, kv_width = mla ? 0 : kv_heads_ * hd;
@@ -344,6 +341,7 @@ backend::Tensor LlamaModel::run_layers(int64_t rows, int64_t logit_rows, backend
     observe(i, LinearInput::kQkv, x);
     if (mla) {
       mla_attention(i, l, x, mla_t, cache);
+      observe(i, LinearInput::kO, mla_t.out);
       ops_.linear(mla_t.out, *l.o, proj);
     } else if (l.qkv) {
       ops_.linear(x, *l.qkv, qkv);
@@ -494,10 +492,6 @@ std::vector<backend::KvLayerFormat> kv_layer_formats(const ModelConfig& c, const
   backend::KvLayerFormat base;
   base.element = kv_element_type(s.dtype);
   const bool fp8 = is_fp8(s.dtype);
-  if (fp8 && c.is_mla())
-    throw Error(c.architecture + ": an FP8 latent KV cache (--kv-cache-dtype " + std::string(name(s.dtype)) +
-                ") is not implemented yet (issue 45): its scale needs calibration of the latent entries; use "
-                "--kv-cache-dtype auto (BF16)");
   const bool have_scales = fp8 && int(k_scales.size()) == c.num_hidden_layers &&
                            int(v_scales.size()) == c.num_hidden_layers;
   if (fp8 && !have_scales && notes)

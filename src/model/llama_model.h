@@ -223,6 +223,8 @@ class LlamaModel {
   void upload_mla(Layer& l, const loader::HostMla& h);
   MlaTensors alloc_mla_tensors(int64_t rows);
   void mla_attention(int layer, Layer& l, backend::Tensor x, MlaTensors& t, backend::KvCache& cache);
+  // The observer's key_value of an MLA layer: the latent entries the cache stores.
+  void observe_latent_entries(int layer, const MlaTensors& t);
   // DeepSeek-V3's MoE extras: uploads, and out += shared experts of x.
   void upload_deepseek_moe(Layer& l, const loader::HostMoe& h);
   SharedTensors alloc_shared_tensors(int64_t rows);

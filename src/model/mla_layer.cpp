@@ -12,7 +12,9 @@
 // runs absorbed (q_nope through W_UK into the latent space, the result through
 // W_UV), for prefill and decode alike: a row's output is then the same however
 // its sequence was split into steps or batched.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "model/llama_model.h"
@@ -65,6 +67,7 @@ void LlamaModel::mla_attention(int layer, Layer& l, backend::Tensor x, MlaTensor
   ops_.split_columns(t.kv_a, parts);
   ops_.rms_norm(t.latent, *l.kv_a_norm, latent_eps, t.latent_normed);
   ops_.rope_mla(t.q, t.k_pe, a.qk_nope_head_dim, rope_, a.rope_interleave);
+  if (observer_ != nullptr) observe_latent_entries(layer, t);
   backend::MlaParams p;
   p.num_heads = config_.num_attention_heads;
   p.nope_dim = a.qk_nope_head_dim;
@@ -74,6 +77,21 @@ void LlamaModel::mla_attention(int layer, Layer& l, backend::Tensor x, MlaTensor
   p.scale = mla_scale_;
   p.absorbed = true;
   ops_.mla_attention(t.q, t.latent_normed, t.k_pe, *l.mla_up, t.out, p, cache, layer);
+}
+
+void LlamaModel::observe_latent_entries(int layer, const MlaTensors& t) {
+  // What the cache stores, [latent ‖ k_pe] a row, given as K and as V (a latent cache has one
+  // array and one scale: the layer's k_scale, from this K's range).
+  const int64_t rows = t.latent_normed.rows, lat = t.latent_normed.cols, rd = t.k_pe.cols;
+  std::vector<float> latent(size_t(rows * lat)), k_pe(size_t(rows * rd));
+  ops_.to_host(t.latent_normed, latent);
+  ops_.to_host(t.k_pe, k_pe);
+  observed_.resize(size_t(rows * (lat + rd)));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(latent.data() + r * lat, lat, observed_.data() + r * (lat + rd));
+    std::copy_n(k_pe.data() + r * rd, rd, observed_.data() + r * (lat + rd) + lat);
+  }
+  observer_->key_value(layer, observed_, observed_, rows, lat + rd);
 }
 
 void LlamaModel::upload_deepseek_moe(Layer& l, const loader::HostMoe& h) {

@@ -121,7 +121,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelInvariance,
                                            Setup{"deepseek_v3_no_q_lora", nullptr, "bf16", kDeepseekFixtures},
                                            Setup{"deepseek_v3", "fp8:channel", "bf16", kDeepseekFixtures,
                                                  "deepseek_v3_fp8_channel"},
-                                           Setup{"deepseek_v3_fp8_block", nullptr, "bf16", kDeepseekFixtures}),
+                                           Setup{"deepseek_v3_fp8_block", nullptr, "bf16", kDeepseekFixtures},
+                                           Setup{"deepseek_v3", nullptr, "fp8_e4m3", kDeepseekFixtures,
+                                                 "deepseek_v3_kv_fp8_e4m3"}),
                          [](const auto& p) { return std::string(p.param.label ? p.param.label : p.param.model); });
 
 TEST(ModelErrors, PositionsBeyondTheContextAndShortBlockTables) {
