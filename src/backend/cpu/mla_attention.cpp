@@ -162,19 +162,8 @@ void mla_attention(const float* q, const float* latent, const float* k_pe, const
     cache.store(layer, r.seq->block_table[size_t(r.position / bs)], int(r.position % bs), e, nullptr);
   });
 
-  // 2. Each (new token, head) over the cached entries of positions 0 … its own.
-  std::vector<MlaScratch> scratch(static_cast<size_t>(pool != nullptr ? pool->size() : 1));
-  for_each(int64_t(rows.size()) * heads, [&](int64_t task, int thread) {
-    const MlaRow& r = rows[size_t(task / heads)];
-    const int64_t h = task % heads;
-    MlaScratch& s = scratch[size_t(thread)];
-    const int64_t count = r.position + 1;
-    s.entries.resize(size_t(max_attended * entry));
-    s.scores.resize(size_t(max_attended));
-    for (int64_t b = 0; b <= r.position / bs; ++b) {
-      const int64_t j0 = b * bs, n = std::min(bs, count - j0);
-      cache.dequantize_k(layer, r.seq->block_table[size_t(b)], 0, 0, int(n), s.entries.data() + j0 * entry);
-    }
+  // One head h of one row over its `count` cached entries (s.entries), into out.
+  auto attend_head = [&](const MlaRow& r, int64_t h, int64_t count, MlaScratch& s) {
     const float* q_nope = q + r.row * heads * qk + h * qk;
     const float* q_pe = q_nope + p.nope_dim;
     const float* w_uk = up.w_uk.data() + h * p.nope_dim * lat;  // [nope][latent]
@@ -211,6 +200,29 @@ void mla_attention(const float* q, const float* latent, const float* k_pe, const
     for (int64_t j = 0; j < count; ++j)
       attention_axpy(s.acc.data(), s.kv.data() + j * (p.nope_dim + p.v_dim) + p.nope_dim, scores[size_t(j)], p.v_dim);
     for (int64_t d = 0; d < p.v_dim; ++d) o[d] = s.acc[size_t(d)] / sum;
+  };
+
+  // 2. Each new token's heads over the cached entries of positions 0 … its own. The heads share
+  // the entries (MLA's point): a task dequantizes a token's entries once for a group of its
+  // heads — as many groups as threads, so one decoding sequence still spreads over the pool.
+  // Each head's arithmetic is its own, so results do not depend on the grouping.
+  const int threads = pool != nullptr ? pool->size() : 1;
+  const int64_t groups = std::max<int64_t>(1, std::min<int64_t>(heads, threads));
+  const int64_t per_group = (heads + groups - 1) / groups;
+  std::vector<MlaScratch> scratch(static_cast<size_t>(threads));
+  for_each(int64_t(rows.size()) * groups, [&](int64_t task, int thread) {
+    const MlaRow& r = rows[size_t(task / groups)];
+    const int64_t h0 = (task % groups) * per_group, h1 = std::min(heads, h0 + per_group);
+    if (h0 >= h1) return;
+    MlaScratch& s = scratch[size_t(thread)];
+    const int64_t count = r.position + 1;
+    s.entries.resize(size_t(max_attended * entry));
+    s.scores.resize(size_t(max_attended));
+    for (int64_t b = 0; b <= r.position / bs; ++b) {
+      const int64_t j0 = b * bs, n = std::min(bs, count - j0);
+      cache.dequantize_k(layer, r.seq->block_table[size_t(b)], 0, 0, int(n), s.entries.data() + j0 * entry);
+    }
+    for (int64_t h = h0; h < h1; ++h) attend_head(r, h, count, s);
   });
 }
 

@@ -388,6 +388,12 @@ void CudaOps::moe(Tensor x, Tensor router_logits, const backend::Weight& experts
   if (routing.top_k < 1 || routing.top_k > num_experts)
     throw Error("cuda ops: MoE top_k " + std::to_string(routing.top_k) + " is not in [1, " +
                 std::to_string(num_experts) + "]");
+  // DeepSeek-V3's router (sigmoid, groups, correction bias, routed scaling) has no kernel yet; its
+  // model is refused at load for MLA anyway (issue 45), this keeps the op honest on its own.
+  if (routing.scoring != MoeScoring::kSoftmax || routing.correction_bias != nullptr || routing.num_groups != 1 ||
+      routing.routed_scaling != 1.0f)
+    throw Error("cuda ops: MoE routing other than softmax top-k (DeepSeek-V3's sigmoid / grouped / biased / scaled "
+                "routing) is not implemented on CUDA yet (issue 45)");
   Impl& m = *impl_;
   if (rows == 0) return;
   if (moe_recordable(experts, rows, routing.top_k)) return moe_grouped(x, router_logits, experts, routing, out);
