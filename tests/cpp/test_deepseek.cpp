@@ -11,6 +11,7 @@
 //  * a backend without MLA (the CUDA backend today) refused at load by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -21,6 +22,7 @@
 #include "common/error.h"
 #include "cpp/model_fixtures.h"
 #include "cpp/test_util.h"
+#include "engine/engine.h"
 #include "engine/runtime.h"
 #include "io/model_config_json.h"
 #include "io/model_spec.h"
@@ -68,6 +70,70 @@ void check_greedy(const std::string& name) {
 
 TEST(DeepseekGreedy, EqualsTransformersWithQLora) { check_greedy("deepseek_v3"); }
 TEST(DeepseekGreedy, EqualsTransformersWithoutQLora) { check_greedy("deepseek_v3_no_q_lora"); }
+
+// The engine over the latent cache: 6 greedy requests (the fixture's prompts and copies that
+// share their first 16 tokens), 24 tokens each, in a cache of 5 blocks of 16 tokens — too small for all at once,
+// so sequences are preempted and recomputed — with prefix caching on, chunked prefill (32 tokens
+// a step) and async scheduling: every request's tokens equal the same request run alone, and
+// the fixture prompts' equal transformers' greedy tokens. Block bookkeeping (block tables,
+// prefix cache, preemption) is per block, whatever a token's entry holds: this checks that the
+// latent cache's sizing and addressing agree with it.
+TEST(DeepseekEngine, BatchedWithPreemptionAndPrefixCacheEqualsAlone) {
+  const std::string name = "deepseek_v3";
+  io::LoadOverrides o;
+  o.kv_cache_dtype = io::parse_kv_cache_dtype("fp32");
+  engine::RuntimeOptions opt;
+  opt.threads = 2;
+  opt.load_tokenizer = false;
+  opt.kv_cache_tokens = 5 * 16;
+  opt.max_num_seqs = 6;
+  auto rt = engine::Runtime::load(model_fixture_dir(deepseek_model(name)["dir"]), o, opt);
+  std::vector<std::vector<int32_t>> prompts, want;
+  for (const nlohmann::json& p : deepseek_model(name)["greedy"]) {
+    prompts.push_back(ids_of(p["ids"]));
+    want.push_back(ids_of(p["greedy"]));
+  }
+  const std::vector<int32_t> longest = prompts.back();  // 24 tokens
+  for (int32_t tail : {7, 9, 11}) {
+    std::vector<int32_t> p(longest.begin(), longest.begin() + 16);  // one full block shared
+    for (int i = 0; i < 6; ++i) p.push_back(tail + i);
+    prompts.push_back(p);
+  }
+  auto request = [](const std::vector<int32_t>& prompt) {
+    engine::Request r;
+    r.prompt = prompt;
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = 24;
+    r.params.ignore_eos = true;
+    r.detokenize = false;
+    return r;
+  };
+  engine::SchedulerConfig config;
+  config.max_num_seqs = 6;
+  config.max_num_batched_tokens = 32;
+  config.enable_prefix_caching = true;
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) {
+    engine::Engine e(*rt, config);
+    e.add_request(request(p));
+    alone.push_back(e.run_to_completion().at(0).tokens);
+  }
+  engine::Engine e(*rt, config);
+  for (const auto& p : prompts) e.add_request(request(p));
+  std::vector<engine::Completion> done = e.run_to_completion();
+  ASSERT_EQ(done.size(), prompts.size());
+  std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(done[i].tokens, alone[i]) << "request " << i;
+    if (i < want.size()) {
+      EXPECT_EQ(std::vector<int32_t>(alone[i].begin(), alone[i].begin() + int64_t(want[i].size())), want[i])
+          << "prompt " << i << " against transformers (its first 8 tokens)";
+    }
+  }
+  EXPECT_GT(e.num_preemptions(), 0) << "the cache (" << rt->blocks().num_total() << " blocks) was meant to be too small for every sequence at once";
+  EXPECT_GT(e.prefix_cache_hits(), 0) << "the shared first block was meant to be found cached";
+  EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
+}
 
 // ---------------------------------------------------------------- absorbed == decompressed
 
