@@ -78,7 +78,7 @@ TEST(DeepseekGreedy, EqualsTransformersWithoutQLora) { check_greedy("deepseek_v3
 // the fixture prompts' equal transformers' greedy tokens. Block bookkeeping (block tables,
 // prefix cache, preemption) is per block, whatever a token's entry holds: this checks that the
 // latent cache's sizing and addressing agree with it.
-TEST(DeepseekEngine, BatchedWithPreemptionAndPrefixCacheEqualsAlone) {
+void check_engine() {
   const std::string name = "deepseek_v3";
   io::LoadOverrides o;
   o.kv_cache_dtype = io::parse_kv_cache_dtype("fp32");
@@ -134,6 +134,8 @@ TEST(DeepseekEngine, BatchedWithPreemptionAndPrefixCacheEqualsAlone) {
   EXPECT_GT(e.prefix_cache_hits(), 0) << "the shared first block was meant to be found cached";
   EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
 }
+
+TEST(DeepseekEngine, BatchedWithPreemptionAndPrefixCacheEqualsAlone) { check_engine(); }
 
 // ---------------------------------------------------------------- absorbed == decompressed
 
