@@ -113,6 +113,11 @@ class LlamaModel {
   void check_batch(std::span<const SequenceInput> batch, const backend::KvCache& cache) const;
   static void check_sampling(std::span<const SequenceInput> batch, std::span<const backend::RowSampling> rows);
 
+  // MLA layers attend absorbed (the default: every step, prefill and decode) or, with false, over
+  // K/V decompressed from the cached latents — the textbook form, the same numbers to float32
+  // rounding (backend::MlaParams::absorbed); for comparisons. No effect without MLA.
+  void set_mla_absorbed(bool absorbed) { mla_absorbed_ = absorbed; }
+
   // Observes every following forward pass (nullptr: none, the default).
   void set_observer(ForwardObserver* observer) { observer_ = observer; }
 
@@ -217,6 +222,7 @@ class LlamaModel {
   std::vector<backend::Tensor> aux_;          // their streams in the last step
 
   float mla_scale_ = 1.0f;  // MLA's softmax scale (spec/rope.h mla_softmax_scale)
+  bool mla_absorbed_ = true;
 
   // mla_layer.cpp: an MLA layer's uploads, its step tensors, and its attention block from the
   // normed input x to the input of o_proj.

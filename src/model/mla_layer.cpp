@@ -75,7 +75,7 @@ void LlamaModel::mla_attention(int layer, Layer& l, backend::Tensor x, MlaTensor
   p.v_dim = a.v_head_dim;
   p.latent_dim = a.kv_lora_rank;
   p.scale = mla_scale_;
-  p.absorbed = true;
+  p.absorbed = mla_absorbed_;
   ops_.mla_attention(t.q, t.latent_normed, t.k_pe, *l.mla_up, t.out, p, cache, layer);
 }
 

@@ -231,6 +231,27 @@ TEST(MlaAttention, AbsorbedEqualsDecompressedEqualsDefinition) {
   for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_NEAR(outs[0][i], outs[1][i], 1e-5 * largest) << i;
 }
 
+// The whole model with decompressed MLA: transformers' logits within the same bound as absorbed
+// (test_model_logits), and absorbed within float32 noise of it (1e-4 of the largest logit,
+// against ~1e-6 measured; the bound of the logits test is 2^-8 ≈ 4e-3).
+TEST(MlaAttention, ModelDecompressedEqualsAbsorbedAndTransformers) {
+  for (const char* name : {"deepseek_v3", "deepseek_v3_no_q_lora"}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json& m = deepseek_model(name);
+    io::LoadOverrides o;
+    o.kv_cache_dtype = io::parse_kv_cache_dtype("fp32");
+    LoadedModel absorbed(model_fixture_dir(m["dir"]), o, 2), decompressed(model_fixture_dir(m["dir"]), o, 2);
+    decompressed.model->set_mla_absorbed(false);
+    for (size_t p = 0; p < m["prompts"].size(); ++p) {
+      const std::vector<int32_t> ids = ids_of(m["prompts"][p]);
+      const std::vector<float> ref = read_array<float>(kDeepseekFixtures, m["cases"][0]["logits"][p]);
+      const std::vector<float> a = absorbed.prompt_logits(ids), d = decompressed.prompt_logits(ids);
+      EXPECT_LE(max_abs_diff(d, ref), 0x1p-8 * max_abs(ref)) << "prompt " << p;
+      EXPECT_LE(max_abs_diff(a, d), 1e-4 * max_abs(ref)) << "prompt " << p;
+    }
+  }
+}
+
 TEST(MlaAttention, RefusesAGqaCacheAndMismatchedShapes) {
   const MlaCase m;
   std::vector<float> kv_b(static_cast<size_t>(m.heads * (m.nope + m.v) * m.latent), 0.5f);
