@@ -4,6 +4,7 @@
 // malformed input.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include "io/model_config_json.h"
 #include "spec/model_config.h"
 #include "spec/model_tensors.h"
+#include "spec/rope.h"
 
 namespace fp8lm {
 namespace {
@@ -368,6 +370,13 @@ TEST(ModelConfigParse, RopeTypes) {
   EXPECT_EQ(y.original_max_position_embeddings, 4096);
   EXPECT_DOUBLE_EQ(y.mscale_all_dim, 1.0);
   EXPECT_FALSE(y.attention_factor.has_value());
+  // transformers takes mscale / mscale_all_dim only when both are given (`if mscale and
+  // mscale_all_dim`); with mscale absent the attention factor is 0.1 ln(factor) + 1, not the ratio
+  // with an assumed mscale of 1 (which would be 1 here).
+  EXPECT_FLOAT_EQ(RopeTable(parse(j)).attention_factor(), 1.0f);
+  j["rope_scaling"].erase("mscale");
+  EXPECT_EQ(parse(j).rope_scaling.mscale, 0.0);  // not given
+  EXPECT_FLOAT_EQ(RopeTable(parse(j)).attention_factor(), float(0.1 * std::log(40.0) + 1.0));
   j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2}};
   expect_error([&] { parse(j); }, {"rope_scaling", "longrope", "not supported"});
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8}};
