@@ -38,6 +38,7 @@
 #include "engine/runtime.h"
 #include "engine/speculative.h"
 #include "io/model_spec.h"
+#include "spec/model_tensors.h"
 
 namespace fp8lm::cli {
 namespace {
@@ -72,12 +73,16 @@ DeviceMemory device_memory(engine::Runtime& rt) {
   return m;
 }
 
-// 2 · parameters of the linear layers (lm_head included) per token: the GEMM work of one token.
+// 2 · parameters of the linear layers a token runs through (lm_head included, an MoE layer's
+// routed experts at top_k of num_experts): the GEMM work of one token. From the architecture's
+// module list, so that MLA's projections and DeepSeek's shared experts count as they are.
 double linear_flops_per_token(const ModelConfig& c) {
-  const double hd = double(c.head_dim), h = double(c.hidden_size);
-  const double per_layer = h * hd * double(c.num_attention_heads) * 2 + h * hd * double(c.num_key_value_heads) * 2 +
-                           3 * h * double(c.intermediate_size);
-  return 2.0 * (per_layer * double(c.num_hidden_layers) + h * double(c.vocab_size));
+  double dense = 0.0, experts = 0.0;
+  for (const LinearModule& m : linear_modules(c))
+    (m.kind == LinearKind::kExpert ? experts : dense) += double(m.out_features) * double(m.in_features);
+  if (c.tie_word_embeddings) dense += double(c.hidden_size) * double(c.vocab_size);
+  const double active = c.is_moe() ? double(c.moe.num_experts_per_tok) / double(c.moe.num_experts) : 0.0;
+  return 2.0 * (dense + experts * active);
 }
 
 struct Memory {
