@@ -13,7 +13,7 @@ seconds=${1:-20}
 # Seed inputs of each fuzz target (directories are read recursively).
 declare -A seeds=(
   [fuzz_safetensors_header]="tests/fixtures/safetensors"
-  [fuzz_config]="tests/fixtures/checkpoints"
+  [fuzz_config]="tests/fixtures/checkpoints tests/fixtures/models/deepseek"
   [fuzz_chat_template]="tests/fixtures/chat"
   [fuzz_tokenizer]="tests/fixtures/tokenizer"
   [fuzz_http_request]="tests/fixtures/http_requests"
