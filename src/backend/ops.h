@@ -493,7 +493,8 @@ class Ops {
     throw Error(name() + ": " + op + ": this backend does not run MoE blocks (supports_moe() is false)");
   }
   [[noreturn]] void throw_no_mla(const char* op) const {
-    throw Error(name() + ": " + op + ": this backend does not run multi-head latent attention (supports_mla() is false)");
+    throw Error(name() + ": " + op +
+                ": this backend does not run multi-head latent attention (supports_mla() is false)");
   }
   [[noreturn]] void throw_not_fused(const char* op) const {
     throw Error(name() + ": " + op + " of a fused linear output, but this backend fuses none");

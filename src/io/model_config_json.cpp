@@ -202,7 +202,8 @@ void parse_deepseek_v3(const json& c, const std::string& origin, ModelConfig& m)
   MoeConfig& e = m.moe;
   e.num_experts = static_cast<int>(int_field(c, "n_routed_experts", origin, 1, kMaxExperts, d::kRoutedExperts));
   e.num_experts_per_tok =
-      static_cast<int>(int_field(c, "num_experts_per_tok", origin, 1, e.num_experts, std::min(d::kTopK, int64_t{e.num_experts})));
+      static_cast<int>(int_field(c, "num_experts_per_tok", origin, 1, e.num_experts,
+                                 std::min(d::kTopK, int64_t{e.num_experts})));
   e.moe_intermediate_size = int_field(c, "moe_intermediate_size", origin, 1, kMaxWidth, d::kMoeWidth);
   e.n_shared_experts = static_cast<int>(int_field(c, "n_shared_experts", origin, 1, kMaxExperts, d::kSharedExperts));
   e.norm_topk_prob = optional<bool>(c, "norm_topk_prob", origin).value_or(true);
@@ -216,13 +217,16 @@ void parse_deepseek_v3(const json& c, const std::string& origin, ModelConfig& m)
   require_value(c, "topk_method", "noaux_tc", origin,
                 "group-limited top-k over score + e_score_correction_bias; transformers' DeepseekV3 implements "
                 "no other (DeepSeek-V2's greedy / group_limited_greedy)");
-  require_value(c, "moe_layer_freq", 1, origin, "every layer from first_k_dense_replace on is sparse, as transformers runs it");
+  require_value(c, "moe_layer_freq", 1, origin,
+                "every layer from first_k_dense_replace on is sparse, as transformers runs it");
   require_value(c, "ep_size", 1, origin, "expert parallelism is not a property of the model");
-  e.n_group = static_cast<int>(int_field(c, "n_group", origin, 1, e.num_experts, std::min(d::kGroups, int64_t{e.num_experts})));
+  e.n_group = static_cast<int>(
+      int_field(c, "n_group", origin, 1, e.num_experts, std::min(d::kGroups, int64_t{e.num_experts})));
   if (e.num_experts % e.n_group != 0 || e.num_experts / e.n_group < 2)
     throw Error(origin + ": field 'n_group' (" + std::to_string(e.n_group) + ") must divide n_routed_experts (" +
                 std::to_string(e.num_experts) + ") into groups of at least 2 (a group scores as its two best)");
-  e.topk_group = static_cast<int>(int_field(c, "topk_group", origin, 1, e.n_group, std::min(d::kTopKGroups, int64_t{e.n_group})));
+  e.topk_group = static_cast<int>(
+      int_field(c, "topk_group", origin, 1, e.n_group, std::min(d::kTopKGroups, int64_t{e.n_group})));
   if (int64_t{e.topk_group} * (e.num_experts / e.n_group) < e.num_experts_per_tok)
     throw Error(origin + ": fields 'topk_group' (" + std::to_string(e.topk_group) + ") groups of " +
                 std::to_string(e.num_experts / e.n_group) + " experts hold fewer than num_experts_per_tok (" +
@@ -302,7 +306,8 @@ ModelConfig parse_model_config(const json& c, const std::string& origin) {
     case Architecture::kMixtral:
       break;  // no biases
     case Architecture::kDeepseekV3:
-      require_value(c, "attention_bias", false, origin, "DeepSeek-V3's projections without biases");
+      require_value(c, "attention_bias", false, origin,
+                    "biases on q_a_proj / kv_a_proj_with_mqa / o_proj are not implemented");
       break;
   }
   if (m.arch == Architecture::kLlama) {

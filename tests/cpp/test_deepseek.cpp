@@ -130,7 +130,8 @@ void check_engine() {
           << "prompt " << i << " against transformers (its first 8 tokens)";
     }
   }
-  EXPECT_GT(e.num_preemptions(), 0) << "the cache (" << rt->blocks().num_total() << " blocks) was meant to be too small for every sequence at once";
+  EXPECT_GT(e.num_preemptions(), 0) << "the cache (" << rt->blocks().num_total()
+                                    << " blocks) was meant to be too small for every sequence at once";
   EXPECT_GT(e.prefix_cache_hits(), 0) << "the shared first block was meant to be found cached";
   EXPECT_EQ(rt->blocks().num_free(), rt->blocks().num_total());
 }
@@ -161,7 +162,8 @@ std::vector<double> reference(const MlaCase& m, const std::vector<float>& kv_b, 
           for (int64_t l = 0; l < m.latent; ++l) k += double(kv_b[size_t((h * per_head + n) * m.latent + l)]) * c[l];
           s += double(q[size_t(r * m.heads * qk + h * qk + n)]) * k;
         }
-        for (int64_t d = 0; d < m.rope; ++d) s += double(q[size_t(r * m.heads * qk + h * qk + m.nope + d)]) * c[m.latent + d];
+        for (int64_t d = 0; d < m.rope; ++d)
+          s += double(q[size_t(r * m.heads * qk + h * qk + m.nope + d)]) * c[m.latent + d];
         scores[size_t(j)] = s * scale;
         for (int64_t d = 0; d < m.v; ++d) {
           double v = 0.0;
@@ -198,9 +200,11 @@ TEST(MlaAttention, AbsorbedEqualsDecompressedEqualsDefinition) {
     return v;
   };
   const std::vector<float> kv_b = random(m.heads * (m.nope + m.v) * m.latent);
-  const std::vector<float> q = random(rows * m.heads * qk), latent = random(rows * m.latent), k_pe = random(rows * m.rope);
+  const std::vector<float> q = random(rows * m.heads * qk), latent = random(rows * m.latent);
+  const std::vector<float> k_pe = random(rows * m.rope);
   const cpu::MlaUpProjections up = cpu::make_mla_up_projections(
-      weights::high_precision(ElementType::kF32, kv_b.data(), m.heads * (m.nope + m.v), m.latent), m.heads, m.nope, m.v);
+      weights::high_precision(ElementType::kF32, kv_b.data(), m.heads * (m.nope + m.v), m.latent), m.heads, m.nope,
+      m.v);
   backend::MlaParams p{m.heads, m.nope, m.rope, m.v, m.latent, 0.3f, true};
   std::vector<float> entries;
   for (int64_t r = 0; r < rows; ++r) {

@@ -344,8 +344,9 @@ void CpuOps::moe(backend::Tensor x, backend::Tensor router_logits, const backend
       throw Error("cpu ops: MoE correction bias of " + std::to_string(bias.size()) + " values for " +
                   std::to_string(e.gate.size()) + " experts");
   }
-  cpu::moe({f32(x), size_t(x.rows * x.cols)}, x.rows, {f32(router_logits), size_t(router_logits.rows * router_logits.cols)},
-           e, routing, bias, {f32(out), size_t(out.rows * out.cols)}, &pool_, kernels_, moe_scratch_);
+  cpu::moe({f32(x), size_t(x.rows * x.cols)}, x.rows,
+           {f32(router_logits), size_t(router_logits.rows * router_logits.cols)}, e, routing, bias,
+           {f32(out), size_t(out.rows * out.cols)}, &pool_, kernels_, moe_scratch_);
 }
 
 void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, backend::Tensor out,

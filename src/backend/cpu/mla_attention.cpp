@@ -180,7 +180,8 @@ void mla_attention(const float* q, const float* latent, const float* k_pe, const
       }
       const float sum = softmax_weights(scores);
       s.acc.assign(size_t(lat), 0.0f);
-      for (int64_t j = 0; j < count; ++j) attention_axpy(s.acc.data(), s.entries.data() + j * entry, scores[size_t(j)], lat);
+      for (int64_t j = 0; j < count; ++j)
+        attention_axpy(s.acc.data(), s.entries.data() + j * entry, scores[size_t(j)], lat);
       for (float& a : s.acc) a /= sum;
       for (int64_t d = 0; d < p.v_dim; ++d) o[d] = attention_dot(w_uv + d * lat, s.acc.data(), lat);
       return;

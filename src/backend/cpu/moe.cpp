@@ -137,7 +137,8 @@ void route_row_grouped(const float* logits, int64_t experts, const backend::MoeR
     group_score[size_t(g)] = c[first] + c[second];
   }
   std::vector<bool> group_out(static_cast<size_t>(groups), false);
-  for (int k = 0; k < routing.topk_groups; ++k) group_out[size_t(best_untaken(group_score.data(), groups, group_out))] = true;
+  for (int k = 0; k < routing.topk_groups; ++k)
+    group_out[size_t(best_untaken(group_score.data(), groups, group_out))] = true;
   // Experts of the groups not chosen are out of the running (transformers masks them to -inf).
   std::vector<bool> taken(static_cast<size_t>(experts), false);
   for (int64_t e = 0; e < experts; ++e) taken[size_t(e)] = !group_out[size_t(e / per_group)];
@@ -160,7 +161,8 @@ void route_row_grouped(const float* logits, int64_t experts, const backend::MoeR
 
 void route_row(const float* logits, int64_t experts, const backend::MoeRouting& routing, int32_t* ids,
                float* weights, std::span<const float> correction_bias) {
-  if (routing.scoring == MoeScoring::kSigmoid) return route_row_grouped(logits, experts, routing, ids, weights, correction_bias);
+  if (routing.scoring == MoeScoring::kSigmoid)
+    return route_row_grouped(logits, experts, routing, ids, weights, correction_bias);
   if (!correction_bias.empty()) throw Error("cpu ops: a correction bias belongs to sigmoid routing");
   // Softmax in float32 as torch computes it (max subtracted first); the last
   // ulp may differ from torch's vectorised exp, which the logits tolerance
