@@ -2,13 +2,17 @@
 // (test_model_logits: the tiny DeepseekV3ForCausalLM checkpoints of
 // tools/make_deepseek_fixtures.py against transformers) and the invariance
 // tests (test_model_batching: batched == alone, chunks == one prefill):
-//  * greedy tokens equal transformers' generate (float32 cache: exact);
+//  * greedy tokens equal transformers' generate (float32 cache: exact), and the
+//    engine (preemption, prefix caching, chunked prefill) gives each request what
+//    it gets alone;
 //  * multi-head latent attention absorbed == decompressed, and both equal a
-//    float64 evaluation of the definition (transformers' expand_kv form);
-//  * the latent cache: one entry a token, its bytes, no V;
+//    float64 evaluation of the definition (transformers' expand_kv form); the
+//    whole model decompressed against transformers and absorbed;
+//  * the latent cache: one entry a token, its bytes, no V; FP8 scales calibrated;
 //  * config.json: the fields as parsed, and a table of malformed or
 //    unimplemented values, each refused naming its field;
-//  * a backend without MLA (the CUDA backend today) refused at load by name.
+//  * a backend without MLA (the CUDA backend today) refused at load by name; the
+//    MTP layer read past; dummy weights; fp8lm quantize refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
