@@ -198,6 +198,22 @@ void parse_deepseek_v3(const json& c, const std::string& origin, ModelConfig& m)
       int_field(c, "num_nextn_predict_layers", origin, 0, kMaxLayers,
                 int_field(c, "num_mtp_layers", origin, 0, kMaxLayers, d::kNextN)));
   m.head_dim = a.qk_rope_head_dim;  // RoPE's width, as transformers sets head_dim
+  // transformers expands K/V for every query head, then repeat_kv()s them by heads / kv heads:
+  // anything but one KV head a query head fails there, so there is no reference for it.
+  if (m.num_key_value_heads != m.num_attention_heads)
+    throw Error(origin + ": field 'num_key_value_heads' (" + std::to_string(m.num_key_value_heads) +
+                ") must equal num_attention_heads (" + std::to_string(m.num_attention_heads) +
+                ") in multi-head latent attention");
+  // transformers applies mscale_all_dim's softmax correction under any RoPE type but default; only
+  // YaRN's is read here, so another type that gives one is refused rather than run without it.
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const auto r = c.find(key);
+    if (r == c.end() || !r->is_object() || m.rope_scaling.type == RopeScalingType::kYarn) continue;
+    const auto all = r->find("mscale_all_dim");
+    if (all != r->end() && !all->is_null() && *all != 0)
+      throw Error(origin + ": field '" + key + ".mscale_all_dim' is " + all->dump() + " under RoPE type '" +
+                  std::string(name(m.rope_scaling.type)) + "'; fp8lm implements it with yarn only");
+  }
 
   MoeConfig& e = m.moe;
   e.num_experts = static_cast<int>(int_field(c, "n_routed_experts", origin, 1, kMaxExperts, d::kRoutedExperts));

@@ -406,6 +406,9 @@ TEST(DeepseekConfig, RefusedByName) {
       {R"({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "mscale": 0, "rope_theta": 10000.0}})",
        "'mscale'"},
       {R"({"rope_parameters": {"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0}})", "dynamic"},
+      {R"({"rope_parameters": {"rope_type": "linear", "factor": 4.0, "mscale_all_dim": 1.0, "rope_theta": 1e4}})",
+       "'rope_parameters.mscale_all_dim'"},
+      {R"({"num_key_value_heads": 2})", "'num_key_value_heads'"},
   };
   for (const Refusal& r : table) {
     nlohmann::json c = fixture_config("deepseek_v3");
