@@ -492,6 +492,25 @@ TEST(DeepseekCheckpoint, MtpLayerSkippedNothingElse) {
   EXPECT_NE(e.find("unexpected tensor 'model.layers.2."), std::string::npos) << e;
 }
 
+// A checkpoint that does not match its config is named tensor by tensor, never loaded: here the
+// config says kv_lora_rank 64 (the checkpoint's is 128), so every MLA tensor that depends on it is.
+TEST(DeepseekCheckpoint, ShapesAuditedAgainstTheConfig) {
+  const nlohmann::json& m = deepseek_model("deepseek_v3_no_q_lora");
+  nlohmann::json c = fixture_config("deepseek_v3_no_q_lora");
+  c["kv_lora_rank"] = 64;
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "deepseek_wrong_rank";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(model_fixture_dir(m["dir"]) / "model.safetensors", dir / "model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "config.json") << c.dump();
+  const std::string e = error_of([&] { (void)io::read_model_spec(dir, {}); });
+  for (const char* named : {"tensor 'model.layers.0.self_attn.kv_a_proj_with_mqa.weight' has shape [144, 64], "
+                            "expected [80, 64]",
+                            "tensor 'model.layers.1.self_attn.kv_b_proj.weight' has shape [160, 128], expected [160, 64]",
+                            "tensor 'model.layers.0.self_attn.kv_a_layernorm.weight' has shape [128], expected [64]"})
+    EXPECT_NE(e.find(named), std::string::npos) << named << "\n" << e;
+}
+
 // --load-format dummy (the device benchmarks' way to run Moonlight-sized configs without
 // weights): every DeepSeek-V3 tensor generated from config.json, in BF16 and in the config's
 // block FP8, and a prefill + decode runs to finite logits.
