@@ -52,7 +52,7 @@ TEST(PersistentSchedule, PhaseCountsCoverTheModel) {
   EXPECT_EQ(sc.attention_splits, 8);                       // 132 / (2 rows · 8 KV heads)
   EXPECT_EQ(sc.phase_count[1], rows * 8 * 8);
   EXPECT_EQ(sc.phase_count[2], 4096 / 16);
-  EXPECT_EQ(sc.phase_count[3], 14336 / 16);  // a tile: 16 gate rows and their 16 up rows
+  EXPECT_EQ(sc.phase_count[3], 14336 / 8);  // a tile: 8 gate rows and their 8 up rows
   EXPECT_EQ(sc.phase_count[4], 4096 / 16);
   EXPECT_EQ(sc.lm_head_tiles, 128256 / 16);
   // Each phase of each layer holds its count; every (row, KV head, split) once.

@@ -1,6 +1,9 @@
 // CudaOps' side of the persistent decode kernel (persistent/decode_program.h): the model's
 // weights as the kernel reads them (prepare_decode_program, once at load), and a decode step as
 // one launch (decode_program), which the step's CUDA graph records like any op.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -26,6 +29,7 @@ struct PersistentDecode {
   const backend::Weight* embedding = nullptr;
   std::vector<persistent::DeviceLayer> layers;  // without the cache
   persistent::DeviceLinear lm_head;
+  DeviceBuffer maps;  // the linear layers' CUtensorMaps (DeviceLinear::map points into it)
   const float* final_norm = nullptr;
   int64_t row_bytes = 0;  // the widest staged input row
   int sms = 0;
@@ -37,7 +41,8 @@ struct PersistentDecode {
   struct Shape {
     persistent::Schedule schedule;
     DeviceBuffer instructions, queue_start, queue;
-    size_t smem = 0;
+    size_t smem = 0, slots_offset = 0;
+    int slots = 0;
   };
   std::map<int64_t, Shape> by_rows;
   DeviceBuffer profile;  // the kernel's own timers, when profiling (persistent::Params::profile)
@@ -70,6 +75,38 @@ persistent::DeviceLinear device_linear(const backend::Weight& weight, const char
   return d;
 }
 
+// The driver's tensor-map encoder, through the runtime (no link against the driver library).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    FP8LM_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || f == nullptr)
+      throw Error("persistent decode: the CUDA driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// W [n, k] as the loader copies it (decode_program.h, DeviceLinear::map): rows of 8-byte
+// elements, boxes of 8 rows × a page's steps, zeros past K.
+CUtensorMap weight_tensor_map(const persistent::DeviceLinear& l) {
+  CUtensorMap map{};
+  const int64_t bytes = persistent::row_bytes(l);
+  const cuuint64_t dims[2] = {cuuint64_t(bytes / 8), cuuint64_t(l.n)};
+  const cuuint64_t strides[1] = {cuuint64_t(bytes)};  // bytes from one row to the next
+  const cuuint32_t box[2] = {cuuint32_t(l.page_steps * 8), 8};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<void*>(l.w), dims,
+                                          strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("persistent decode: cuTensorMapEncodeTiled refused the weight [" + std::to_string(l.n) + ", " +
+                std::to_string(l.k) + "] (CUresult " + std::to_string(int(r)) + ")");
+  return map;
+}
+
 const float* vector_of(const backend::Weight* w, const char* what) {
   return w == nullptr ? nullptr : as<VectorWeight>(*w, what).values.as<float>();
 }
@@ -83,6 +120,8 @@ void add_persistent_profile(CudaOps::Impl& m, const PersistentDecode& p, int cta
   FP8LM_CUDA_CHECK(cudaMemcpyAsync(host.data(), p.profile.get(), words * 8, cudaMemcpyDeviceToHost, m.stream));
   FP8LM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   static constexpr const char* kParts[] = {"wait", "stage", "work"};
+  static constexpr const char* kRingParts[] = {"(thread 0 waits for pages to land)", "(loader waits for a free slot)",
+                                               "(loader's run to its last page)"};
   for (int k = 0; k < persistent::kProfileKinds; ++k) {
     double ns[3] = {0, 0, 0};
     unsigned long long count = 0;
@@ -94,8 +133,9 @@ void add_persistent_profile(CudaOps::Impl& m, const PersistentDecode& p, int cta
     if (count == 0) continue;
     for (int part = 0; part < 3; ++part) {
       if (k == persistent::kProfileKinds - 1 && part > 0) continue;
+      const char* part_name = k == persistent::kProfileRing ? kRingParts[part] : kParts[part];
       CudaOps::Impl::ApiSlot& slot =
-          m.api_seconds[{true, std::string("persistent: ") + persistent::kProfileKindNames[k] + " " + kParts[part]}];
+          m.api_seconds[{true, std::string("persistent: ") + persistent::kProfileKindNames[k] + " " + part_name}];
       slot.seconds += ns[part] / ctas * 1e-9;
       slot.calls += int64_t(count);
       slot.nested = true;
@@ -133,6 +173,18 @@ std::string CudaOps::prepare_decode_program(const backend::DecodeModel& model) {
   p->lm_head = device_linear(*model.lm_head, "lm_head", why);
   p->row_bytes = std::max(p->row_bytes, persistent::row_bytes(p->lm_head));
   if (!why.empty()) return "decode steps op by op: the persistent decode kernel does not run " + why;
+  // Every linear layer's page geometry and tensor map, the maps in one device array.
+  std::vector<persistent::DeviceLinear*> linears;
+  for (persistent::DeviceLayer& l : p->layers)
+    for (persistent::DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down}) linears.push_back(d);
+  linears.push_back(&p->lm_head);
+  std::vector<CUtensorMap> maps;
+  for (persistent::DeviceLinear* d : linears) {
+    d->page_steps = persistent::page_steps(int(persistent::row_bytes(*d) / 64));
+    maps.push_back(weight_tensor_map(*d));
+  }
+  p->maps = upload(m.allocator, maps.data(), maps.size(), m.stream);
+  for (size_t i = 0; i < linears.size(); ++i) linears[i]->map = p->maps.as<CUtensorMap>() + i;
   p->final_norm = vector_of(model.final_norm, "final norm");
   p->embedding = model.embedding;
   p->eps = model.eps;
@@ -160,8 +212,14 @@ std::optional<backend::Tensor> CudaOps::decode_program(int64_t rows, backend::Kv
   auto it = p.by_rows.find(rows);
   if (it == p.by_rows.end()) {
     PersistentDecode::Shape s;
-    s.smem = persistent::shared_bytes(p.shape, int(rows), p.row_bytes);
-    const int per_sm = s.smem <= 226 * 1024 ? persistent::ctas_per_sm(s.smem) : 0;
+    // The staging area, then as many ring slots as the rest of the shared memory holds.
+    s.slots_offset = persistent::staging_bytes(p.shape, int(rows), p.row_bytes);
+    const size_t slot = persistent::ring_slot_bytes();
+    s.slots = s.slots_offset < persistent::kSharedLimit
+                  ? int(std::min<size_t>(persistent::kMaxSlots, (persistent::kSharedLimit - s.slots_offset) / slot))
+                  : 0;
+    s.smem = s.slots_offset + size_t(s.slots) * slot;
+    const int per_sm = s.slots >= 2 ? persistent::ctas_per_sm(s.smem) : 0;
     if (per_sm >= 1) {
       s.schedule = persistent::build_schedule(p.shape, int(rows), p.sms * per_sm);
       s.instructions = upload(m.allocator, s.schedule.instructions.data(), s.schedule.instructions.size(), m.stream);
@@ -171,7 +229,7 @@ std::optional<backend::Tensor> CudaOps::decode_program(int64_t rows, backend::Kv
     it = p.by_rows.emplace(rows, std::move(s)).first;
   }
   const PersistentDecode::Shape& shape = it->second;
-  if (shape.schedule.ctas == 0) return std::nullopt;  // its shared memory does not fit
+  if (shape.schedule.ctas == 0) return std::nullopt;  // its staging and two ring slots do not fit
 
   // The layers with this cache's pointers (a new cache drops the recorded graphs anyway).
   if (p.cache_storage != c->storage.get()) {
@@ -226,6 +284,8 @@ std::optional<backend::Tensor> CudaOps::decode_program(int64_t rows, backend::Kv
   a.shape = s;
   a.rows = int32_t(rows);
   a.splits = shape.schedule.attention_splits;
+  a.slots = shape.slots;
+  a.slots_offset = int32_t(shape.slots_offset);
   std::copy(std::begin(shape.schedule.phase_count), std::end(shape.schedule.phase_count), a.phase_count);
   const size_t profile_words = size_t(shape.schedule.ctas) * persistent::kProfileKinds * persistent::kProfileParts;
   if (m.profile_api) {

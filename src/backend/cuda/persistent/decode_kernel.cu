@@ -1,11 +1,12 @@
 // The persistent decode kernel; see decode_program.h for what it runs and its numerics.
 //
 // Shape of the work:
-//   * A GEMV tile is 16 weight rows × the whole K (two such tiles for gate/up: gate rows and
-//     their up rows, so the tile can finish SiLU·mul itself). Its 8 warps split K; lane (g, t)
-//     streams 16 bytes of rows g and g + 8 per 64-byte step, the tile's rows as the MMA's 16-row
-//     operand and the ≤ 8 staged activation rows as its 8 columns (fp8_gemv.h's arrangement).
-//     Warp partials are summed in shared memory in warp order.
+//   * A GEMV tile is 16 weight rows × the whole K (gate/up: 8 gate rows and their 8 up rows, so
+//     the tile finishes SiLU·mul itself), streamed by the loader warp through the ring of
+//     shared-memory slots (see "the weight ring" below). The 7 consumer warps split K by pages;
+//     lane (g, t) reads 16 bytes of rows g and g + 8 per 64-byte step, the tile's rows as the MMA's
+//     16-row operand and the ≤ 8 staged activation rows as its 8 columns (fp8_gemv.h's
+//     arrangement). Warp partials are summed in shared memory in warp order.
 //   * A tile stages its input first: the rows of h normed (input / post-attention / final norm)
 //     or the rows of attn / act as they are, then quantized per row (W8A8) into E4M3 codes, or
 //     kept in BF16. One warp a row, three passes over it from L2 (sum of squares, amax, store).
@@ -15,12 +16,13 @@
 //     the CTA's groups merge in shared memory, the split's state goes to `partials`, and the last
 //     split of a (row, KV head) to finish (a counter) merges the splits in split order.
 //   * Dependencies: an instruction waits until its input phase's counter reaches that phase's
-//     instruction count (thread 0 polls with an acquire load, the CTA's barrier passes it on);
-//     when done, it counts itself into its own phase's counter (a fence, the CTA's barrier, thread 0's
-//     atomic add; a CTA's run of one phase adds once).
+//     instruction count (thread 0 polls with an acquire load, the consumers' barrier passes it
+//     on); when done, it counts itself into its own phase's counter (a fence, the consumers'
+//     barrier, thread 0's atomic add; a CTA's run of one phase adds once).
 //     Activations written inside the launch are read through L2 (ld.global.cg), never L1.
-//   * Before an instruction, thread 0 asks L2 for the weights (and cached K/V) of the CTA's next
-//     instructions, up to kPrefetchBytes ahead (cp.async.bulk.prefetch.L2), so the stream runs on while it waits.
+//   * No L2 prefetch ahead of the ring: with 225 KB of pages in flight an SM, a 256 KB prefetch
+//     window only competed with the ring for L2 (lines evicted before the ring read them, DRAM
+//     moving twice the weights): 8.15 ms a token with it, 6.66 without (issue 41, session 25).
 //   * The last CTA to finish zeroes every counter for the next launch.
 #include "backend/cuda/persistent/decode_program.h"
 
@@ -42,12 +44,15 @@
 namespace fp8lm::cuda::persistent {
 namespace {
 
-constexpr int kWarps = kThreads / 32;
-// Bytes of the CTA's next instructions' weights (and K/V) asked into L2 ahead of their use: 256 KB
-// an SM keeps ~11 µs of an SM's share of the copy bandwidth in flight, and 132 SMs' worth (34 MB)
-// stays inside the 50 MB L2.
-constexpr uint32_t kPrefetchBytes = 256 * 1024;
-constexpr int kRedBytes = kWarps * 2 * kTileRows * kMaxRows * 4;  // warp partials of two tiles
+constexpr int kWarps = kThreads / 32;  // the consumer warps; warp kWarps is the loader
+constexpr int kRedBuffers = 4;  // tiles whose warp partials a CTA holds at once (gemv's TileSync)
+constexpr int kRedBytes = kRedBuffers * kWarps * kTileRows * kMaxRows * 4;  // the tiles' warp partials
+
+// ---- the consumer warps' barrier ----------------------------------------------------------------
+
+// The consumer warps synchronize among themselves (named barrier 1): the loader warp runs ahead
+// on its own and never joins them.
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
 
 // ---- memory order between CTAs -----------------------------------------------------------------
 
@@ -65,14 +70,7 @@ __device__ __forceinline__ void wait_for(const unsigned* counter, unsigned targe
       if (++spins > 8) __nanosleep(64);
     }
   }
-  __syncthreads();
-}
-
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  // Whole 16-byte units of a 16-byte aligned range (every weight row here is).
-  bytes &= ~15u;
-  if (bytes == 0) return;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+  consumer_sync();
 }
 
 __device__ __forceinline__ uint4 ld_cg16(const void* p) {
@@ -128,14 +126,14 @@ __device__ __forceinline__ void warp_amax_to(unsigned* slot, float a) {
 // squares, their amaxes (W8A8, dynamic) and the staged codes or BF16 values. The arithmetic is
 // rms_norm's and quantize_fp8's (model_kernels.cu, quant_kernels.cu): a double sum of squares,
 // the normed value rounded to BF16, the amax of those, scale_from_amax, quantize8.
-__device__ void stage_normed(const Params& p, const DeviceLinear& l, const float* norm, unsigned char* raw,
+__device__ __noinline__ void stage_normed(const Params& p, const DeviceLinear& l, const float* norm, unsigned char* raw,
                              unsigned char* xs, StageShared& st) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int m = p.rows, nv = l.k / 8, stride = staged_stride(l);
   for (int i = threadIdx.x; i < m * nv; i += kThreads) cp_async16(raw + i * 16, p.h + int64_t(i) * 8, 16);
   asm volatile("cp.async.wait_all;" ::: "memory");
   if (threadIdx.x < kMaxRows) st.amax[threadIdx.x] = 0u;
-  __syncthreads();
+  consumer_sync();
   const uint16_t* rh = reinterpret_cast<const uint16_t*>(raw);
   for (int r = 0; r < m; ++r) {
     double ss = 0.0;
@@ -148,13 +146,13 @@ __device__ void stage_normed(const Params& p, const DeviceLinear& l, const float
     for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(0xFFFFFFFFu, ss, o));
     if (lane == 0) st.ss[r][warp] = ss;
   }
-  __syncthreads();
+  consumer_sync();
   if (threadIdx.x < m) {
     double t = 0.0;
     for (int w = 0; w < kWarps; ++w) t = __dadd_rn(t, st.ss[threadIdx.x][w]);
     st.inv[threadIdx.x] = rms_inv(t, l.k, p.eps);
   }
-  __syncthreads();
+  consumer_sync();
   auto normed = [&](int r, int v, float (&x)[8]) {
     load8<true>(rh + (r * nv + v) * 8, 8, x);
     float w[8];
@@ -175,12 +173,12 @@ __device__ void stage_normed(const Params& p, const DeviceLinear& l, const float
         }
         warp_amax_to(&st.amax[r], a);
       }
-      __syncthreads();
+      consumer_sync();
     }
     if (threadIdx.x < m)
       st.row_scale[threadIdx.x] = l.static_x_scale != nullptr ? __ldg(l.static_x_scale)
                                                               : scale_from_amax(__uint_as_float(st.amax[threadIdx.x]), l.rule);
-    __syncthreads();
+    consumer_sync();
   }
   for (int i = threadIdx.x; i < m * nv; i += kThreads) {
     const int r = i / nv, v = i % nv;
@@ -189,27 +187,27 @@ __device__ void stage_normed(const Params& p, const DeviceLinear& l, const float
     if (l.fp8) *reinterpret_cast<uint2*>(xs + r * stride + v * 8) = quantize8(x, st.row_scale[r], Fp8Format::kE4M3);
     else store8<true>(reinterpret_cast<uint16_t*>(xs + r * stride) + v * 8, 8, x);
   }
-  __syncthreads();
+  consumer_sync();
 }
 
 // Rows of `src` ([rows, k], attn or act) as the input of `l`, as they are: BF16 copied (cp.async),
 // or E4M3 codes under the row scales from `amax` (the producers' row amaxes) or the static scale —
 // quantize_fp8's codes, from one pass with every thread's loads in flight.
-__device__ void stage_plain(const Params& p, const DeviceLinear& l, const __nv_bfloat16* src, const unsigned* amax,
+__device__ __noinline__ void stage_plain(const Params& p, const DeviceLinear& l, const __nv_bfloat16* src, const unsigned* amax,
                             unsigned char* xs, StageShared& st) {
   const int m = p.rows, nv = l.k / 8, stride = staged_stride(l);
   if (!l.fp8) {
     for (int i = threadIdx.x; i < m * nv; i += kThreads)
       cp_async16(xs + (i / nv) * stride + (i % nv) * 16, src + int64_t(i) * 8, 16);
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
+    consumer_sync();
     return;
   }
   if (threadIdx.x < m)
     st.row_scale[threadIdx.x] = l.static_x_scale != nullptr
                                     ? __ldg(l.static_x_scale)
                                     : scale_from_amax(__uint_as_float(__ldcg(amax + threadIdx.x)), l.rule);
-  __syncthreads();
+  consumer_sync();
   constexpr int kBatch = 4;
   for (int i0 = threadIdx.x; i0 < m * nv; i0 += kBatch * kThreads) {
     float x[kBatch][8];
@@ -224,141 +222,294 @@ __device__ void stage_plain(const Params& p, const DeviceLinear& l, const __nv_b
       *reinterpret_cast<uint2*>(xs + r * stride + v * 8) = quantize8(x[b], st.row_scale[r], Fp8Format::kE4M3);
     }
   }
-  __syncthreads();
+  consumer_sync();
+}
+
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// ---- the weight ring -----------------------------------------------------------------------------
+//
+// A tile's 16 weight rows (MMA rows 0-7 from `ra`, 8-15 from `rb`: rb = ra + 8, or for gate/up the
+// 8 up rows of the 8 gate rows at ra) go through shared memory in pages: a page is a K-range of
+// all 16 rows, two 2-D tensor-map copies (cp.async.bulk.tensor, 8 rows each) completing on the
+// slot's `full` mbarrier. A tile has tile_pages pages of page_steps 64-byte steps
+// (decode_program.h); the ring's page q goes to consumer warp q mod 7, which frees its slot with
+// one arrival on the slot's `empty` mbarrier. The loader warp walks the CTA's queue ahead of the
+// consumers, as far as the free slots let it — weights are constants, so it loads the next
+// phase's tiles while the consumers wait for that phase's input — with no barrier between it and
+// the consumers but the slots' mbarriers. A page's rows lie page_steps · 64 bytes apart, as the
+// copy writes them (an odd number of steps: no bank conflicts between rows g and g + 1).
+
+constexpr int kSlotBytes = kTileRows * kMaxPageSteps * 64;  // 15 KB, 128-byte aligned slots
+
+__device__ __forceinline__ uint32_t smem_addr(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+// Until the phase of parity `parity` of `bar` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+}
+// Box {x, y} (8-byte elements of a row, rows) of `map` into shared memory at `dst` (128-byte
+// aligned), completing on `bar`.
+__device__ __forceinline__ void tensor_copy(void* dst, const void* map, int x, int y, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// The ring: `slots` slots of kSlotBytes from `base`, each with its full / empty mbarriers and the
+// number of the page the loader last put in it (`page`). A consumer of page k (slot k % slots,
+// round r = k / slots) waits for the full barrier's phase r by its parity, which names that phase
+// only while the slot's previous phase (page k − slots) has completed: with more pages a tile than
+// the ring holds (Llama-3.1-8B's down projection: 14 pages, 10 slots), a warp may ask for its
+// second page while another warp's first page in the same slot has not landed, and the parity
+// alone would then pass at once (wrong data, and an extra arrival that breaks the barrier: v5's
+// hang). The consumer first waits until `page` of the slot says k — the loader writes it only
+// after page k − slots was consumed, so landed — and then for the parity.
+struct Ring {
+  unsigned char* base;
+  uint64_t* full;
+  uint64_t* empty;
+  volatile uint32_t* page;
+  int slots;
+};
+
+// A GEMV instruction's 16 weight rows.
+struct TileRows {
+  const DeviceLinear* l = nullptr;
+  int ra = 0, rb = 0;
+};
+__device__ __forceinline__ TileRows tile_rows(const Params& p, const Instruction& ins) {
+  const int r = ins.a * kTileRows;
+  if (Op(ins.op) == Op::kLmHead) return {&p.lm_head, r, r + 8};
+  const DeviceLayer& L = p.layers[ins.layer];
+  switch (Op(ins.op)) {
+    case Op::kQkv: return {&L.qkv, r, r + 8};
+    case Op::kO: return {&L.o, r, r + 8};
+    case Op::kGateUp: return {&L.gate_up, ins.a * 8, p.shape.intermediate + ins.a * 8};
+    case Op::kDown: return {&L.down, r, r + 8};
+    default: return {};
+  }
+}
+__device__ __forceinline__ int row_steps(const DeviceLinear& l) { return int(row_bytes(l) / 64); }
+
+
+// The loader warp: every GEMV tile of the CTA's queue, page by page, into the ring.
+template <bool kProfile>
+__device__ __noinline__ void loader(const Params& p, int q0, int q1, const Ring ring) {
+  const int lane = threadIdx.x & 31;
+  const uint64_t start = kProfile ? now_ns() : 0;
+  uint64_t waited = 0;
+  uint32_t seq = 0;  // pages issued so far
+  for (int qi = q0; qi < q1; ++qi) {
+    const Instruction ins = p.instructions[p.queue[qi]];
+    if (Op(ins.op) == Op::kAttention) continue;
+    const TileRows t = tile_rows(p, ins);
+    const int steps = row_steps(*t.l), pages = tile_pages(steps), ps = t.l->page_steps;
+    if (lane == 0) asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(t.l->map)) : "memory");
+    for (int j = 0; j < pages; ++j, ++seq) {
+      const int slot = int(seq % unsigned(ring.slots));
+      const unsigned round = seq / unsigned(ring.slots);
+      if (round > 0) {
+        const uint64_t t0 = kProfile ? now_ns() : 0;
+        mbar_wait(ring.empty + slot, (round - 1) & 1);
+        if constexpr (kProfile) waited += now_ns() - t0;
+      }
+      if (lane == 0) {
+        ring.page[slot] = seq;
+        // Two boxes of 8 rows (MMA rows 0-7 and 8-15) × ps steps, the bytes past K zeros (and
+        // counted); a page wholly past K is an arrival alone.
+        const int s0 = j * ps;
+        unsigned char* dst = ring.base + slot * kSlotBytes;
+        if (s0 < steps) {
+          mbar_arrive_expect_tx(ring.full + slot, uint32_t(kTileRows * ps * 64));
+          tensor_copy(dst, t.l->map, s0 * 8, t.ra, ring.full + slot);
+          tensor_copy(dst + 8 * ps * 64, t.l->map, s0 * 8, t.rb, ring.full + slot);
+        } else {
+          mbar_arrive(ring.full + slot);
+        }
+      }
+      __syncwarp();
+    }
+  }
+  if constexpr (kProfile) {
+    // Straight to memory: the consumers may be copying their own timers out by now.
+    unsigned long long* out = p.profile + (blockIdx.x * kProfileKinds + kProfileRing) * kProfileParts;
+    if (lane == 0) out[1] = waited, out[2] = now_ns() - start, out[3] = seq;
+  }
 }
 
 // ---- the GEMV tile -----------------------------------------------------------------------------
 
-// acc[part] += rows row0[part] + g, + g + 8 of W times the staged activations, over this warp's
-// share of K. kFp8: E4M3 weights and codes (FP16 MMA on exact values); else BF16 both.
-template <bool kFp8, int kParts>
-__device__ __forceinline__ void tile_products(const Params& p, const DeviceLinear& l, const int (&row0)[kParts],
-                                              const unsigned char* xs, float (&acc)[kParts][4]) {
-  constexpr int kUnroll = kParts == 1 ? 8 : 4;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+// acc += the page's 16 rows (steps s0 … s1 of K, from the slot) times the staged activations.
+// kFp8: E4M3 weights and codes (FP16 MMA on exact values); else BF16 both.
+template <bool kFp8>
+__device__ __forceinline__ void page_products(const unsigned char* slot, int stride, int s0, int s1,
+                                              const unsigned char* xr, bool has_x, float (&acc)[4]) {
+  const int lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t row_bytes = int64_t(l.k) * (kFp8 ? 1 : 2);
-  const int steps = int(row_bytes / 64);
-  const int s0 = warp * steps / kWarps, s1 = (warp + 1) * steps / kWarps;
-  const auto* w = static_cast<const unsigned char*>(l.w);
-  const unsigned char* pa[kParts];
-  const unsigned char* pb[kParts];
+  const unsigned char* pa = slot + g * stride + 16 * t;
+  const unsigned char* pb = pa + 8 * stride;
+#pragma unroll 4
+  for (int s = s0; s < s1; ++s) {
+    const uint4 wa = *reinterpret_cast<const uint4*>(pa + (s - s0) * 64);
+    const uint4 wb = *reinterpret_cast<const uint4*>(pb + (s - s0) * 64);
+    const uint4 xv = has_x ? *reinterpret_cast<const uint4*>(xr + s * 64) : make_uint4(0, 0, 0, 0);
+    const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
+    const uint32_t qa[4] = {wa.x, wa.y, wa.z, wa.w};
+    const uint32_t qb[4] = {wb.x, wb.y, wb.z, wb.w};
+    if constexpr (kFp8) {
 #pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    pa[i] = w + int64_t(row0[i] + g) * row_bytes + 16 * t;
-    pb[i] = w + int64_t(row0[i] + g + 8) * row_bytes + 16 * t;
-  }
-  const bool has_x = g < p.rows;
-  const unsigned char* xr = xs + g * staged_stride(l) + 16 * t;
-  for (int sb = s0; sb < s1; sb += kUnroll) {
-    uint4 wa[kUnroll][kParts], wb[kUnroll][kParts];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        if (sb + u < s1) {
-          wa[u][i] = ld_stream(pa[i] + int64_t(sb + u) * 64);
-          wb[u][i] = ld_stream(pb[i] + int64_t(sb + u) * 64);
-        } else {
-          wa[u][i] = wb[u][i] = make_uint4(0, 0, 0, 0);
-        }
+      for (int q = 0; q < 4; ++q) {
+        uint32_t a0, a1, a2, a3;
+        expand<true>(qa[q], a0, a2);
+        expand<true>(qb[q], a1, a3);
+        const uint32_t b0 = codes_to_f16x2(__byte_perm(xw[q], 0, 0x4420));
+        const uint32_t b1 = codes_to_f16x2(__byte_perm(xw[q], 0, 0x4431));
+        mma<true>(acc, a0, a1, a2, a3, b0, b1);
       }
+    } else {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (sb + u >= s1) break;
-      const uint4 xv = has_x ? *reinterpret_cast<const uint4*>(xr + (sb + u) * 64) : make_uint4(0, 0, 0, 0);
-      const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        const uint32_t qa[4] = {wa[u][i].x, wa[u][i].y, wa[u][i].z, wa[u][i].w};
-        const uint32_t qb[4] = {wb[u][i].x, wb[u][i].y, wb[u][i].z, wb[u][i].w};
-        if constexpr (kFp8) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            uint32_t a0, a1, a2, a3;
-            expand<true>(qa[q], a0, a2);
-            expand<true>(qb[q], a1, a3);
-            const uint32_t b0 = codes_to_f16x2(__byte_perm(xw[q], 0, 0x4420));
-            const uint32_t b1 = codes_to_f16x2(__byte_perm(xw[q], 0, 0x4431));
-            mma<true>(acc[i], a0, a1, a2, a3, b0, b1);
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-            mma<false>(acc[i], qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], xw[2 * j], xw[2 * j + 1]);
-        }
-      }
+      for (int j = 0; j < 2; ++j) mma<false>(acc, qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], xw[2 * j], xw[2 * j + 1]);
     }
   }
 }
 
 enum class Epilogue { kStore, kResidual, kSiluMul };
 
-// One instruction's GEMV: kParts tiles of `l` at rows row0[] (the input already staged), the warp
-// partials summed in warp order, scaled, biased, rounded to BF16 and written by `epilogue`:
-//   kStore: y[row, n0 + r] = v; kResidual: y[row, n0 + r] = bf16(y + v) (y = h);
-//   kSiluMul: y[row, n0 + r] = silu_mul(v_gate, v_up) (kParts = 2: gate, then up).
-template <int kParts>
-__device__ void gemv(const Params& p, const DeviceLinear& l, const int (&row0)[kParts], const unsigned char* xs,
-                     const float* row_scale, float* red, Epilogue epilogue, __nv_bfloat16* y, int64_t ld_y, int n0,
-                     unsigned* amax_out = nullptr) {
-  // The epilogue's operands first (weight scales, bias, the residual), so that their loads overlap
-  // the products instead of following them.
-  const int idx = threadIdx.x;  // (row in tile, token): 16 × 8 = 128 threads, warps 0-3
-  const int rr = idx / kMaxRows, tok = idx % kMaxRows;
-  const bool writes = idx < kTileRows * kMaxRows && tok < p.rows;
-  float sw[kParts], bias[kParts], resid = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int row = row0[i] + rr;
-    sw[i] = writes && l.fp8 ? __ldg(l.w_scale + (l.w_scale_per_row ? row : 0)) : 1.0f;
-    bias[i] = writes && l.bias != nullptr ? __bfloat162float(l.bias[row]) : 0.0f;
-  }
-  __nv_bfloat16* out = y + int64_t(tok) * ld_y + n0 + rr;
-  if (writes && epilogue == Epilogue::kResidual) resid = __bfloat162float(__ldcg(out));
-  float acc[kParts][4] = {};
-  if (l.fp8) tile_products<true, kParts>(p, l, row0, xs, acc);
-  else tile_products<false, kParts>(p, l, row0, xs, acc);
+// A tile's warp partials go to one of kRedBuffers buffers (the CTA's tile number modulo), and the
+// last warp to add its partial reduces them and writes the tile: no barrier joins the consumer
+// warps at a tile, so a warp done with its pages goes on to its pages of the next tiles while the
+// tile's last page is still landing (v6's per-tile barrier and 128-thread epilogue held all seven
+// warps to the slowest page: 26 % of the step in barrier stalls, Nsight Compute in v7/).
+// `epoch[b]` is the CTA tile number whose partials buffer b takes next: a warp that runs more than
+// kRedBuffers tiles ahead of a tile's reduction waits for it (the ring's few slots make that rare).
+struct TileSync {
+  unsigned arrived[kRedBuffers];
+  unsigned epoch[kRedBuffers];
+};
+
+// One GEMV tile (the input already staged), the CTA's tile number `tile`: this warp's pages from
+// the ring (`seq`: the tile's first page; returns the page after the tile), its partial into the
+// tile's buffer, and — by the last warp to arrive — the partials summed in warp order, scaled,
+// biased, rounded to BF16 and written by `epilogue`:
+//   kStore: y[row, n0 + r] = v_r; kResidual: y[row, n0 + r] = bf16(y + v_r) (y = h), r < 16;
+//   kSiluMul: y[row, n0 + r] = silu_mul(v_r, v_{r+8}), r < 8 (gate rows, then their up rows).
+// kProfile: thread 0 adds its waits for pages to `*page_wait`.
+template <bool kProfile>
+__device__ __noinline__ uint32_t gemv(const Params& p, const TileRows tr, const Ring ring, const uint32_t seq,
+                                      const uint32_t tile, const unsigned char* xs, const float* row_scale, float* red,
+                                      TileSync* ts, Epilogue epilogue, __nv_bfloat16* y, int64_t ld_y, int n0,
+                                      unsigned long long* page_wait, unsigned* amax_out = nullptr) {
+  const DeviceLinear& l = *tr.l;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  // red[part][warp][row][tok]
-#pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    float* r = red + (i * kWarps + warp) * kTileRows * kMaxRows;
-    r[g * kMaxRows + 2 * t] = acc[i][0];
-    r[g * kMaxRows + 2 * t + 1] = acc[i][1];
-    r[(g + 8) * kMaxRows + 2 * t] = acc[i][2];
-    r[(g + 8) * kMaxRows + 2 * t + 1] = acc[i][3];
+  const int steps = row_steps(l), pages = tile_pages(steps), ps = l.page_steps;
+  const bool fp8 = l.fp8;
+  const bool has_x = g < p.rows;
+  const unsigned char* xr = xs + g * staged_stride(l) + 16 * t;
+  float acc[4] = {};
+  // The ring's page seq + j is warp (seq + j) mod 7's.
+  for (int j = (warp + kWarps - int(seq % unsigned(kWarps))) % kWarps; j < pages; j += kWarps) {
+    const uint32_t sq = seq + uint32_t(j);
+    const int slot = int(sq % unsigned(ring.slots));
+    const uint64_t t0 = kProfile && threadIdx.x == 0 ? now_ns() : 0;
+    while (ring.page[slot] != sq) __nanosleep(32);
+    mbar_wait(ring.full + slot, (sq / unsigned(ring.slots)) & 1);
+    if (kProfile && threadIdx.x == 0) *page_wait += now_ns() - t0;
+    const unsigned char* page = ring.base + slot * kSlotBytes;
+    const int s0 = min(j * ps, steps), s1 = min(s0 + ps, steps);
+    if (fp8) page_products<true>(page, ps * 64, s0, s1, xr, has_x, acc);
+    else page_products<false>(page, ps * 64, s0, s1, xr, has_x, acc);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(ring.empty + slot);
   }
-  __syncthreads();
-  if (idx >= kTileRows * kMaxRows) return;
-  float a = 0.0f;  // |the value written| for the row amax (kSiluMul)
-  if (writes) {
-    float v[kParts];
+  const uint32_t next = seq + uint32_t(pages);
+  // The partial into buffer b as red[b][warp][row][tok].
+  const int b = int(tile % unsigned(kRedBuffers));
+  volatile unsigned* epoch = ts->epoch;
+  while (epoch[b] != tile) __nanosleep(32);
+  float* r = red + (b * kWarps + warp) * kTileRows * kMaxRows;
+  r[g * kMaxRows + 2 * t] = acc[0];
+  r[g * kMaxRows + 2 * t + 1] = acc[1];
+  r[(g + 8) * kMaxRows + 2 * t] = acc[2];
+  r[(g + 8) * kMaxRows + 2 * t + 1] = acc[3];
+  __syncwarp();
+  unsigned last = 0;
+  if (lane == 0) {
+    __threadfence_block();
+    last = atomicAdd(ts->arrived + b, 1u) == unsigned(kWarps - 1);
+  }
+  if (!__shfl_sync(0xFFFFFFFFu, last, 0)) return next;
+  __threadfence_block();
+  __syncwarp();
+
+  // The last warp: 16 rows × 8 tokens, lane + 32 i = (row in tile) · 8 + token.
+  const float* rb = red + b * kWarps * kTileRows * kMaxRows;
+  const bool silu = epilogue == Epilogue::kSiluMul;
+  const int outs = silu ? 2 : 4;  // silu: tile rows 0-7 only, each from rows r and r + 8
+  float a = 0.0f;  // |the values written| of this lane's token, for the row amax (kSiluMul)
+  const int tok = lane % kMaxRows;
+  for (int i = 0; i < outs; ++i) {
+    const int rr = lane / kMaxRows + 4 * i;
+    if (tok >= p.rows) break;
+    float v[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1 && !silu) break;
+      const int tr_row = rr + 8 * k;  // the tile row
+      const int row = tr_row < 8 ? tr.ra + tr_row : tr.rb + tr_row - 8;
       float s = 0.0f;
-      for (int w = 0; w < kWarps; ++w) s = __fadd_rn(s, red[((i * kWarps + w) * kTileRows + rr) * kMaxRows + tok]);
-      if (l.fp8) s = __fmul_rn(__fmul_rn(__fmul_rn(s, 256.0f), row_scale[tok]), sw[i]);
-      if (l.bias != nullptr) s = __fadd_rn(s, bias[i]);
-      v[i] = round_bf16(s);
+      for (int w = 0; w < kWarps; ++w) s = __fadd_rn(s, rb[(w * kTileRows + tr_row) * kMaxRows + tok]);
+      if (fp8) s = __fmul_rn(__fmul_rn(__fmul_rn(s, 256.0f), row_scale[tok]), __ldg(l.w_scale + (l.w_scale_per_row ? row : 0)));
+      if (l.bias != nullptr) s = __fadd_rn(s, __bfloat162float(l.bias[row]));
+      v[k] = round_bf16(s);
     }
+    __nv_bfloat16* out = y + int64_t(tok) * ld_y + n0 + rr;
     if (epilogue == Epilogue::kStore) {
       *out = __float2bfloat16_rn(v[0]);
     } else if (epilogue == Epilogue::kResidual) {
-      *out = __float2bfloat16_rn(round_bf16(__fadd_rn(resid, v[0])));
-    } else if constexpr (kParts == 2) {
+      *out = __float2bfloat16_rn(round_bf16(__fadd_rn(__bfloat162float(__ldcg(out)), v[0])));
+    } else {
       const float act = round_bf16(silu_mul_f32(v[0], v[1]));
       *out = __float2bfloat16_rn(act);
-      a = fabsf(act);
+      a = fmaxf(a, fabsf(act));
     }
   }
   if (amax_out != nullptr) {
-    // Lanes of one token: tok, tok + 8, tok + 16, tok + 24 of the warp.
+    // Lanes of one token: tok, tok + 8, tok + 16, tok + 24.
     a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, 8));
     a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, 16));
-    if ((threadIdx.x & 31) < kMaxRows && tok < p.rows && a > 0.0f) atomicMax(amax_out + tok, __float_as_uint(a));
+    if (lane < kMaxRows && lane < p.rows && a > 0.0f) atomicMax(amax_out + lane, __float_as_uint(a));
   }
+  __syncwarp();
+  if (lane == 0) {
+    ts->arrived[b] = 0;
+    __threadfence_block();
+    epoch[b] = tile + unsigned(kRedBuffers);
+  }
+  return next;
 }
 
 // ---- attention -----------------------------------------------------------------------------------
@@ -382,8 +533,10 @@ __device__ __forceinline__ SplitRange split_range(const Params& p, const DeviceL
   return r;
 }
 
+// The block tables are the host's for the whole launch: read through the non-coherent cache (L1),
+// so that a split's positions after the first of a block find their block at L1 latency.
 __device__ __forceinline__ int64_t cache_index(const Params& p, const int32_t* table, int kv_head, int pos, int e0) {
-  const int64_t block = table[pos / p.block_size];
+  const int64_t block = __ldg(table + pos / p.block_size);
   return kv_cache_index(block, kv_head, p.shape.kv_heads, pos, p.block_size, p.shape.head_dim, e0);
 }
 
@@ -441,7 +594,7 @@ __device__ __forceinline__ void rope_head(const Params& p, const __nv_bfloat16* 
 }
 
 template <int kHeadDim>
-__device__ void attention(const Params& p, const DeviceLayer& L, int layer, int row, int kv_head, int split,
+__device__ __noinline__ void attention(const Params& p, const DeviceLayer& L, int layer, int row, int kv_head, int split,
                           unsigned char* smem) {
   constexpr int kGroupLanes = kHeadDim / 8;      // lanes per position
   constexpr int kSubs = 32 / kGroupLanes;        // positions per warp at a time
@@ -457,14 +610,14 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
   float* state = qs + kMaxGroup * kHeadDim;                   // [warps · subs][state_stride]
   const int state_stride = partial_stride(G, kHeadDim);       // [G][head_dim + 2], padded to 16 bytes
 
-  // The query heads, roped (warp h: head h), and the new K/V into the cache by the split that
-  // holds the new position (warps G, G + 1, or 0 and 1 after the heads when G = 8).
-  if (warp < G) {
+  // The query heads, roped (warp w: heads w, w + 7), and the new K/V into the cache by the split
+  // that holds the new position (its last warp, after its heads).
+  for (int h = warp; h < G; h += kWarps) {
     float x[8];
-    rope_head(p, qkv_row + (kv_head * G + warp) * kHeadDim, L.q_norm, sr.pos, lane, kGroupLanes, x);
+    rope_head(p, qkv_row + (kv_head * G + h) * kHeadDim, L.q_norm, sr.pos, lane, kGroupLanes, x);
     if (lane < kGroupLanes)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) qs[warp * kHeadDim + lane * 8 + j] = x[j];
+      for (int j = 0; j < 8; ++j) qs[h * kHeadDim + lane * 8 + j] = x[j];
   }
   const bool stores = sr.pos >= sr.s0 && sr.pos < sr.s1;
   if (stores && warp == kWarps - 1) {
@@ -483,7 +636,7 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
                 L.v_scale);
     }
   }
-  __syncthreads();
+  consumer_sync();
 
   // A running softmax per (warp, sub) and query head over positions s0 + (warp · subs + sub) + …
   float q[kMaxGroup][8];
@@ -536,40 +689,77 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
       }
     }
   }
-  // The CTA's states into shared memory, then merged in (warp, sub) order by thread (h, e).
-  float* mine = state + (warp * kSubs + sub) * state_stride;
+  // The warp's kSubs states merged by shuffles (sub s with s ^ 1, then s ^ 2, …, the lower sub's
+  // state first), so that the CTA merges one state a warp: v8 merged 7 · kSubs states in shared
+  // memory with an expf per state and output element (~460 a thread at head_dim 128).
 #pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h) {
-    if (h >= G) break;
+  for (int off = kGroupLanes; off < 32; off <<= 1) {
+    const bool lower = (lane & off) == 0;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) mine[h * (kHeadDim + 2) + gl * 8 + j] = o[h][j];
-    if (gl == 0) mine[h * (kHeadDim + 2) + kHeadDim] = m[h], mine[h * (kHeadDim + 2) + kHeadDim + 1] = l[h];
+    for (int h = 0; h < kMaxGroup; ++h) {
+      if (h >= G) break;
+      const float mo = __shfl_xor_sync(0xFFFFFFFFu, m[h], off), lo = __shfl_xor_sync(0xFFFFFFFFu, l[h], off);
+      float oo[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) oo[j] = __shfl_xor_sync(0xFFFFFFFFu, o[h][j], off);
+      const float mn = fmaxf(m[h], mo);
+      const float ca = mn == -INFINITY ? 0.0f : expf(m[h] - mn), cb = mn == -INFINITY ? 0.0f : expf(mo - mn);
+      // (lower: a = mine, b = the other's; upper: a = the other's, b = mine — one order for both.)
+      const float wa = lower ? ca : cb, wb = lower ? cb : ca;
+      const float la = lower ? l[h] : lo, lb = lower ? lo : l[h];
+      l[h] = la * wa + lb * wb;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float a = lower ? o[h][j] : oo[j], b = lower ? oo[j] : o[h][j];
+        o[h][j] = a * wa + b * wb;
+      }
+      m[h] = mn;
+    }
   }
-  __syncthreads();
-  const int nstates = kWarps * kSubs;
+  // The warps' states into shared memory (sub 0's lanes), merged in warp order by thread (h, e)
+  // under weights computed once a (warp, head) into `wts` (the query heads' room, free by now).
+  float* mine = state + warp * state_stride;
+  if (sub == 0) {
+#pragma unroll
+    for (int h = 0; h < kMaxGroup; ++h) {
+      if (h >= G) break;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mine[h * (kHeadDim + 2) + gl * 8 + j] = o[h][j];
+      if (gl == 0) mine[h * (kHeadDim + 2) + kHeadDim] = m[h], mine[h * (kHeadDim + 2) + kHeadDim + 1] = l[h];
+    }
+  }
+  consumer_sync();
+  float* wts = qs;  // [G][kWarps + 1]: the warps' weights, then the merged maximum
+  if (threadIdx.x < G) {
+    const int h = threadIdx.x;
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, state[w * state_stride + h * (kHeadDim + 2) + kHeadDim]);
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = state[w * state_stride + h * (kHeadDim + 2) + kHeadDim];
+      wts[h * (kWarps + 1) + w] = mw == -INFINITY ? 0.0f : expf(mw - M);
+    }
+    wts[h * (kWarps + 1) + kWarps] = M;
+  }
+  consumer_sync();
   float* out = p.partials + ((int64_t(row) * p.shape.kv_heads + kv_head) * p.splits + split) * state_stride;
   for (int idx = threadIdx.x; idx < G * (kHeadDim + 2); idx += kThreads) {
     const int h = idx / (kHeadDim + 2), e = idx % (kHeadDim + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < nstates; ++s) M = fmaxf(M, state[s * state_stride + h * (kHeadDim + 2) + kHeadDim]);
+    const float* w = wts + h * (kWarps + 1);
     float acc = 0.0f;
-    for (int s = 0; s < nstates; ++s) {
-      const float* st = state + s * state_stride + h * (kHeadDim + 2);
-      const float w = st[kHeadDim] == -INFINITY ? 0.0f : expf(st[kHeadDim] - M);
-      const float x = e < kHeadDim ? st[e] : e == kHeadDim ? 0.0f : st[kHeadDim + 1];
-      if (e != kHeadDim) acc += w * x;
-    }
-    out[idx] = e == kHeadDim ? M : acc;
+    if (e != kHeadDim)
+#pragma unroll
+      for (int s = 0; s < kWarps; ++s) acc += w[s] * state[s * state_stride + h * (kHeadDim + 2) + e];
+    out[idx] = e == kHeadDim ? w[kWarps] : acc;
   }
   // The last split of (row, KV head) to finish merges the splits in split order.
   unsigned* merge = merge_counter(p, row, kv_head);
   __shared__ bool s_last;
-  __syncthreads();
+  consumer_sync();
   if (threadIdx.x == 0) {
     __threadfence();
     s_last = atomicAdd(merge, 1u) == unsigned(p.splits - 1);
   }
-  __syncthreads();
+  consumer_sync();
   if (!s_last) return;
   __threadfence();
   // The splits' states into shared memory (every load in flight at once), merged from there.
@@ -587,20 +777,27 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
         if (i0 + b * kThreads < n4) reinterpret_cast<uint4*>(state)[i0 + b * kThreads] = v[b];
     }
   }
-  __syncthreads();
+  // The splits' weights once a (split, head) into `wts` ([G][splits + 1], the last the maximum).
+  consumer_sync();
+  if (threadIdx.x < G) {
+    const int h = threadIdx.x;
+    float M = -INFINITY;
+    for (int s = 0; s < p.splits; ++s) M = fmaxf(M, state[s * state_stride + h * (kHeadDim + 2) + kHeadDim]);
+    for (int s = 0; s < p.splits; ++s) {
+      const float ms = state[s * state_stride + h * (kHeadDim + 2) + kHeadDim];
+      wts[h * (p.splits + 1) + s] = ms == -INFINITY ? 0.0f : expf(ms - M);
+    }
+  }
+  consumer_sync();
   float a = 0.0f;
   for (int idx = threadIdx.x; idx < G * kHeadDim; idx += kThreads) {
     const int h = idx / kHeadDim, e = idx % kHeadDim;
-    float M = -INFINITY;
-    for (int s = 0; s < p.splits; ++s) M = fmaxf(M, state[s * state_stride + h * (kHeadDim + 2) + kHeadDim]);
+    const float* w = wts + h * (p.splits + 1);
     float num = 0.0f, den = 0.0f;
     for (int s = 0; s < p.splits; ++s) {
       const float* st = state + s * state_stride + h * (kHeadDim + 2);
-      const float ms = st[kHeadDim];
-      if (ms == -INFINITY) continue;
-      const float w = expf(ms - M);
-      num += w * st[e];
-      den += w * st[kHeadDim + 1];
+      num += w[s] * st[e];
+      den += w[s] * st[kHeadDim + 1];
     }
     const __nv_bfloat16 v = __float2bfloat16_rn(num / den * (fp8 ? L.v_scale : 1.0f));
     p.attn[int64_t(row) * q_width + (kv_head * G + h) * kHeadDim + e] = v;
@@ -610,62 +807,32 @@ __device__ void attention(const Params& p, const DeviceLayer& L, int layer, int 
   if (threadIdx.x == 0) *merge = 0;  // for the next layer and the next launch
 }
 
-// ---- prefetch ---------------------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t prefetch_rows(const DeviceLinear& l, int row0, int rows) {
-  const auto* base = static_cast<const unsigned char*>(l.w) + row0 * row_bytes(l);
-  const int64_t bytes = rows * row_bytes(l);
-  for (int64_t off = 0; off < bytes; off += (int64_t(1) << 20))
-    prefetch_l2(base + off, uint32_t(min(bytes - off, int64_t(1) << 20)));
-  return uint32_t(bytes);
-}
-
-// Thread 0: asks L2 for what instruction `ins` will stream: its weight rows, or the cached K/V of
-// its split (positions before the new one: written by earlier steps). Returns the bytes asked for.
-__device__ uint32_t prefetch(const Params& p, const Instruction& ins) {
-  const Op op = Op(ins.op);
-  if (op == Op::kLmHead) return prefetch_rows(p.lm_head, ins.a * kTileRows, kTileRows);
-  const DeviceLayer& L = p.layers[ins.layer];
-  switch (op) {
-    case Op::kQkv: return prefetch_rows(L.qkv, ins.a * kTileRows, kTileRows);
-    case Op::kO: return prefetch_rows(L.o, ins.a * kTileRows, kTileRows);
-    case Op::kDown: return prefetch_rows(L.down, ins.a * kTileRows, kTileRows);
-    case Op::kGateUp:
-      return prefetch_rows(L.gate_up, ins.a * kTileRows, kTileRows) +
-             prefetch_rows(L.gate_up, p.shape.intermediate + ins.a * kTileRows, kTileRows);
-    case Op::kAttention: {
-      const SplitRange sr = split_range(p, L, ins.a, ins.c);
-      const int32_t* table = p.block_tables + int64_t(p.row_seq[ins.a]) * p.max_blocks_per_seq;
-      const int elem = L.kv_element == int(backend::KvElement::kBF16) ? 2 : 1;
-      const uint32_t block_bytes = uint32_t(p.block_size) * p.shape.head_dim * elem;
-      uint32_t bytes = 0;
-      for (int b = sr.s0 / p.block_size; b * p.block_size < min(sr.s1, sr.pos); ++b) {
-        const int64_t at = kv_cache_index(table[b], ins.b, p.shape.kv_heads, 0, p.block_size, p.shape.head_dim, 0) *
-                           elem;
-        prefetch_l2(static_cast<const unsigned char*>(L.k_cache) + at, block_bytes);
-        prefetch_l2(static_cast<const unsigned char*>(L.v_cache) + at, block_bytes);
-        bytes += 2 * block_bytes;
-      }
-      return bytes;
-    }
-    default: return 0;
-  }
-}
-
 // ---- the kernel ---------------------------------------------------------------------------------
-
-__device__ __forceinline__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // kProfile: thread 0 times each instruction's parts into p.profile (decode_program.h, Profile).
 template <int kHeadDim, bool kProfile>
-__global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kBlockThreads, 1) decode_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ StageShared st;
   __shared__ unsigned long long prof[kProfileKinds][kProfileParts];
+  __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
+  __shared__ uint32_t page[kMaxSlots];
+  const int q0 = p.queue_start[blockIdx.x], q1 = p.queue_start[blockIdx.x + 1];
+  const Ring ring{smem + p.slots_offset, full, empty, page, p.slots};
+  __shared__ TileSync ts;
+  if (threadIdx.x < p.slots) {
+    mbar_init(full + threadIdx.x, 1), mbar_init(empty + threadIdx.x, 1);
+    page[threadIdx.x] = ~0u;  // no page yet
+  }
+  if (threadIdx.x < kRedBuffers) ts.arrived[threadIdx.x] = 0, ts.epoch[threadIdx.x] = threadIdx.x;
+  if constexpr (kProfile)
+    if (threadIdx.x < kProfileKinds * kProfileParts) (&prof[0][0])[threadIdx.x] = 0;
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncthreads();  // the last barrier the loader warp joins
+  if (threadIdx.x >= kThreads) {
+    loader<kProfile>(p, q0, q1, ring);
+    return;
+  }
   uint64_t last = 0;
   auto mark = [&](int kind, int part) {
     if constexpr (kProfile) {
@@ -676,19 +843,17 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       }
     }
   };
-  if constexpr (kProfile) {
-    if (threadIdx.x < kProfileKinds * kProfileParts) (&prof[0][0])[threadIdx.x] = 0;
+  if constexpr (kProfile)
     if (threadIdx.x == 0) last = now_ns();
-    __syncthreads();
-  }
   float* red = reinterpret_cast<float*>(smem);
   unsigned char* raw = smem + kRedBytes;                                 // rows of h, normed inputs
   unsigned char* xs = raw + p.rows * p.shape.hidden * 2;                 // the staged GEMV input
   unsigned char* scratch = raw;                                          // attention's state
-  const int q0 = p.queue_start[blockIdx.x], q1 = p.queue_start[blockIdx.x + 1];
   const int layers = p.shape.layers;
   const int q_width = p.shape.q_heads * kHeadDim;
   const int64_t ld_qkv = q_width + 2 * p.shape.kv_heads * kHeadDim;
+  uint32_t seq = 0;   // the ring's pages consumed so far
+  uint32_t tile = 0;  // the CTA's GEMV tiles so far
 
   // Counting done instructions: a CTA's run of one phase adds its count once, when the phase
   // changes or before the CTA waits (never hold a count back while waiting: that could deadlock).
@@ -697,7 +862,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   auto flush = [&] {
     if (pending_n == 0) return;
     __threadfence();
-    __syncthreads();
+    consumer_sync();
     if (threadIdx.x == 0) atomicAdd(pending, pending_n);
     pending_n = 0;
   };
@@ -717,36 +882,24 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   };
   int staged = -1;  // (layer, op) whose input xs holds: a run of one phase stages it once
 
-  // Thread 0's prefetch window: instructions [qi, prefetched) asked for, `ahead` bytes of them,
-  // each one's bytes in a ring (at most kPrefetchRing instructions ahead).
-  constexpr int kPrefetchRing = 32;
-  __shared__ uint32_t ring[kPrefetchRing];
-  int prefetched = q0;
-  uint32_t ahead = 0;
   for (int qi = q0; qi < q1; ++qi) {
-    if (threadIdx.x == 0) {
-      if (qi > q0) ahead -= ring[(qi - 1) % kPrefetchRing];  // the instruction before is done with its bytes
-      for (; prefetched < q1 && (prefetched <= qi || (ahead < kPrefetchBytes && prefetched - qi < kPrefetchRing));
-           ++prefetched) {
-        const uint32_t b = prefetch(p, p.instructions[p.queue[prefetched]]);
-        ring[prefetched % kPrefetchRing] = b;
-        ahead += b;
-      }
-    }
     const Instruction ins = p.instructions[p.queue[qi]];
     const Op op = Op(ins.op);
     const int kind = int(op);
     const int layer = ins.layer;
     const int key = layer * 8 + int(op);
-    const int r0[1] = {ins.a * kTileRows};
+    const int n0 = ins.a * kTileRows;
     if (op == Op::kLmHead) {
       wait(phase_counter(p, layers - 1, 4), unsigned(p.phase_count[4]));
       mark(kind, 0);
-      if (staged != key) stage_normed(p, p.lm_head, p.final_norm, raw, xs, st);
+      if (staged != key) {
+          consumer_sync();  // every warp done with the shared memory it overwrites
+          stage_normed(p, p.lm_head, p.final_norm, raw, xs, st);
+        }
       mark(kind, 1);
       staged = key;
-      gemv<1>(p, p.lm_head, r0, xs, st.row_scale, red, Epilogue::kStore, p.logits, p.shape.vocab, r0[0]);
-      __syncthreads();
+      seq = gemv<kProfile>(p, tile_rows(p, ins), ring, seq, tile++, xs, st.row_scale, red, &ts, Epilogue::kStore, p.logits, p.shape.vocab, n0,
+                    &prof[kProfileRing][0]);
       mark(kind, 2);
       if (kProfile && threadIdx.x == 0) ++prof[kind][3];
       continue;  // nothing waits for lm_head inside the launch
@@ -756,14 +909,19 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       case Op::kQkv:
         if (layer > 0) wait(phase_counter(p, layer - 1, 4), unsigned(p.phase_count[4]));
         mark(kind, 0);
-        if (staged != key) stage_normed(p, L.qkv, L.input_norm, raw, xs, st);
+        if (staged != key) {
+          consumer_sync();  // every warp done with the shared memory it overwrites
+          stage_normed(p, L.qkv, L.input_norm, raw, xs, st);
+        }
         mark(kind, 1);
-        gemv<1>(p, L.qkv, r0, xs, st.row_scale, red, Epilogue::kStore, p.qkv, ld_qkv, r0[0]);
+        seq = gemv<kProfile>(p, tile_rows(p, ins), ring, seq, tile++, xs, st.row_scale, red, &ts, Epilogue::kStore, p.qkv, ld_qkv, n0,
+                      &prof[kProfileRing][0]);
         count(phase_counter(p, layer, 0));
         break;
       case Op::kAttention:
         wait(phase_counter(p, layer, 0), unsigned(p.phase_count[0]));
         mark(kind, 0);
+        consumer_sync();  // every warp done with the shared memory attention overwrites
         mark(kind, 1);
         attention<kHeadDim>(p, L, layer, ins.a, ins.b, ins.c, scratch);
         count(phase_counter(p, layer, 1));
@@ -771,34 +929,44 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       case Op::kO:
         wait(phase_counter(p, layer, 1), unsigned(p.phase_count[1]));
         mark(kind, 0);
-        if (staged != key) stage_plain(p, L.o, p.attn, attn_amax(p, layer), xs, st);
+        if (staged != key) {
+          consumer_sync();  // every warp done with the shared memory it overwrites
+          stage_plain(p, L.o, p.attn, attn_amax(p, layer), xs, st);
+        }
         mark(kind, 1);
-        gemv<1>(p, L.o, r0, xs, st.row_scale, red, Epilogue::kResidual, p.h, p.shape.hidden, r0[0]);
+        seq = gemv<kProfile>(p, tile_rows(p, ins), ring, seq, tile++, xs, st.row_scale, red, &ts, Epilogue::kResidual, p.h, p.shape.hidden, n0,
+                      &prof[kProfileRing][0]);
         count(phase_counter(p, layer, 2));
         break;
-      case Op::kGateUp: {
+      case Op::kGateUp:
         wait(phase_counter(p, layer, 2), unsigned(p.phase_count[2]));
         mark(kind, 0);
-        if (staged != key) stage_normed(p, L.gate_up, L.post_norm, raw, xs, st);
+        if (staged != key) {
+          consumer_sync();  // every warp done with the shared memory it overwrites
+          stage_normed(p, L.gate_up, L.post_norm, raw, xs, st);
+        }
         mark(kind, 1);
-        const int r2[2] = {r0[0], p.shape.intermediate + r0[0]};
-        gemv<2>(p, L.gate_up, r2, xs, st.row_scale, red, Epilogue::kSiluMul, p.act, p.shape.intermediate, r0[0],
-                act_amax(p, layer));
+        seq = gemv<kProfile>(p, tile_rows(p, ins), ring, seq, tile++, xs, st.row_scale, red, &ts, Epilogue::kSiluMul, p.act, p.shape.intermediate,
+             ins.a * 8, &prof[kProfileRing][0], act_amax(p, layer));
         count(phase_counter(p, layer, 3));
         break;
-      }
       case Op::kDown:
         wait(phase_counter(p, layer, 3), unsigned(p.phase_count[3]));
         mark(kind, 0);
-        if (staged != key) stage_plain(p, L.down, p.act, act_amax(p, layer), xs, st);
+        if (staged != key) {
+          consumer_sync();  // every warp done with the shared memory it overwrites
+          stage_plain(p, L.down, p.act, act_amax(p, layer), xs, st);
+        }
         mark(kind, 1);
-        gemv<1>(p, L.down, r0, xs, st.row_scale, red, Epilogue::kResidual, p.h, p.shape.hidden, r0[0]);
+        seq = gemv<kProfile>(p, tile_rows(p, ins), ring, seq, tile++, xs, st.row_scale, red, &ts, Epilogue::kResidual, p.h, p.shape.hidden, n0,
+                      &prof[kProfileRing][0]);
         count(phase_counter(p, layer, 4));
         break;
       default: break;
     }
-    staged = op == Op::kAttention ? -1 : key;  // attention's state overwrites the staged input
-    __syncthreads();  // the next instruction may overwrite shared memory this one reads
+    // Attention's state overwrites the staged input. No barrier here: the next instruction that
+    // overwrites shared memory (a staging, attention) syncs first.
+    staged = op == Op::kAttention ? -1 : key;
     mark(kind, 2);
     if (kProfile && threadIdx.x == 0) ++prof[kind][3];
   }
@@ -806,8 +974,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   if constexpr (kProfile) {
     mark(kProfileKinds - 1, 0);
     if (threadIdx.x == 0) ++prof[kProfileKinds - 1][3];
-    __syncthreads();
-    if (threadIdx.x < kProfileKinds * kProfileParts)
+    consumer_sync();
+    // The ring's loader parts are the loader's own (it writes them).
+    if (threadIdx.x < kProfileKinds * kProfileParts &&
+        (threadIdx.x / kProfileParts != kProfileRing || threadIdx.x % kProfileParts == 0))
       p.profile[blockIdx.x * kProfileKinds * kProfileParts + threadIdx.x] = (&prof[0][0])[threadIdx.x];
   }
   // The last CTA out zeroes the phase counters and the row amaxes (the merge counters are zeroed
@@ -815,9 +985,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   __shared__ bool s_last;
   unsigned* done = act_amax(p, layers);  // counter_count − 1
   __threadfence();
-  __syncthreads();
+  consumer_sync();
   if (threadIdx.x == 0) s_last = atomicAdd(done, 1u) == gridDim.x - 1;
-  __syncthreads();
+  consumer_sync();
   if (!s_last) return;
   __threadfence();
   for (int i = threadIdx.x; i < layers * kPhasesPerLayer; i += kThreads) p.counters[i] = 0;
@@ -830,29 +1000,33 @@ void launch_with(const Params& p, int ctas, size_t smem, cudaStream_t stream) {
   static bool configured = false;
   if (!configured) {
     FP8LM_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<kHeadDim, kProfile>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(227 * 1024 - 1024)));
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedLimit)));
     configured = true;
   }
-  decode_kernel<kHeadDim, kProfile><<<ctas, kThreads, smem, stream>>>(p);
+  decode_kernel<kHeadDim, kProfile><<<ctas, kBlockThreads, smem, stream>>>(p);
   FP8LM_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
-size_t shared_bytes(const ModelShape& shape, int rows, int64_t row_bytes) {
+size_t staging_bytes(const ModelShape& shape, int rows, int64_t row_bytes) {
   const size_t staged = size_t(rows) * size_t(shape.hidden) * 2 + size_t(rows) * size_t(row_bytes + 16);
   const int hd = shape.head_dim, group = shape.q_heads / std::max(shape.kv_heads, 1);
-  const size_t attention =
-      size_t(kMaxGroup * hd + kWarps * (32 / (hd / 8)) * partial_stride(group, hd)) * sizeof(float);
-  return size_t(kRedBytes) + std::max(staged, attention);
+  // Attention: the roped query heads, then the CTA's states (warps × positions a warp at a time),
+  // or the splits' states the last split merges.
+  const size_t states = size_t(std::max(kWarps * (32 / (hd / 8)), kMaxSplits));
+  const size_t attention = (size_t(kMaxGroup * hd) + states * size_t(partial_stride(group, hd))) * sizeof(float);
+  return (size_t(kRedBytes) + std::max(staged, attention) + 127) / 128 * 128;
 }
+
+size_t ring_slot_bytes() { return size_t(kSlotBytes); }
 
 int ctas_per_sm(size_t smem) {
   int n = 0;
   // Both instantiations have the same launch bounds and shared memory; ask for the larger.
   FP8LM_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(227 * 1024 - 1024)));
-  FP8LM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_kernel<128, false>, kThreads, smem));
+                                        int(kSharedLimit)));
+  FP8LM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_kernel<128, false>, kBlockThreads, smem));
   return n;
 }
 

@@ -9,12 +9,6 @@
 
 namespace fp8lm::cuda::persistent {
 
-namespace {
-// Context splits per (row, KV head) at most: the merge stages them all in the shared memory the
-// CTA's own attention states take (16 states of warps × position groups).
-constexpr int kMaxSplits = 16;
-}
-
 Schedule build_schedule(const ModelShape& s, int rows, int ctas) {
   if (rows < 1 || rows > kMaxRows || ctas < 1)
     throw Error("persistent decode: a schedule of " + std::to_string(rows) + " rows on " + std::to_string(ctas) +
@@ -28,7 +22,7 @@ Schedule build_schedule(const ModelShape& s, int rows, int ctas) {
   out.phase_count[0] = qkv_tiles;
   out.phase_count[1] = pairs * out.attention_splits;
   out.phase_count[2] = s.hidden / kTileRows;
-  out.phase_count[3] = s.intermediate / kTileRows;
+  out.phase_count[3] = s.intermediate / 8;  // a tile: 8 gate rows and their 8 up rows
   out.phase_count[4] = s.hidden / kTileRows;
   out.lm_head_tiles = s.vocab / kTileRows;
   std::vector<std::vector<int32_t>> queues(static_cast<size_t>(ctas));

@@ -2,3 +2,4 @@
 target_sources(fp8lm_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/decode_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/decode_schedule.cpp)
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/decode_kernel.cu PROPERTIES COMPILE_OPTIONS "-lineinfo")
