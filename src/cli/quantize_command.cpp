@@ -124,6 +124,10 @@ void run(const QuantizeFlags& f, const RunFlags& rf) {
               std::string(quantize::name(o.preset)).c_str(), s.quantized.size(), std::string(name(spec.config.dtype)).c_str(),
               kept.empty() ? "none" : kept.c_str(), o.kv_cache_fp8 ? "; FP8 KV-cache scales" : "",
               double(s.tensor_bytes) / (1 << 20));
+  if (!s.dropped.empty())
+    std::printf("not written: %zu tensors of the multi-token-prediction layers (%s ...), which transformers and so "
+                "LLM Compressor do not load\n",
+                s.dropped.size(), s.dropped.front().c_str());
 }
 
 }  // namespace

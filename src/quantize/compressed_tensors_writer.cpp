@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 
 #include "common/error.h"
@@ -110,11 +111,13 @@ class StagingDir {
 // Where a linear module comes in the model's named_modules() order as LLM
 // Compressor 0.14 (transformers 5.17) builds it, the order compressed-tensors
 // lists unquantized modules in `ignore` (tests/fixtures/quantize/README.md):
-// layer by layer, attention (q, k, v, o) before the MLP; an MoE block's experts
-// before its router (transformers' Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
-// define `experts` first), each expert as LLM Compressor unpacks it: up, gate,
-// down; lm_head last. linear_modules lists experts in checkpoint order (gate,
-// down, up) and the router first, so the order is rebuilt here.
+// layer by layer, attention (q, k, v, o; MLA's q_a, q_b or q, kv_a, kv_b, o)
+// before the MLP; an MoE block's experts before its router (transformers'
+// Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock / DeepseekV3MoE define
+// `experts` first), each expert as LLM Compressor unpacks it: up, gate, down;
+// DeepSeek's shared experts after the router (DeepseekV3MoE defines them last);
+// lm_head last. linear_modules lists experts in checkpoint order (gate, down,
+// up), the router first and the shared experts last, so the order is rebuilt here.
 std::tuple<int, int, int, int> module_order(const LinearModule& m) {
   if (m.kind == LinearKind::kLmHead) return {INT32_MAX, 0, 0, 0};
   const auto ends = [&m](std::string_view a, std::string_view b) { return m.name.ends_with(a) || m.name.ends_with(b); };
@@ -124,9 +127,22 @@ std::tuple<int, int, int, int> module_order(const LinearModule& m) {
     case LinearKind::kRouter:
       return {m.layer, 2, 0, 0};
     default:
-      // Attention and a dense MLP: linear_modules' order is the model's.
+      // Attention, a dense MLP and the shared experts (gate, up, down): linear_modules' order is the model's.
+      if (m.name.find(".shared_experts.") != std::string::npos) return {m.layer, 3, 0, 0};
       return {m.layer, m.kind == LinearKind::kAttention ? 0 : 1, 0, 0};
   }
+}
+
+// BF16 values widened to float32 (exact).
+std::vector<std::byte> bf16_to_f32(std::span<const std::byte> b) {
+  std::vector<std::byte> out(b.size() * 2);
+  for (size_t i = 0; i < b.size() / 2; ++i) {
+    uint16_t v;
+    std::memcpy(&v, b.data() + 2 * i, 2);
+    const float f = bf16_to_float(v);
+    std::memcpy(out.data() + 4 * i, &f, 4);
+  }
+  return out;
 }
 
 }  // namespace
@@ -204,16 +220,24 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
 }
 
 void check_supported(const io::ModelSpec& src, const QuantizeOptions& o) {
-  // Every preset runs on every architecture fp8lm loads but DeepSeek-V3: MoE static scales
-  // come from a calibration that observes every expert (LlamaModel::observe_all_experts), and a
-  // missing range is refused by module name when writing. DeepSeek-V3's output has not been
-  // compared with LLM Compressor's yet (its module order, its MLA projections and shared experts),
-  // and its calibration is not implemented, so it is refused rather than written unverified.
-  (void)o;
-  if (src.config.is_mla())
-    throw Error("quantize: " + src.config.architecture + " is not supported yet (issue 45): its compressed-tensors "
-                "output is not yet checked against LLM Compressor's; its block-FP8 weights as stored and online "
-                "--quantization fp8 load as they are");
+  // Every preset runs on every architecture fp8lm loads but DeepSeek-V3's static ones: MoE static
+  // scales come from a calibration that observes every expert (LlamaModel::observe_all_experts),
+  // and a missing range is refused by module name when writing. DeepSeek-V3 (MLA) in FP8_DYNAMIC /
+  // FP8_BLOCK is LLM Compressor's output byte for byte (tests/fixtures/quantize/deepseek_*). Its
+  // calibrated outputs are not: LLM Compressor 0.14 runs both on DeepSeek-V3 (checked: it writes
+  // an input_scale for every MLA projection, and k_scale / v_scale), but fp8lm's calibration does
+  // not observe q_b_proj's and kv_b_proj's inputs, and MLA caches a latent, not K and V.
+  if (!src.config.is_mla()) return;
+  if (o.preset == Preset::kFp8)
+    throw Error("quantize: --scheme FP8 (static activation scales) is not supported for " + src.config.architecture +
+                " (issue 45): LLM Compressor calibrates an input scale for every MLA projection, but fp8lm's "
+                "calibration does not observe the inputs of q_b_proj (q_a_layernorm's output) and kv_b_proj (the "
+                "normalised latent) yet, so its scales could not match; use FP8_DYNAMIC or FP8_BLOCK");
+  if (o.kv_cache_fp8)
+    throw Error("quantize: --kv-cache-dtype fp8 is not supported for " + src.config.architecture +
+                " (issue 45): LLM Compressor's k_scale / v_scale scale the per-head K and V that transformers "
+                "caches after kv_b_proj, while MLA caches one latent a token; fp8lm calibrates its FP8 latent "
+                "cache at load (--kv-cache-dtype fp8 when serving)");
 }
 
 QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::filesystem::path& out,
@@ -309,11 +333,34 @@ QuantizeSummary write_compressed_tensors(const io::ModelSpec& src, const std::fi
     return it->second;
   };
 
+  // DeepSeek-V3's multi-token-prediction layers are not written: transformers does not load them,
+  // so LLM Compressor's output has none (tests/fixtures/quantize/deepseek_v3_no_q_lora_FP8_BLOCK).
+  const std::vector<std::string> mtp = c.is_mla() ? mtp_layer_prefixes(c) : std::vector<std::string>{};
+  // The router's e_score_correction_bias is a float32 buffer in transformers, so LLM Compressor
+  // writes it in float32 whatever the checkpoint held (BF16 widened exactly).
+  std::set<std::string> router_biases;
+  if (c.moe.correction_bias)
+    for (int l = 0; l < c.num_hidden_layers; ++l)
+      if (c.is_moe_layer(l)) router_biases.insert(moe_tensor_names(c, l).router_bias);
+  std::map<std::string, std::vector<std::byte>> widened;  // outlives the write below
+
   std::vector<io::TensorToWrite> tensors;
   for (const std::string& name : src.files->tensor_names()) {
     const io::TensorInfo& info = src.files->tensor(name);
+    if (std::any_of(mtp.begin(), mtp.end(), [&name](const std::string& p) { return name.starts_with(p); })) {
+      summary.dropped.push_back(name);
+      continue;
+    }
     const auto target = targets.find(name);
     if (target == targets.end()) {
+      if (router_biases.count(name) && info.dtype != DType::kF32) {
+        if (info.dtype != DType::kBF16)
+          throw Error(src.directory.string() + ": tensor '" + name + "' is " + std::string(io::dtype_name(info.dtype)) +
+                      "; fp8lm quantize reads BF16 or float32 weights");
+        const std::vector<std::byte>& f = widened[name] = bf16_to_f32(src.files->bytes(name));
+        tensors.push_back({name, DType::kF32, info.shape, std::span<const std::byte>(f), {}});
+        continue;
+      }
       tensors.push_back({name, info.dtype, info.shape, src.files->bytes(name), {}});
       continue;
     }

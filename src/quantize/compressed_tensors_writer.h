@@ -47,6 +47,7 @@ struct QuantizeOptions {
 struct QuantizeSummary {
   std::vector<std::string> quantized;  // module names
   std::vector<std::string> kept;       // linear modules left in high precision
+  std::vector<std::string> dropped;    // tensors not written (DeepSeek-V3's MTP layers)
   uint64_t tensor_bytes = 0;           // sum of the written tensors' sizes
 };
 
@@ -54,7 +55,7 @@ struct QuantizeSummary {
 using WriteProgress = std::function<void(const std::string& tensor, size_t done, size_t total)>;
 
 // What the writer refuses for this model whatever the data (so a command can
-// say so before calibrating): the static FP8 preset on an MoE model.
+// say so before calibrating): the static FP8 preset and the FP8 KV cache on an MLA model.
 void check_supported(const io::ModelSpec& source, const QuantizeOptions& options);
 
 // Throws fp8lm::Error naming the problem: OUT exists, the input is already

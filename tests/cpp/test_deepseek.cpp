@@ -12,7 +12,7 @@
 //  * config.json: the fields as parsed, and a table of malformed or
 //    unimplemented values, each refused naming its field;
 //  * a backend without MLA (the CUDA backend today) refused at load by name; the
-//    MTP layer read past; dummy weights; fp8lm quantize refused by name.
+//    MTP layer read past; dummy weights (fp8lm quantize: test_quantize.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,7 +30,6 @@
 #include "engine/runtime.h"
 #include "io/model_config_json.h"
 #include "io/model_spec.h"
-#include "quantize/compressed_tensors_writer.h"
 #include "spec/rope.h"
 
 namespace fp8lm::test {
@@ -526,17 +525,7 @@ TEST(DeepseekCheckpoint, DummyWeightsRun) {
   }
 }
 
-// fp8lm quantize of a DeepSeek-V3 checkpoint is refused by name (nothing written) until its
-// output is compared with LLM Compressor's.
-TEST(DeepseekCheckpoint, QuantizeRefusedByName) {
-  const io::ModelSpec spec = io::read_model_spec(model_fixture_dir(deepseek_model("deepseek_v3")["dir"]), {});
-  const std::filesystem::path out = std::filesystem::path(::testing::TempDir()) / "deepseek_quantized";
-  quantize::QuantizeOptions o;
-  o.preset = quantize::parse_preset("FP8_BLOCK");
-  const std::string e = error_of([&] { (void)quantize::write_compressed_tensors(spec, out, o, nullptr); });
-  EXPECT_NE(e.find("DeepseekV3ForCausalLM is not supported yet (issue 45)"), std::string::npos) << e;
-  EXPECT_FALSE(std::filesystem::exists(out));
-}
+// fp8lm quantize of DeepSeek-V3: tests/cpp/test_quantize.cpp (QuantizeDeepseek, DeepseekPresets).
 
 }  // namespace
 }  // namespace fp8lm::test

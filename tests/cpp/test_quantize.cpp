@@ -364,6 +364,116 @@ TEST(QuantizeMoe, StaticPresetAgainstLlmCompressor) {
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
+// DeepSeek-V3 (MLA + DeepSeekMoE) against LLM Compressor
+// (tools/make_quantize_deepseek_fixtures.py): every nn.Linear quantized — the
+// MLA projections including the 144-row kv_a_proj_with_mqa (a ragged block), the
+// routed and the shared experts; the router (not an nn.Linear in transformers)
+// kept and listed; e_score_correction_bias written in float32 (a float32 buffer
+// in transformers); `ignore` in module order (shared experts after the router);
+// the multi-token-prediction layer not written. Where a fixture keeps only the
+// header of LLM Compressor's model.safetensors (to stay small), the header —
+// names, dtypes, shapes and offsets — is compared byte for byte and the file's
+// size checked against it; the tensor bytes are those of the whole-file cases.
+struct DeepseekCase {
+  const char* source;  // tests/fixtures/models/deepseek/<source>
+  const char* preset;
+  std::vector<std::string> ignore;
+  const char* reference;  // tests/fixtures/quantize/<reference>
+  bool whole_file;        // model.safetensors committed, else its header only
+};
+
+void PrintTo(const DeepseekCase& d, std::ostream* os) { *os << d.reference; }
+
+class DeepseekPresets : public ::testing::TestWithParam<DeepseekCase> {};
+
+TEST_P(DeepseekPresets, FilesEqualLlmCompressorByteForByte) {
+  const DeepseekCase& d = GetParam();
+  TempOut tmp(std::string("deepseek-") + d.reference);
+  const io::ModelSpec spec = io::read_model_spec(model_fixture_dir(std::string("deepseek/") + d.source));
+  quantize::QuantizeOptions o;
+  o.preset = quantize::parse_preset(d.preset);
+  o.ignore = d.ignore;
+  const quantize::QuantizeSummary s = quantize::write_compressed_tensors(spec, tmp.out(), o, nullptr);
+  const fs::path ref = quantize_fixture(d.reference);
+  EXPECT_EQ(file_bytes(tmp.out() / "config.json"), file_bytes(ref / "config.json"));
+  const std::vector<uint8_t> got = file_bytes(tmp.out() / "model.safetensors");
+  if (d.whole_file) {
+    EXPECT_EQ(got, file_bytes(ref / "model.safetensors"));
+  } else {
+    const std::vector<uint8_t> header = file_bytes(ref / "model.safetensors.header");
+    ASSERT_GE(got.size(), header.size());
+    EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + std::ptrdiff_t(header.size())), header);
+    // The file ends where the header's last tensor does.
+    const auto json = nlohmann::json::parse(header.begin() + 8, header.end());
+    uint64_t end = 0;
+    for (const auto& [name, t] : json.items())
+      if (name != "__metadata__") end = std::max(end, t["data_offsets"][1].get<uint64_t>());
+    EXPECT_EQ(got.size(), header.size() + end);
+  }
+  // The MTP layer (only deepseek_v3_no_q_lora has one on disk) is reported, not written.
+  EXPECT_EQ(s.dropped.empty(), std::string(d.source) != "deepseek_v3_no_q_lora");
+  for (const std::string& t : s.dropped) EXPECT_TRUE(t.starts_with("model.layers.2.")) << t;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, DeepseekPresets,
+    ::testing::Values(DeepseekCase{"deepseek_v3", "FP8_DYNAMIC", {}, "deepseek_v3_FP8_DYNAMIC", true},
+                      DeepseekCase{"deepseek_v3", "FP8_BLOCK", {}, "deepseek_v3_FP8_BLOCK", true},
+                      DeepseekCase{"deepseek_v3",
+                                   "FP8_DYNAMIC",
+                                   {R"(re:.*layers\.2\.mlp\.experts\..*)", R"(re:.*layers\.1\.mlp\.shared_experts\..*)",
+                                    "model.layers.1.self_attn.kv_a_proj_with_mqa"},
+                                   "deepseek_v3_FP8_DYNAMIC_ignore",
+                                   false},
+                      DeepseekCase{"deepseek_v3_no_q_lora", "FP8_BLOCK", {}, "deepseek_v3_no_q_lora_FP8_BLOCK", false}),
+    [](const auto& p) { return std::string(p.param.reference); });
+
+// The written DeepSeek-V3 checkpoint runs exactly like --quantization fp8 of its
+// source: the same codes and scales (the float32 correction bias equal to the
+// BF16 one widened; the MTP layer, which the model never runs, not written), so
+// the same logits bit for bit.
+TEST(QuantizeDeepseek, WrittenCheckpointRunsLikeOnlineQuantization) {
+  for (const char* model : {"deepseek_v3", "deepseek_v3_no_q_lora"})
+    for (const quantize::Preset preset : {quantize::Preset::kFp8Dynamic, quantize::Preset::kFp8Block}) {
+      SCOPED_TRACE(std::string(model) + " " + std::string(quantize::name(preset)));
+      TempOut tmp("deepseek-roundtrip");
+      const fs::path dir = model_fixture_dir(std::string("deepseek/") + model);
+      quantize::QuantizeOptions o;
+      o.preset = preset;
+      quantize::write_compressed_tensors(io::read_model_spec(dir), tmp.out(), o, nullptr);
+      io::LoadOverrides online;
+      online.quantization =
+          preset == quantize::Preset::kFp8Block ? io::OnlineQuant::kBlock : io::OnlineQuant::kChannelToken;
+      LoadedModel a(dir, online, 2);
+      LoadedModel b(tmp.out(), {}, 2);
+      for (const auto& p : deepseek_manifest()["models"][model]["prompts"]) {
+        const std::vector<float> x = a.prompt_logits(ids_of(p)), y = b.prompt_logits(ids_of(p));
+        ASSERT_EQ(x.size(), y.size());
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+      }
+    }
+}
+
+// What is not checked against LLM Compressor for MLA is refused by name,
+// before anything is written (check_supported runs before calibration too).
+TEST(QuantizeDeepseek, StaticPresetAndKvCacheRefusedByName) {
+  TempOut tmp("deepseek-errors");
+  const io::ModelSpec spec = io::read_model_spec(model_fixture_dir("deepseek/deepseek_v3"));
+  quantize::QuantizeOptions o;
+  o.preset = quantize::Preset::kFp8;
+  const calibration::CalibrationStats none;
+  std::string e = error_of([&] { quantize::check_supported(spec, o); });
+  EXPECT_NE(e.find("--scheme FP8 (static activation scales) is not supported for DeepseekV3ForCausalLM"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(error_of([&] { quantize::write_compressed_tensors(spec, tmp.out(), o, &none); }), e);
+  o.preset = quantize::Preset::kFp8Block;
+  o.kv_cache_fp8 = true;
+  e = error_of([&] { quantize::write_compressed_tensors(spec, tmp.out(), o, &none); });
+  EXPECT_NE(e.find("--kv-cache-dtype fp8 is not supported for DeepseekV3ForCausalLM"), std::string::npos) << e;
+  for (const auto& entry : fs::directory_iterator(tmp.dir())) ADD_FAILURE() << "left behind: " << entry.path();
+}
+
 TEST(QuantizeErrors, RefusedWithoutTouchingAnything) {
   TempOut tmp("errors");
   const io::ModelSpec spec = io::read_model_spec(model_fixture_dir("llama"));
