@@ -244,6 +244,22 @@ TEST(QuantizeMoe, MixtralEqualsLlmCompressorTensorByTensor) {
 // source (the same experts' codes and scales, so the same logits bit for
 // bit), for both MoE architectures (qwen3_moe has a dense layer too) and both
 // data-free presets.
+// The checkpoint `written` from `src` computes the logits online quantization of `src` with the
+// same preset computes, bit for bit, on `prompts` (a fixture manifest's prompts).
+void expect_runs_like_online(const fs::path& src, const fs::path& written, quantize::Preset preset,
+                             const nlohmann::json& prompts) {
+  io::LoadOverrides online;
+  online.quantization =
+      preset == quantize::Preset::kFp8Block ? io::OnlineQuant::kBlock : io::OnlineQuant::kChannelToken;
+  LoadedModel a(src, online, 2);
+  LoadedModel b(written, {}, 2);
+  for (const auto& p : prompts) {
+    const std::vector<float> x = a.prompt_logits(ids_of(p)), y = b.prompt_logits(ids_of(p));
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+  }
+}
+
 TEST(QuantizeMoe, WrittenCheckpointRunsLikeOnlineQuantization) {
   for (const char* model : {"qwen3_moe", "mixtral"})
     for (const quantize::Preset preset : {quantize::Preset::kFp8Dynamic, quantize::Preset::kFp8Block}) {
@@ -253,20 +269,11 @@ TEST(QuantizeMoe, WrittenCheckpointRunsLikeOnlineQuantization) {
       quantize::QuantizeOptions o;
       o.preset = preset;
       quantize::write_compressed_tensors(io::read_model_spec(dir), tmp.out(), o, nullptr);
-      io::LoadOverrides online;
-      online.quantization =
-          preset == quantize::Preset::kFp8Block ? io::OnlineQuant::kBlock : io::OnlineQuant::kChannelToken;
-      LoadedModel a(dir, online, 2);
-      LoadedModel b(tmp.out(), {}, 2);
       const loader::HostModelWeights w = loader::load_host_weights(io::read_model_spec(tmp.out()));
       ASSERT_TRUE(w.layers[0].moe);
       EXPECT_EQ(w.layers[0].moe->router.element, ElementType::kBF16);
       EXPECT_EQ(w.layers[0].moe->down[1].element, ElementType::kE4M3);
-      for (const auto& p : moe_manifest()["models"][model]["prompts"]) {
-        const std::vector<float> x = a.prompt_logits(ids_of(p)), y = b.prompt_logits(ids_of(p));
-        ASSERT_EQ(x.size(), y.size());
-        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
-      }
+      expect_runs_like_online(dir, tmp.out(), preset, moe_manifest()["models"][model]["prompts"]);
     }
 }
 
@@ -441,16 +448,7 @@ TEST(QuantizeDeepseek, WrittenCheckpointRunsLikeOnlineQuantization) {
       quantize::QuantizeOptions o;
       o.preset = preset;
       quantize::write_compressed_tensors(io::read_model_spec(dir), tmp.out(), o, nullptr);
-      io::LoadOverrides online;
-      online.quantization =
-          preset == quantize::Preset::kFp8Block ? io::OnlineQuant::kBlock : io::OnlineQuant::kChannelToken;
-      LoadedModel a(dir, online, 2);
-      LoadedModel b(tmp.out(), {}, 2);
-      for (const auto& p : deepseek_manifest()["models"][model]["prompts"]) {
-        const std::vector<float> x = a.prompt_logits(ids_of(p)), y = b.prompt_logits(ids_of(p));
-        ASSERT_EQ(x.size(), y.size());
-        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
-      }
+      expect_runs_like_online(dir, tmp.out(), preset, deepseek_manifest()["models"][model]["prompts"]);
     }
 }
 
