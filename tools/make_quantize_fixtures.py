@@ -112,18 +112,19 @@ def worker(spec: dict):
         (Path(spec["dst"]) / "_order.json").write_text(json.dumps(order))
 
 
-def make_all(tmp: Path) -> dict:
-    """Runs every case twice, in separate processes; returns {case: folder of the first run}."""
+def run_workers_twice(script: Path, specs: dict, tmp: Path, files: dict) -> None:
+    """Runs `script --worker SPEC` for every case of `specs` ({case: worker spec; "dst" is set here})
+    twice, in separate processes (as many at once as there are cores), into tmp/a/<case> and
+    tmp/b/<case>, and asserts that both runs wrote the same bytes to each of files[case]."""
     jobs = []
     for run in ("a", "b"):
-        for name, src, scheme, calib in CASES:
-            dst = tmp / run / name
-            spec = {"src": str(MODELS / src), "dst": str(dst), "scheme": scheme, "calibrate": calib}
-            jobs.append((name, run, dst, [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]))
+        for name, spec in specs.items():
+            spec = dict(spec, dst=str(tmp / run / name))
+            jobs.append((name, run, [sys.executable, str(script), "--worker", json.dumps(spec)]))
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
     width = max(1, min(len(jobs), os.cpu_count() or 1))
     running = []
-    for i, (name, run, dst, cmd) in enumerate(jobs):
+    for i, (name, run, cmd) in enumerate(jobs):
         log = open(tmp / f"{name}_{run}.log", "w")
         running.append((name, run, subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT), log))
         if len(running) >= width or i == len(jobs) - 1:
@@ -133,10 +134,17 @@ def make_all(tmp: Path) -> dict:
                     sys.exit(f"worker {n} ({r}) failed:\n" + (tmp / f"{n}_{r}.log").read_text()[-4000:])
                 lg.close()
             running = []
-    for name, *_ in CASES:
-        for f in FILES + (["_order.json"] if name.endswith("_kv") else []):
+    for name in specs:
+        for f in files[name]:
             a, b = (tmp / "a" / name / f).read_bytes(), (tmp / "b" / name / f).read_bytes()
             assert a == b, f"not deterministic: {name}/{f} differs between two runs"
+
+
+def make_all(tmp: Path) -> dict:
+    """Runs every case twice, in separate processes; returns {case: folder of the first run}."""
+    specs = {name: {"src": str(MODELS / src), "scheme": scheme, "calibrate": calib} for name, src, scheme, calib in CASES}
+    run_workers_twice(Path(__file__).resolve(), specs, tmp,
+                      {name: FILES + (["_order.json"] if name.endswith("_kv") else []) for name, *_ in CASES})
     return {name: tmp / "a" / name for name, *_ in CASES}
 
 

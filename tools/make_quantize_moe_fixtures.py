@@ -42,9 +42,7 @@ About a minute on two cores. Running it twice changes nothing.
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -115,19 +113,10 @@ def worker(spec: dict):
 def make(out: Path):
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-        for run in ("a", "b"):
-            for name, (src, scheme, ignore) in CASES.items():
-                spec = {"src": str(CHECKPOINTS / src), "dst": str(tmp / run / name), "scheme": scheme, "ignore": ignore,
-                        "calibrate": name in CALIBRATED}
-                r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
-                                   cwd=tmp, env=env, capture_output=True, text=True)
-                if r.returncode != 0:
-                    sys.exit(f"worker {name} ({run}) failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+        specs = {name: {"src": str(CHECKPOINTS / src), "scheme": scheme, "ignore": ignore, "calibrate": name in CALIBRATED}
+                 for name, (src, scheme, ignore) in CASES.items()}
+        dense.run_workers_twice(Path(__file__).resolve(), specs, tmp, {name: dense.FILES for name in CASES})
         for name in CASES:
-            for f in dense.FILES:
-                a, b = (tmp / "a" / name / f).read_bytes(), (tmp / "b" / name / f).read_bytes()
-                assert a == b, f"not deterministic: {name}/{f} differs between two runs"
             dst = out / name
             if dst.exists():
                 shutil.rmtree(dst)
