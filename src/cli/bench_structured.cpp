@@ -105,9 +105,7 @@ void run_structured(const StructuredFlags& f) {
   std::unique_ptr<structured::CompileWorker> worker;
   double worker_start_ms = 0;
   if (f.worker) {
-    if (f.worker_memory_mib < structured::kMinWorkerMemoryMib || f.worker_memory_mib > structured::kMaxWorkerMemoryMib)
-      throw Error("--worker-memory: " + std::to_string(f.worker_memory_mib) + " MiB; it must be " +
-                  std::to_string(structured::kMinWorkerMemoryMib) + " to " + std::to_string(structured::kMaxWorkerMemoryMib));
+    structured::check_worker_memory_mib(f.worker_memory_mib, "--worker-memory");
     worker = std::make_unique<structured::CompileWorker>(
         structured::CompileWorkerConfig{dir / "tokenizer.json", config.vocab_size, eos, f.worker_memory_mib});
     const auto t = Clock::now();

@@ -48,10 +48,7 @@ void GrammarPoolOptions::validate() const {
     throw Error("--structured-outputs-threads: " + std::to_string(threads) + "; it must be 1 to 256");
   if (!(timeout_seconds > 0 && timeout_seconds <= 3600))
     throw Error("--structured-outputs-timeout: " + number(timeout_seconds) + " seconds; it must be in (0, 3600]");
-  if (memory_mib < structured::kMinWorkerMemoryMib || memory_mib > structured::kMaxWorkerMemoryMib)
-    throw Error("--structured-outputs-memory: " + std::to_string(memory_mib) + " MiB; it must be " +
-                std::to_string(structured::kMinWorkerMemoryMib) + " to " +
-                std::to_string(structured::kMaxWorkerMemoryMib));
+  structured::check_worker_memory_mib(memory_mib, "--structured-outputs-memory");
 }
 
 GrammarPool::GrammarPool(const tokenizer::Tokenizer& tokenizer, const std::filesystem::path& tokenizer_json,

@@ -86,6 +86,12 @@ std::string describe_status(int status) {
 
 }  // namespace
 
+void check_worker_memory_mib(int64_t mib, std::string_view flag) {
+  if (mib < kMinWorkerMemoryMib || mib > kMaxWorkerMemoryMib)
+    throw Error(std::string(flag) + ": " + std::to_string(mib) + " MiB; it must be " + std::to_string(kMinWorkerMemoryMib) +
+                " to " + std::to_string(kMaxWorkerMemoryMib));
+}
+
 std::string encode_spec(const GrammarSpec& spec) {
   std::string out;
   out += char(int(spec.kind));

@@ -71,6 +71,8 @@ struct CompileWorkerConfig {
 // The bounds of --structured-outputs-memory, in MiB.
 constexpr int64_t kMinWorkerMemoryMib = 16;
 constexpr int64_t kMaxWorkerMemoryMib = int64_t(1) << 20;  // 1 TiB
+// Throws fp8lm::Error naming `flag` (the command line's name for it) when `mib` is out of those bounds.
+void check_worker_memory_mib(int64_t mib, std::string_view flag);
 
 // The worker's side (`fp8lm grammar-worker`): loads the vocabulary, sets its memory limit,
 // answers requests on `fd` until it is closed. Returns the process's exit status.
