@@ -607,7 +607,7 @@ __device__ __noinline__ void attention(const Params& p, const DeviceLayer& L, in
   const int32_t* table = p.block_tables + int64_t(p.row_seq[row]) * p.max_blocks_per_seq;
   const SplitRange sr = split_range(p, L, row, split);
   float* qs = reinterpret_cast<float*>(smem);                 // [G][head_dim]
-  float* state = qs + kMaxGroup * kHeadDim;                   // [warps · subs][state_stride]
+  float* state = qs + kMaxGroup * kHeadDim;                   // [warps][state_stride], then [splits][state_stride]
   const int state_stride = partial_stride(G, kHeadDim);       // [G][head_dim + 2], padded to 16 bytes
 
   // The query heads, roped (warp w: heads w, w + 7), and the new K/V into the cache by the split
@@ -1012,9 +1012,9 @@ void launch_with(const Params& p, int ctas, size_t smem, cudaStream_t stream) {
 size_t staging_bytes(const ModelShape& shape, int rows, int64_t row_bytes) {
   const size_t staged = size_t(rows) * size_t(shape.hidden) * 2 + size_t(rows) * size_t(row_bytes + 16);
   const int hd = shape.head_dim, group = shape.q_heads / std::max(shape.kv_heads, 1);
-  // Attention: the roped query heads, then the CTA's states (warps × positions a warp at a time),
-  // or the splits' states the last split merges.
-  const size_t states = size_t(std::max(kWarps * (32 / (hd / 8)), kMaxSplits));
+  // Attention: the roped query heads, then the CTA's states (one a warp: a warp merges its subs by
+  // shuffles first), or the splits' states the last split merges.
+  const size_t states = size_t(std::max(kWarps, kMaxSplits));
   const size_t attention = (size_t(kMaxGroup * hd) + states * size_t(partial_stride(group, hd))) * sizeof(float);
   return (size_t(kRedBytes) + std::max(staged, attention) + 127) / 128 * 128;
 }
