@@ -23,7 +23,10 @@ lat() { timeout 60 /tmp/f/$1 bench latency bench/configs/llama-3.1-8b --device c
 lat fp8lm layered lat_layered
 grep -q "exit 0" $R/tests.txt && lat fp8lm persistent lat_v10
 lat fp8lm_v9 persistent lat_v9
+# A diagnostic build when carried (fp8lm_nowait: v10 with wait_for's spin removed — wrong results, the
+# stream and consumers' pace without the phase waits).
+[[ -x /tmp/f/fp8lm_nowait ]] && lat fp8lm_nowait persistent lat_nowait
 if grep -q "exit 0" $R/tests.txt && (( SECONDS - t0 < T - 40 )); then
   OL=32 lat fp8lm persistent prof_v10 --profile; sed -n '/op profile, decode/,/profiled iteration/p' $R/prof_v10.log
 fi
-cd $R && tar cJf /tmp/all.tar.xz . && find . -mindepth 1 -delete && mv /tmp/all.tar.xz all.tar.xz
+[[ -n ${NOTAR:-} ]] || { cd $R && tar cJf /tmp/all.tar.xz . && find . -mindepth 1 -delete && mv /tmp/all.tar.xz all.tar.xz; }
