@@ -1,9 +1,6 @@
 // CudaOps' side of the persistent decode kernel (persistent/decode_program.h): the model's
 // weights as the kernel reads them (prepare_decode_program, once at load), and a decode step as
 // one launch (decode_program), which the step's CUDA graph records like any op.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -13,6 +10,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
 #include "backend/cuda/persistent/decode_program.h"
+#include "backend/cuda/persistent/weight_map.h"
 
 namespace fp8lm::cuda {
 
@@ -73,38 +71,6 @@ persistent::DeviceLinear device_linear(const backend::Weight& weight, const char
   }
   if (why.empty()) why = persistent::unsupported_linear(d, what);
   return d;
-}
-
-// The driver's tensor-map encoder, through the runtime (no link against the driver library).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    FP8LM_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || f == nullptr)
-      throw Error("persistent decode: the CUDA driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// W [n, k] as the loader copies it (decode_program.h, DeviceLinear::map): rows of 8-byte
-// elements, boxes of 8 rows × a page's steps, zeros past K.
-CUtensorMap weight_tensor_map(const persistent::DeviceLinear& l) {
-  CUtensorMap map{};
-  const int64_t bytes = persistent::row_bytes(l);
-  const cuuint64_t dims[2] = {cuuint64_t(bytes / 8), cuuint64_t(l.n)};
-  const cuuint64_t strides[1] = {cuuint64_t(bytes)};  // bytes from one row to the next
-  const cuuint32_t box[2] = {cuuint32_t(l.page_steps * 8), 8};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<void*>(l.w), dims,
-                                          strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("persistent decode: cuTensorMapEncodeTiled refused the weight [" + std::to_string(l.n) + ", " +
-                std::to_string(l.k) + "] (CUresult " + std::to_string(int(r)) + ")");
-  return map;
 }
 
 const float* vector_of(const backend::Weight* w, const char* what) {
@@ -181,7 +147,7 @@ std::string CudaOps::prepare_decode_program(const backend::DecodeModel& model) {
   std::vector<CUtensorMap> maps;
   for (persistent::DeviceLinear* d : linears) {
     d->page_steps = persistent::page_steps(int(persistent::row_bytes(*d) / 64));
-    maps.push_back(weight_tensor_map(*d));
+    maps.push_back(persistent::weight_tensor_map(*d));
   }
   p->maps = upload(m.allocator, maps.data(), maps.size(), m.stream);
   for (size_t i = 0; i < linears.size(); ++i) linears[i]->map = p->maps.as<CUtensorMap>() + i;

@@ -3,7 +3,7 @@
 // Shape of the work:
 //   * A GEMV tile is 16 weight rows × the whole K (gate/up: 8 gate rows and their 8 up rows, so
 //     the tile finishes SiLU·mul itself), streamed by the loader warp through the ring of
-//     shared-memory slots (see "the weight ring" below). The 7 consumer warps split K by pages;
+//     shared-memory slots (weight_ring.cuh). The 7 consumer warps split K by pages;
 //     lane (g, t) reads 16 bytes of rows g and g + 8 per 64-byte step, the tile's rows as the MMA's
 //     16-row operand and the ≤ 8 staged activation rows as its 8 columns (fp8_gemv.h's
 //     arrangement). Warp partials are summed in shared memory in warp order.
@@ -25,6 +25,7 @@
 //     moving twice the weights): 8.15 ms a token with it, 6.66 without (issue 41, session 25).
 //   * The last CTA to finish zeroes every counter for the next launch.
 #include "backend/cuda/persistent/decode_program.h"
+#include "backend/cuda/persistent/weight_ring.cuh"
 
 #include <cuda_bf16.h>
 
@@ -35,7 +36,6 @@
 #include "backend/cuda/common/check.h"
 #include "backend/cuda/common/device_helpers.cuh"
 #include "backend/cuda/common/norm_rope_device.cuh"
-#include "backend/cuda/gemv/mma_fragments.cuh"
 #include "backend/cuda/quant/quantize_device.cuh"
 #include "backend/paged_kv_types.h"
 #include "common/error.h"
@@ -225,75 +225,6 @@ __device__ __noinline__ void stage_plain(const Params& p, const DeviceLinear& l,
   consumer_sync();
 }
 
-__device__ __forceinline__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// ---- the weight ring -----------------------------------------------------------------------------
-//
-// A tile's 16 weight rows (MMA rows 0-7 from `ra`, 8-15 from `rb`: rb = ra + 8, or for gate/up the
-// 8 up rows of the 8 gate rows at ra) go through shared memory in pages: a page is a K-range of
-// all 16 rows, two 2-D tensor-map copies (cp.async.bulk.tensor, 8 rows each) completing on the
-// slot's `full` mbarrier. A tile has tile_pages pages of page_steps 64-byte steps
-// (decode_program.h); the ring's page q goes to consumer warp q mod 7, which frees its slot with
-// one arrival on the slot's `empty` mbarrier. The loader warp walks the CTA's queue ahead of the
-// consumers, as far as the free slots let it — weights are constants, so it loads the next
-// phase's tiles while the consumers wait for that phase's input — with no barrier between it and
-// the consumers but the slots' mbarriers. A page's rows lie page_steps · 64 bytes apart, as the
-// copy writes them (an odd number of steps: no bank conflicts between rows g and g + 1).
-
-constexpr int kSlotBytes = kTileRows * kMaxPageSteps * 64;  // 15 KB, 128-byte aligned slots
-
-__device__ __forceinline__ uint32_t smem_addr(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-// Until the phase of parity `parity` of `bar` has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-}
-// Box {x, y} (8-byte elements of a row, rows) of `map` into shared memory at `dst` (128-byte
-// aligned), completing on `bar`.
-__device__ __forceinline__ void tensor_copy(void* dst, const void* map, int x, int y, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// The ring: `slots` slots of kSlotBytes from `base`, each with its full / empty mbarriers and the
-// number of the page the loader last put in it (`page`). A consumer of page k (slot k % slots,
-// round r = k / slots) waits for the full barrier's phase r by its parity, which names that phase
-// only while the slot's previous phase (page k − slots) has completed: with more pages a tile than
-// the ring holds (Llama-3.1-8B's down projection: 14 pages, 10 slots), a warp may ask for its
-// second page while another warp's first page in the same slot has not landed, and the parity
-// alone would then pass at once (wrong data, and an extra arrival that breaks the barrier: v5's
-// hang). The consumer first waits until `page` of the slot says k — the loader writes it only
-// after page k − slots was consumed, so landed — and then for the parity.
-struct Ring {
-  unsigned char* base;
-  uint64_t* full;
-  uint64_t* empty;
-  volatile uint32_t* page;
-  int slots;
-};
 
 // A GEMV instruction's 16 weight rows.
 struct TileRows {
@@ -319,7 +250,7 @@ __device__ __forceinline__ int row_steps(const DeviceLinear& l) { return int(row
 template <bool kProfile>
 __device__ __noinline__ void loader(const Params& p, int q0, int q1, const Ring ring) {
   const int lane = threadIdx.x & 31;
-  const uint64_t start = kProfile ? now_ns() : 0;
+  const uint64_t start = kProfile ? global_ns() : 0;
   uint64_t waited = 0;
   uint32_t seq = 0;  // pages issued so far
   for (int qi = q0; qi < q1; ++qi) {
@@ -328,73 +259,16 @@ __device__ __noinline__ void loader(const Params& p, int q0, int q1, const Ring 
     const TileRows t = tile_rows(p, ins);
     const int steps = row_steps(*t.l), pages = tile_pages(steps), ps = t.l->page_steps;
     if (lane == 0) asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(t.l->map)) : "memory");
-    for (int j = 0; j < pages; ++j, ++seq) {
-      const int slot = int(seq % unsigned(ring.slots));
-      const unsigned round = seq / unsigned(ring.slots);
-      if (round > 0) {
-        const uint64_t t0 = kProfile ? now_ns() : 0;
-        mbar_wait(ring.empty + slot, (round - 1) & 1);
-        if constexpr (kProfile) waited += now_ns() - t0;
-      }
-      if (lane == 0) {
-        ring.page[slot] = seq;
-        // Two boxes of 8 rows (MMA rows 0-7 and 8-15) × ps steps, the bytes past K zeros (and
-        // counted); a page wholly past K is an arrival alone.
-        const int s0 = j * ps;
-        unsigned char* dst = ring.base + slot * kSlotBytes;
-        if (s0 < steps) {
-          mbar_arrive_expect_tx(ring.full + slot, uint32_t(kTileRows * ps * 64));
-          tensor_copy(dst, t.l->map, s0 * 8, t.ra, ring.full + slot);
-          tensor_copy(dst + 8 * ps * 64, t.l->map, s0 * 8, t.rb, ring.full + slot);
-        } else {
-          mbar_arrive(ring.full + slot);
-        }
-      }
-      __syncwarp();
-    }
+    for (int j = 0; j < pages; ++j, ++seq) waited += issue_page<kProfile>(ring, seq, t.l->map, t.ra, t.rb, j * ps, ps, steps);
   }
   if constexpr (kProfile) {
     // Straight to memory: the consumers may be copying their own timers out by now.
     unsigned long long* out = p.profile + (blockIdx.x * kProfileKinds + kProfileRing) * kProfileParts;
-    if (lane == 0) out[1] = waited, out[2] = now_ns() - start, out[3] = seq;
+    if (lane == 0) out[1] = waited, out[2] = global_ns() - start, out[3] = seq;
   }
 }
 
 // ---- the GEMV tile -----------------------------------------------------------------------------
-
-// acc += the page's 16 rows (steps s0 … s1 of K, from the slot) times the staged activations.
-// kFp8: E4M3 weights and codes (FP16 MMA on exact values); else BF16 both.
-template <bool kFp8>
-__device__ __forceinline__ void page_products(const unsigned char* slot, int stride, int s0, int s1,
-                                              const unsigned char* xr, bool has_x, float (&acc)[4]) {
-  const int lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const unsigned char* pa = slot + g * stride + 16 * t;
-  const unsigned char* pb = pa + 8 * stride;
-#pragma unroll 4
-  for (int s = s0; s < s1; ++s) {
-    const uint4 wa = *reinterpret_cast<const uint4*>(pa + (s - s0) * 64);
-    const uint4 wb = *reinterpret_cast<const uint4*>(pb + (s - s0) * 64);
-    const uint4 xv = has_x ? *reinterpret_cast<const uint4*>(xr + s * 64) : make_uint4(0, 0, 0, 0);
-    const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
-    const uint32_t qa[4] = {wa.x, wa.y, wa.z, wa.w};
-    const uint32_t qb[4] = {wb.x, wb.y, wb.z, wb.w};
-    if constexpr (kFp8) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t a0, a1, a2, a3;
-        expand<true>(qa[q], a0, a2);
-        expand<true>(qb[q], a1, a3);
-        const uint32_t b0 = codes_to_f16x2(__byte_perm(xw[q], 0, 0x4420));
-        const uint32_t b1 = codes_to_f16x2(__byte_perm(xw[q], 0, 0x4431));
-        mma<true>(acc, a0, a1, a2, a3, b0, b1);
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) mma<false>(acc, qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], xw[2 * j], xw[2 * j + 1]);
-    }
-  }
-}
 
 enum class Epilogue { kStore, kResidual, kSiluMul };
 
@@ -433,17 +307,13 @@ __device__ __noinline__ uint32_t gemv(const Params& p, const TileRows tr, const 
   // The ring's page seq + j is warp (seq + j) mod 7's.
   for (int j = (warp + kWarps - int(seq % unsigned(kWarps))) % kWarps; j < pages; j += kWarps) {
     const uint32_t sq = seq + uint32_t(j);
-    const int slot = int(sq % unsigned(ring.slots));
-    const uint64_t t0 = kProfile && threadIdx.x == 0 ? now_ns() : 0;
-    while (ring.page[slot] != sq) __nanosleep(32);
-    mbar_wait(ring.full + slot, (sq / unsigned(ring.slots)) & 1);
-    if (kProfile && threadIdx.x == 0) *page_wait += now_ns() - t0;
-    const unsigned char* page = ring.base + slot * kSlotBytes;
+    const uint64_t t0 = kProfile && threadIdx.x == 0 ? global_ns() : 0;
+    const unsigned char* page = wait_page(ring, sq);
+    if (kProfile && threadIdx.x == 0) *page_wait += global_ns() - t0;
     const int s0 = min(j * ps, steps), s1 = min(s0 + ps, steps);
     if (fp8) page_products<true>(page, ps * 64, s0, s1, xr, has_x, acc);
     else page_products<false>(page, ps * 64, s0, s1, xr, has_x, acc);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(ring.empty + slot);
+    release_page(ring, sq);
   }
   const uint32_t next = seq + uint32_t(pages);
   // The partial into buffer b as red[b][warp][row][tok].
@@ -837,14 +707,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1) decode_kernel(const __grid_c
   auto mark = [&](int kind, int part) {
     if constexpr (kProfile) {
       if (threadIdx.x == 0) {
-        const uint64_t t = now_ns();
+        const uint64_t t = global_ns();
         prof[kind][part] += t - last;
         last = t;
       }
     }
   };
   if constexpr (kProfile)
-    if (threadIdx.x == 0) last = now_ns();
+    if (threadIdx.x == 0) last = global_ns();
   float* red = reinterpret_cast<float*>(smem);
   unsigned char* raw = smem + kRedBytes;                                 // rows of h, normed inputs
   unsigned char* xs = raw + p.rows * p.shape.hidden * 2;                 // the staged GEMV input
