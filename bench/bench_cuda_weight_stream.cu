@@ -23,6 +23,10 @@
 //   phases+gap phases, and each attention instruction holds its CTA's consumers for --gap-us µs
 //              (attention's time in the kernel: ~21 µs a layer at 1k context on an H100, v9),
 //              while the loader goes on filling the ring with the next phases' pages
+//   stream-1d, products-1d  as stream and products, but every page one contiguous block of the
+//              weights (cp.async.bulk of 16 rows × the page's steps, as if the weights were stored
+//              tile by tile, page by page) instead of two 2-D boxes of 8 rows × ≤ 960 bytes from
+//              rows k bytes apart: whether the row-major layout costs the stream its DRAM efficiency
 // Each form at each --slots (the kernel has 10 at batch 1: its staging takes the rest of shared
 // memory; 14 is all an SM leaves). Each time is the median of --iters launches after 2 warm-ups,
 // one launch between two events; GB/s counts the weight bytes once. "of copy" is against a 4 GiB
@@ -51,7 +55,7 @@ using namespace fp8lm::cuda::persistent;
 namespace {
 
 constexpr int kWarps = kThreads / 32;
-enum class Form { kStream, kProducts, kPhases };
+enum class Form { kStream, kProducts, kPhases, kStream1d, kProducts1d };
 
 // One instruction as this program runs it: a GEMV tile of `linear` (rows ra…ra+7, rb…rb+7), or
 // (linear < 0) an attention instruction; `phase` its counter, `input` the counter it waits for
@@ -59,10 +63,12 @@ enum class Form { kStream, kProducts, kPhases };
 struct StreamInstruction {
   int32_t linear = -1;
   int32_t ra = 0, rb = 0;
+  int32_t tile = 0;  // the tile's index in its linear layer (the 1-D forms' page addresses)
   int32_t phase = 0, input = -1;
 };
 struct StreamLinear {
   const void* map = nullptr;  // a CUtensorMap on the device
+  const unsigned char* w = nullptr;
   int32_t steps = 0, page_steps = 0;
 };
 struct StreamParams {
@@ -102,18 +108,38 @@ __global__ void __launch_bounds__(kBlockThreads, 1) stream_kernel(const StreamPa
   const int q0 = p.queue_start[blockIdx.x], q1 = p.queue_start[blockIdx.x + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   uint32_t seq = 0;
+  const Form form = Form(p.form);
   if (warp == kWarps) {  // the loader
     for (int qi = q0; qi < q1; ++qi) {
       const StreamInstruction ins = p.instructions[p.queue[qi]];
       if (ins.linear < 0) continue;
       const StreamLinear l = p.linears[ins.linear];
       const int pages = tile_pages(l.steps);
-      for (int j = 0; j < pages; ++j, ++seq)
-        issue_page<false>(ring, seq, l.map, ins.ra, ins.rb, j * l.page_steps, l.page_steps, l.steps);
+      for (int j = 0; j < pages; ++j, ++seq) {
+        if (form != Form::kStream1d && form != Form::kProducts1d) {
+          issue_page<false>(ring, seq, l.map, ins.ra, ins.rb, j * l.page_steps, l.page_steps, l.steps);
+          continue;
+        }
+        // The tile's 16 rows as one block of 16 · steps · 64 bytes, page j its bytes from 16 · s0 · 64.
+        const int slot = int(seq % unsigned(ring.slots));
+        if (seq >= unsigned(ring.slots)) mbar_wait(ring.empty + slot, (seq / unsigned(ring.slots) - 1) & 1);
+        if (lane == 0) {
+          ring.page[slot] = seq;
+          const int s0 = j * l.page_steps, n = min(l.page_steps, l.steps - s0);
+          const uint32_t bytes = uint32_t(kTileRows * n * 64);
+          const unsigned char* src = l.w + (int64_t(ins.tile) * l.steps + s0) * kTileRows * 64;
+          mbar_arrive_expect_tx(ring.full + slot, bytes);
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                  smem_addr(ring.base + slot * kSlotBytes)),
+              "l"(src), "r"(bytes), "r"(smem_addr(ring.full + slot))
+              : "memory");
+        }
+        __syncwarp();
+      }
     }
     return;
   }
-  const Form form = Form(p.form);
   const unsigned char* xr = xs + 16 * (lane & 3);
   const bool has_x = (lane >> 2) == 0;  // one row: the MMA's first activation column
   float acc[4] = {};
@@ -139,7 +165,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) stream_kernel(const StreamPa
       for (int j = (warp + kWarps - int(seq % unsigned(kWarps))) % kWarps; j < pages; j += kWarps) {
         const uint32_t sq = seq + uint32_t(j);
         const unsigned char* pg = wait_page(ring, sq);
-        if (form != Form::kStream) {
+        if (form != Form::kStream && form != Form::kStream1d) {
           const int s0 = min(j * ps, l.steps), s1 = min(s0 + ps, l.steps);
           page_products<true>(pg, ps * 64, s0, s1, xr, has_x, acc);
         }
@@ -308,7 +334,7 @@ int main(int argc, char** argv) {
       dl.w = w, dl.n = int32_t(d[0]), dl.k = int32_t(d[1]), dl.fp8 = true;
       dl.page_steps = page_steps(int(d[1] / 64));
       maps.push_back(weight_tensor_map(dl));
-      linears.push_back({nullptr, int32_t(d[1] / 64), dl.page_steps});
+      linears.push_back({nullptr, static_cast<const unsigned char*>(w), int32_t(d[1] / 64), dl.page_steps});
       weight_bytes += double(bytes);
       max_k = std::max(max_k, d[1]);
     }
@@ -329,6 +355,7 @@ int main(int argc, char** argv) {
     s.input = s.phase - 1;  // the previous phase, of this layer or the last one's down
     const int base = ins.layer * 4;
     const int r = ins.a * kTileRows;
+    s.tile = ins.a;
     switch (op) {
       case Op::kQkv: s.linear = base, s.ra = r, s.rb = r + 8; break;
       case Op::kAttention: s.linear = -1; break;
@@ -382,7 +409,10 @@ int main(int argc, char** argv) {
     const char* name;
     int gap;
   };
-  std::vector<Case> cases = {{Form::kStream, "stream", 0}, {Form::kProducts, "products", 0}};
+  std::vector<Case> cases = {{Form::kStream, "stream", 0},
+                             {Form::kStream1d, "stream-1d", 0},
+                             {Form::kProducts, "products", 0},
+                             {Form::kProducts1d, "products-1d", 0}};
   for (int g : gaps) cases.push_back({Form::kPhases, g == 0 ? "phases" : "phases+gap", g});
   for (int slots : slot_counts) {
     const size_t smem = size_t(p.x_bytes) + size_t(slots) * kSlotBytes;
