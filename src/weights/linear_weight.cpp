@@ -174,4 +174,23 @@ LinearQuantScheme per_row_embedding_scheme() {
   return s;
 }
 
+std::vector<float> dequantized(const LinearWeight& w) {
+  std::vector<float> out(size_t(w.n * w.k));
+  if (!w.is_fp8()) {
+    to_float(w.data, w.element, w.n * w.k, out.data());
+    return out;
+  }
+  QuantizedMatrix q;
+  q.format = w.format();
+  q.layout = w.scale_layout;
+  q.rows = w.n;
+  q.cols = w.k;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  q.codes.assign(codes, codes + w.n * w.k);
+  q.scale_rows = w.scale_layout.scale_rows(w.n);
+  q.scale_cols = w.scale_layout.scale_cols(w.k);
+  q.scales = w.scales;
+  return dequantize_f32(q);
+}
+
 }  // namespace fp8lm::weights

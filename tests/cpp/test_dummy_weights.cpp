@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DummyMatchesLoader, ::testing::ValuesIn(same_
 
 // ---- values ------------------------------------------------------------------
 
-std::vector<float> dequantized(const weights::LinearWeight& w) {
+std::vector<float> dequantized_here(const weights::LinearWeight& w) {
   std::vector<float> out(size_t(w.n * w.k));
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const ScaleLayout& l = w.scale_layout;
@@ -213,7 +213,7 @@ TEST(DummyWeights, StdIsSigmaInBf16AndEveryFp8Scheme) {
     o.quantization = io::parse_online_quant(q);
     const loader::HostModelWeights w = loader::dummy_host_weights(io::read_model_spec(dir.path(), o));
     ASSERT_TRUE(w.layers[0].up.is_fp8()) << q;
-    const std::vector<float> deq = dequantized(w.layers[0].up);
+    const std::vector<float> deq = dequantized_here(w.layers[0].up);
     expect_normal_scale(deq, 0.02, q);
     // The same draw as the BF16 model: equal within E4M3 rounding (2^-4 relative, subnormals absolute).
     double worst = 0.0;
@@ -231,7 +231,7 @@ TEST(DummyWeights, StdIsSigmaInBf16AndEveryFp8Scheme) {
   ASSERT_TRUE(w.embedding.is_fp8());
   EXPECT_EQ(w.embedding.scales.size(), size_t(512));
   EXPECT_EQ(int(w.embedding.activation), int(ActivationQuant::kNone));
-  expect_normal_scale(dequantized(w.embedding), 0.02, "fp8 embedding");
+  expect_normal_scale(dequantized_here(w.embedding), 0.02, "fp8 embedding");
 
   // Another sigma is honoured.
   loader::DummyWeightOptions opt;

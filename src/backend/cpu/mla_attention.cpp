@@ -16,26 +16,6 @@ namespace {
 // Below this many multiply-adds, waking the pool costs more than it saves. Results do not depend on it.
 constexpr int64_t kMlaMinParallelWork = int64_t{1} << 16;
 
-// The whole of kv_b as float32, row-major [n, k].
-std::vector<float> dequantized(const weights::LinearWeight& w) {
-  std::vector<float> out(size_t(w.n * w.k));
-  if (!w.is_fp8()) {
-    to_float(w.data, w.element, w.n * w.k, out.data());
-    return out;
-  }
-  QuantizedMatrix q;
-  q.format = w.format();
-  q.layout = w.scale_layout;
-  q.rows = w.n;
-  q.cols = w.k;
-  const auto* codes = static_cast<const uint8_t*>(w.data);
-  q.codes.assign(codes, codes + w.n * w.k);
-  q.scale_rows = w.scale_layout.scale_rows(w.n);
-  q.scale_cols = w.scale_layout.scale_cols(w.k);
-  q.scales = w.scales;
-  return dequantize_f32(q);
-}
-
 // One new token: its row, its position, its sequence.
 struct MlaRow {
   int64_t row;
@@ -88,7 +68,7 @@ MlaUpProjections make_mla_up_projections(const weights::LinearWeight& kv_b, int 
     throw Error("mla up-projections: kv_b_proj is [" + std::to_string(kv_b.n) + ", " + std::to_string(kv_b.k) +
                 "], expected [" + std::to_string(heads) + " heads × (" + std::to_string(nope) + " + " +
                 std::to_string(v) + "), latent]");
-  const std::vector<float> w = dequantized(kv_b);
+  const std::vector<float> w = weights::dequantized(kv_b);
   MlaUpProjections up{heads, nope, v, kv_b.k, {}, {}};
   up.w_uk.reserve(size_t(heads * nope * up.latent));
   up.w_uv.reserve(size_t(heads * v * up.latent));
