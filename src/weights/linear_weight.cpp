@@ -174,12 +174,7 @@ LinearQuantScheme per_row_embedding_scheme() {
   return s;
 }
 
-std::vector<float> dequantized(const LinearWeight& w) {
-  std::vector<float> out(size_t(w.n * w.k));
-  if (!w.is_fp8()) {
-    to_float(w.data, w.element, w.n * w.k, out.data());
-    return out;
-  }
+QuantizedMatrix quantized_matrix(const LinearWeight& w) {
   QuantizedMatrix q;
   q.format = w.format();
   q.layout = w.scale_layout;
@@ -190,7 +185,14 @@ std::vector<float> dequantized(const LinearWeight& w) {
   q.scale_rows = w.scale_layout.scale_rows(w.n);
   q.scale_cols = w.scale_layout.scale_cols(w.k);
   q.scales = w.scales;
-  return dequantize_f32(q);
+  return q;
+}
+
+std::vector<float> dequantized(const LinearWeight& w) {
+  if (w.is_fp8()) return dequantize_f32(quantized_matrix(w));
+  std::vector<float> out(size_t(w.n * w.k));
+  to_float(w.data, w.element, w.n * w.k, out.data());
+  return out;
 }
 
 }  // namespace fp8lm::weights

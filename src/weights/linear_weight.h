@@ -81,6 +81,9 @@ int64_t k_segment(const LinearWeight& w);
 // the embedding lookup and the output projection both read 1-byte codes.
 LinearQuantScheme per_row_embedding_scheme();
 
+// An FP8 w as numerics' QuantizedMatrix: its codes (copied) and its scale grid.
+QuantizedMatrix quantized_matrix(const LinearWeight& w);
+
 // The whole of w as float32, row-major [n, k]: its elements widened, or its FP8 codes × their
 // scales (numerics' dequantize_f32) — what a backend that runs a layer unquantized reads (MLA's
 // up-projections).

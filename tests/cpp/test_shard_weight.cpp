@@ -52,21 +52,6 @@ LinearWeight random_fp8(int64_t n, int64_t k, ScaleLayout layout, uint32_t seed)
   return w;
 }
 
-// The weight as a QuantizedMatrix (its codes and scale grid), for scale_at.
-QuantizedMatrix as_matrix(const LinearWeight& w) {
-  QuantizedMatrix q;
-  q.format = w.format();
-  q.layout = w.scale_layout;
-  q.rows = w.n;
-  q.cols = w.k;
-  const auto* c = static_cast<const uint8_t*>(w.data);
-  q.codes.assign(c, c + w.n * w.k);
-  q.scale_rows = w.scale_layout.scale_rows(w.n);
-  q.scale_cols = w.scale_layout.scale_cols(w.k);
-  q.scales = w.scales;
-  return q;
-}
-
 uint8_t code(const LinearWeight& w, int64_t r, int64_t c) { return static_cast<const uint8_t*>(w.data)[r * w.k + c]; }
 
 const ScaleLayout kLayouts[] = {ScaleLayout::tensor(), ScaleLayout::channel(), ScaleLayout::block(128, 128),
@@ -77,7 +62,7 @@ TEST(ShardWeight, AlignedSlicesAreExact) {
     for (const int ranks : {2, 4}) {
       SCOPED_TRACE(std::string(name(layout.granularity)) + " over " + std::to_string(ranks));
       const LinearWeight w = random_fp8(512, 1024, layout, 3);
-      const QuantizedMatrix wq = as_matrix(w);
+      const QuantizedMatrix wq = weights::quantized_matrix(w);
       for (int rank = 0; rank < ranks; ++rank) {
         ShardReport rep;
         const int64_t nr = w.n / ranks, nc = w.k / ranks;
@@ -85,7 +70,7 @@ TEST(ShardWeight, AlignedSlicesAreExact) {
         const LinearWeight cols = shard_cols(w, rank * nc, nc, rank == 0, &rep);
         EXPECT_EQ(rep.cells_rescaled, 0);
         EXPECT_EQ(rep.codes_requantized, 0);
-        const QuantizedMatrix rq = as_matrix(rows), cq = as_matrix(cols);
+        const QuantizedMatrix rq = weights::quantized_matrix(rows), cq = weights::quantized_matrix(cols);
         int64_t bad = 0;
         for (int64_t r = 0; r < nr; ++r)
           for (int64_t c = 0; c < w.k; ++c)
@@ -105,7 +90,7 @@ TEST(ShardWeight, AlignedSlicesAreExact) {
 // Every value of `s` (the slice at (r0, c0) of w): the same code where its scale is the
 // original's, else within the E4M3 rounding of its new scale; the report matches a recount.
 void check_rescaled(const LinearWeight& w, const LinearWeight& s, int64_t r0, int64_t c0, const ShardReport& rep) {
-  const QuantizedMatrix wq = as_matrix(w), sq = as_matrix(s);
+  const QuantizedMatrix wq = weights::quantized_matrix(w), sq = weights::quantized_matrix(s);
   int64_t moved = 0, changed = 0, bad = 0;
   double worst = 0;
   for (int64_t r = 0; r < s.n; ++r)

@@ -5,21 +5,8 @@
 # gpu-persistent.tar.xz (pack_s26.sh; earlier: fp8lm = v10 from persistent_v10.patch).
 set -u
 T=${T:-200}; t0=$SECONDS
-R=$OUT; mkdir -p /tmp/f; tar xJf gpu-persistent.tar.xz -C /tmp/f
-lt=$(ldconfig -p | awk '/libcublasLt.so/ {print $NF; exit}')
-export LD_LIBRARY_PATH=/tmp/f:$(dirname "${lt:-/usr/lib}"):${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name --format=csv,noheader | tee $R/device.txt
-# The shipped model's weights, when carried compressed (the tree's 64 MiB: `mkdir -p .model && xz -T2 -6 -c
-# models/fp8lm-gutenberg-22m/model.safetensors > .model/model.safetensors.xz`, carry .model, and leave
-# tests/fixtures/models/{moe,tool_calls,deepseek} out of the tree): then every test runs.
-filter='CudaPersistentWide.*:Architectures/*'
-if [[ -f .model/model.safetensors.xz ]]; then
-  xz -dc .model/model.safetensors.xz > models/fp8lm-gutenberg-22m/model.safetensors && filter='*'
-fi
-timeout 120 /tmp/f/test_cuda_persistent --gtest_filter="$filter" > $R/t.log 2>&1; rc=$?
-echo "tests exit $rc: $(grep -E '^\[  (PASSED|FAILED)' $R/t.log | tr '\n' ' ')" | tee $R/tests.txt
-# The new build is timed unless its tests hung (a failed scheme's test does not stop the others' timing).
-ran() { (( rc != 124 && rc < 128 )); }
+R=$OUT
+source docs/results/issue41/devcall_tests.sh gpu-persistent.tar.xz
 python3 docs/results/issue41/copy_bandwidth.py > $R/copy.txt; bw=$(awk '{print $2"T"}' $R/copy.txt); cat $R/copy.txt
 # lat BINARY KERNEL NAME [ARGS]: Q = the --quantization (fp8 unless set; none: BF16).
 lat() { local q=(--quantization ${Q:-fp8}); [[ ${Q:-} == none ]] && q=()

@@ -4,16 +4,8 @@
 # v12 on 128 x 128 blocks, and v12's profile. Carry gpu-v12.tar.xz and .model; everything comes
 # back as $OUT/all.tar.xz.
 set -u
-R=$OUT; mkdir -p /tmp/f; tar xJf gpu-v12.tar.xz -C /tmp/f
-lt=$(ldconfig -p | awk '/libcublasLt.so/ {print $NF; exit}')
-export LD_LIBRARY_PATH=/tmp/f:$(dirname "${lt:-/usr/lib}"):${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name --format=csv,noheader | tee $R/device.txt
-filter='CudaPersistentWide.*:Architectures/*'
-if [[ -f .model/model.safetensors.xz ]]; then
-  xz -dc .model/model.safetensors.xz > models/fp8lm-gutenberg-22m/model.safetensors && filter='*'
-fi
-timeout 150 /tmp/f/test_cuda_persistent --gtest_filter="$filter" > $R/t.log 2>&1; rc=$?
-echo "tests exit $rc: $(grep -E '^\[  (PASSED|FAILED)' $R/t.log | tr '\n' ' ')" | tee $R/tests.txt
+R=$OUT
+TESTS_S=150 source docs/results/issue41/devcall_tests.sh gpu-v12.tar.xz
 python3 docs/results/issue41/copy_bandwidth.py > $R/copy.txt; bw=$(awk '{print $2"T"}' $R/copy.txt); cat $R/copy.txt
 # lat BINARY KERNEL NAME BATCH: Q = the --quantization (fp8 unless set; none: BF16).
 lat() { local q=(--quantization ${Q:-fp8}); [[ ${Q:-} == none ]] && q=()
@@ -23,7 +15,7 @@ lat() { local q=(--quantization ${Q:-fp8}); [[ ${Q:-} == none ]] && q=()
 (
 lat fp8lm layered lat_layered_b1 1
 Q=none lat fp8lm layered lat_layered_bf16_b1 1
-if (( rc != 124 && rc < 128 )); then
+if ran; then
   lat fp8lm persistent lat_v12_b1 1
   lat fp8lm_v11 persistent lat_v11_b1 1
   lat fp8lm layered lat_layered_b8 8
