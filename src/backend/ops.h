@@ -255,6 +255,14 @@ class Ops {
     (void)gate, (void)up, (void)down;
     throw_no_moe("upload_moe_experts");
   }
+  // FP8 attention (issue 44; FlashAttention-3's FP8 attention on Hopper; --fp8-attention): over
+  // the layers whose KV cache is E4M3, QKᵀ and PV take E4M3 operands — each (row, head)'s query
+  // under its own dynamic scale, the cached K and V as stored, the softmax weights as E4M3 codes
+  // of p · 2^8 — accumulated in float32 (cpu/attention.h says exactly how). Throws fp8lm::Error
+  // on a backend that does not run it.
+  virtual void set_fp8_attention(bool on) {
+    if (on) throw Error(name() + ": FP8 attention (--fp8-attention) is not implemented on this backend yet (issue 44)");
+  }
   // Whether this backend runs multi-head latent attention (upload_mla_up_projections, rope_mla,
   // mla_attention) over a latent cache (KvCacheShape::latent). The model refuses an MLA
   // architecture at load where it does not (the CUDA backend: issue 45).

@@ -78,6 +78,7 @@ engine::RuntimeOptions RunFlags::options() const {
   if (tensor_parallel_size < 1)
     throw Error("--tensor-parallel-size: " + std::to_string(tensor_parallel_size) + " is not a positive number of ranks");
   o.tensor_parallel_size = tensor_parallel_size;
+  o.fp8_attention = fp8_attention;
   auto bar = std::make_shared<ProgressBar>("loading weights", "layers");
   o.load_progress = [bar](int64_t done, int64_t total) { bar->update(done, total); };
   return o;
@@ -104,6 +105,10 @@ std::shared_ptr<RunFlags> add_run_flags(CLI::App* cmd) {
                   "Split the model over this many ranks (tensor parallelism): GPUs 0..N-1 with --device cuda "
                   "(NCCL), threads of this process on the CPU (--threads shared between them); default 1");
   cmd->add_option("--cpu-kernels", f->kernels, "CPU vector loops: auto, scalar, avx2, avx512");
+  cmd->add_flag("--fp8-attention", f->fp8_attention,
+                "Attention's products in FP8 (E4M3 queries, keys, values and softmax weights, float32 sums: "
+                "FlashAttention-3's FP8 attention) over an FP8 E4M3 KV cache (--kv-cache-dtype fp8); the CPU "
+                "backend only so far, as the numerics reference (issue 44)");
   cmd->add_flag("--no-kv-calibration", f->no_kv_calibration,
                 "With an FP8 KV cache and no k/v scales in the checkpoint: use 1.0 instead of calibrating them at "
                 "load on the built-in text");

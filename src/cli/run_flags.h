@@ -31,6 +31,7 @@ struct RunFlags {
   std::string decode_kernel = "auto";
   double gpu_memory_utilization = 0.9;
   int tensor_parallel_size = 1;
+  bool fp8_attention = false;
 
   // Throws fp8lm::Error for a value out of range.
   engine::RuntimeOptions options() const;

@@ -153,9 +153,13 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   std::vector<loader::TensorParallelPlan> plans;
   for (int r = 0; r < tp && tp > 1; ++r) plans.push_back(loader::plan_tensor_parallel(c, r, tp));  // refuses first
   rt->runner_ = std::make_unique<ModelRunner>(tp, tp > 1 ? backend::make_rank_group(backend_options, tp) : nullptr);
+  if (options.fp8_attention && rt->spec_.kv_cache().dtype != KvCacheDType::kFP8E4M3)
+    throw Error("--fp8-attention: needs an FP8 E4M3 KV cache (--kv-cache-dtype fp8): its cached K and V are the "
+                "attention's FP8 operands");
   if (tp == 1) {
     ModelRunner::Rank& k = rt->runner_->rank(0);
     k.ops = backend::make_ops(backend_options);
+    k.ops->set_fp8_attention(options.fp8_attention);
     k.model = std::make_unique<model::LlamaModel>(c, w, *k.ops);
     if (options.device == backend::Device::kCuda && options.decode_kernel != backend::DecodeKernel::kAuto &&
         !k.model->decode_program_note().empty())
@@ -168,6 +172,7 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
     std::mutex one_shard_at_a_time;
     rt->runner_->on_every_rank([&](ModelRunner::Rank& k, int r) {
       k.ops = rt->runner_->group()->make_rank(r);  // every rank at once: NCCL's communicator needs them all
+      k.ops->set_fp8_attention(options.fp8_attention);
       const std::lock_guard lock(one_shard_at_a_time);
       const loader::HostModelWeights shard = loader::shard_host_weights(w, c, plans[size_t(r)], &reports[size_t(r)]);
       k.model = std::make_unique<model::LlamaModel>(c, shard, *k.ops, &plans[size_t(r)]);

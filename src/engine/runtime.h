@@ -64,6 +64,9 @@ struct RuntimeOptions {
   // An FP8 E4M3 KV cache without scales (none in the checkpoint, none given):
   // calibrate them at load on fp8lm's built-in text (true), or use 1.0 (false).
   bool calibrate_kv_scales = true;
+  // FP8 attention over the E4M3 cache layers (Ops::set_fp8_attention): needs an FP8 E4M3 KV
+  // cache; refused by name where the backend does not run it.
+  bool fp8_attention = false;
   // false: no tokenizer is loaded, tokenizer.json or not (has_tokenizer() is then false): for
   // programs that feed token ids alone, such as tests on tiny checkpoints that ship none.
   bool load_tokenizer = true;

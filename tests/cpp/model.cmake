@@ -29,6 +29,10 @@ gtest_discover_tests(test_backend_memory DISCOVERY_TIMEOUT 60)
 
 # The KV cache on host memory (issue 39): the CPU's budget from the memory available, the runtime's
 # max_model_len, and huge contexts (max_position_embeddings = 2^20..2^30) in bounded memory.
+# --fp8-attention through the runtime (its numerics: test_cpu_attention.cpp).
+add_executable(test_fp8_attention ${CMAKE_CURRENT_LIST_DIR}/test_fp8_attention.cpp)
+target_link_libraries(test_fp8_attention PRIVATE fp8lm_runtime fp8lm_test_support)
+gtest_discover_tests(test_fp8_attention DISCOVERY_TIMEOUT 60)
 add_executable(test_kv_budget ${CMAKE_CURRENT_LIST_DIR}/test_kv_budget.cpp)
 target_link_libraries(test_kv_budget PRIVATE fp8lm_runtime fp8lm_test_support)
 gtest_discover_tests(test_kv_budget DISCOVERY_TIMEOUT 60)

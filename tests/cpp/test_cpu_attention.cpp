@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -37,6 +38,7 @@
 #include "common/error.h"
 #include "cpp/fixtures.h"
 #include "numerics/fp8_format.h"
+#include "numerics/quantize.h"
 
 // A namespace of its own: the test program compiles as unity units.
 namespace fp8lm::cpu::attention_test {
@@ -121,7 +123,7 @@ struct Problem {
 // formatted neighbour): stores each sequence's context, then paged_attention
 // on the new tokens. Returns out; `cache_out` receives the cache.
 std::vector<float> run_problem(const Problem& p, KvLayerFormat fmt, int threads,
-                               std::unique_ptr<PagedKvCache>* cache_out = nullptr) {
+                               std::unique_ptr<PagedKvCache>* cache_out = nullptr, bool fp8 = false) {
   const int64_t kv_row = p.params.num_kv_heads * p.params.head_dim;
   int64_t max_block = 0;
   for (const Seq& s : p.seqs) {
@@ -146,7 +148,7 @@ std::vector<float> run_problem(const Problem& p, KvLayerFormat fmt, int threads,
   std::optional<ThreadPool> pool;
   if (threads > 0) pool.emplace(threads);
   paged_attention(p.q.data(), k_new.data(), v_new.data(), out.data(), batch, p.params, *cache, 1,
-                  pool ? &*pool : nullptr);
+                  pool ? &*pool : nullptr, fp8);
   if (cache_out != nullptr) *cache_out = std::move(cache);
   return out;
 }
@@ -317,6 +319,80 @@ TEST(CpuAttention, ThreadCountInvariant) {
       for (float x : one) ASSERT_TRUE(std::isfinite(x));
     }
   }
+}
+
+// FP8 attention (paged_attention's fp8, issue 44) against its definition evaluated here in float64
+// on the cached K and V: each (row, head)'s query through numerics' dynamic E4M3 quantization (a
+// 1 × head_dim tensor), the scores and weights w_j = exp(s_j − m) in float64, each weight rounded to
+// the E4M3 code of w_j · 2^8, out = Σ_j code_j v_j / 2^8 / Σ_j w_j. The kernel's float32 scores can
+// put a weight on the other side of a rounding boundary than float64 does: where w_j · 2^8 lies
+// within 10^-5 of one, the bound takes either code (|Δ| ≤ one code step · |v_j| / 2^8 / S);
+// elsewhere float32's own rounding (10^-5 of Σ_j w_j |v_j| / S). An E5M2 weight, a wrong scale or a
+// skipped rounding fails it; so does float attention, checked below. Thread counts give the same bytes.
+TEST(CpuAttention, Fp8AttentionIsItsDefinition) {
+  Problem p = random_problem(8, 2, 64, {{0, 40}, {200, 1}, {75, 9}}, 21);
+  const KvLayerFormat fmt{KvElement::kE4M3, 0.0173f, 0.021f};
+  std::unique_ptr<PagedKvCache> cache;
+  const std::vector<float> exact = run_problem(p, fmt, 0, &cache);
+  const std::vector<float> fp8 = run_problem(p, fmt, 0, nullptr, true);
+  ASSERT_EQ(fp8.size(), exact.size());
+  for (int threads : {1, 3}) ASSERT_EQ(run_problem(p, fmt, threads, nullptr, true), fp8) << threads << " threads";
+  const int heads = p.params.num_heads, kvh = p.params.num_kv_heads;
+  const int64_t hd = p.params.head_dim;
+  auto e4m3 = [](double x) { return double(fp8_to_float(float_to_fp8(float(x), Fp8Format::kE4M3), Fp8Format::kE4M3)); };
+  int64_t row = 0, near = 0, unlike_float = 0;
+  std::vector<float> kd(static_cast<size_t>(hd)), vd(static_cast<size_t>(hd));
+  for (size_t i = 0; i < p.seqs.size(); ++i) {
+    const Seq& s = p.seqs[i];
+    for (int64_t t = 0; t < s.n; ++t, ++row) {
+      const int64_t count = s.start + t + 1;
+      for (int h = 0; h < heads; ++h) {
+        const int kh = h / (heads / kvh);
+        const QuantizedMatrix qq =
+            quantize_dynamic(MatrixView::f32(&p.q[size_t(row * heads * hd + h * hd)], 1, hd), QuantSpec{});
+        const std::vector<float> q8 = dequantize_f32(qq);
+        std::vector<double> sc(static_cast<size_t>(count));
+        std::vector<std::vector<float>> vs(static_cast<size_t>(count));
+        for (int64_t j = 0; j < count; ++j) {
+          cache->load_k(1, s.blocks[size_t(j / p.block_size)], int(j % p.block_size), kh, kd.data());
+          cache->load_v(1, s.blocks[size_t(j / p.block_size)], int(j % p.block_size), kh, vd.data());
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += double(q8[size_t(d)]) * kd[size_t(d)];
+          sc[size_t(j)] = dot * p.params.scale;
+          vs[size_t(j)] = vd;
+        }
+        const double m = *std::max_element(sc.begin(), sc.end());
+        double sum = 0;
+        std::vector<double> w(static_cast<size_t>(count)), code(static_cast<size_t>(count)), flip(static_cast<size_t>(count));
+        for (int64_t j = 0; j < count; ++j) {
+          const double x = std::exp(sc[size_t(j)] - m) * 256.0;
+          sum += w[size_t(j)] = x / 256.0;
+          code[size_t(j)] = e4m3(x);
+          // Either side of a boundary within 10^-5: the larger of the two codes' distance.
+          const double lo = e4m3(x * (1 - 1e-5)), hi = e4m3(x * (1 + 1e-5));
+          flip[size_t(j)] = std::max(std::abs(hi - code[size_t(j)]), std::abs(code[size_t(j)] - lo));
+          if (flip[size_t(j)] > 0) ++near;
+        }
+        for (int64_t d = 0; d < hd; ++d) {
+          const size_t at = size_t(row * heads * hd + h * hd + d);
+          double want = 0, slack = 0, scale_abs = 0;
+          for (int64_t j = 0; j < count; ++j) {
+            const double vj = vs[size_t(j)][size_t(d)];
+            want += code[size_t(j)] * vj;
+            slack += flip[size_t(j)] * std::abs(vj);
+            scale_abs += w[size_t(j)] * std::abs(vj);
+          }
+          want = want / 256.0 / sum;
+          const double tol = slack / 256.0 / sum + 1e-5 * scale_abs / sum + 1e-30;
+          ASSERT_NEAR(double(fp8[at]), want, tol) << "row " << row << " head " << h << " d " << d;
+          if (std::abs(double(exact[at]) - want) > tol) ++unlike_float;
+        }
+      }
+    }
+  }
+  std::printf("FP8 attention: %lld weights within 1e-5 of an E4M3 rounding boundary; float attention outside the "
+              "bound at %lld outputs\n", static_cast<long long>(near), static_cast<long long>(unlike_float));
+  EXPECT_GT(unlike_float, 0) << "float attention meets FP8 attention's definition: the test cannot tell them apart";
 }
 
 // One sequence's rows, for a sequence prefilled in steps: out rows are

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "numerics/fp8_format.h"
+#include "numerics/quantize.h"
 
 namespace fp8lm::cpu {
 namespace {
@@ -30,11 +32,26 @@ struct Row {
 
 // Per-thread buffers, sized on first use.
 struct Scratch {
+  std::vector<float> q8;      // FP8 attention: the group's queries as E4M3 values × their scales
   std::vector<float> scores;  // [group][attended positions]
   std::vector<float> kv;      // one block of one kv head: block_size × head_dim
   std::vector<float> acc;     // [group][head_dim]
   std::vector<float> sums;    // [group]
 };
+
+// FP8 attention (paged_attention's fp8): the softmax weights' E4M3 scale, a power of two.
+constexpr float kFp8WeightScale = 256.0f;
+
+// One query head's values as E4M3 codes × their scale: numerics' dynamic per-tensor quantization
+// of the head (fp8lm's runtime rule: amax / 448, floored at 1 / (448 · 512); x / scale rounded to
+// nearest even, saturated), dequantized.
+void quantize_query(const float* x, int64_t n, float* out) {
+  const std::vector<float> v = dequantize_f32(quantize_dynamic(MatrixView::f32(x, 1, n), QuantSpec{}));
+  std::copy(v.begin(), v.end(), out);
+}
+
+// A softmax weight w ∈ [0, 1] as the E4M3 code of w · 2^8 (its value, still scaled).
+float round_weight(float w) { return fp8_to_float(float_to_fp8(w * kFp8WeightScale, Fp8Format::kE4M3), Fp8Format::kE4M3); }
 
 void validate(const float* q, const float* k, const float* v, const float* out,
               std::span<const AttentionSequence> sequences, const AttentionParams& p, const PagedKvCache& cache,
@@ -140,7 +157,7 @@ void check_attention_sequences(std::span<const AttentionSequence> sequences, con
 
 void paged_attention(const float* q, const float* k, const float* v, float* out,
                      std::span<const AttentionSequence> sequences, const AttentionParams& params,
-                     PagedKvCache& cache, int layer, ThreadPool* pool) {
+                     PagedKvCache& cache, int layer, ThreadPool* pool, bool fp8) {
   validate(q, k, v, out, sequences, params, cache, layer);
   const int64_t hd = params.head_dim;
   const int heads = params.num_heads;
@@ -199,6 +216,11 @@ void paged_attention(const float* q, const float* k, const float* v, float* out,
     const int64_t count = p - lo + 1;
     const std::span<const int64_t> table = r.seq->block_table;
     const float* q0 = q + r.row * q_row + int64_t(kh) * group * hd;
+    if (fp8) {
+      s.q8.resize(size_t(group * hd));
+      for (int g = 0; g < group; ++g) quantize_query(q0 + g * hd, hd, s.q8.data() + g * hd);
+      q0 = s.q8.data();
+    }
 
     // Scores, one block of K at a time.
     for (int64_t b = lo / bs; b <= p / bs; ++b) {
@@ -221,6 +243,8 @@ void paged_attention(const float* q, const float* k, const float* v, float* out,
         sum += sg[j];
       }
       s.sums[size_t(g)] = sum;
+      if (fp8)
+        for (int64_t j = 0; j < count; ++j) sg[j] = round_weight(sg[j]);
     }
     // Weighted sums of V, one block at a time.
     std::fill(s.acc.begin(), s.acc.end(), 0.0f);
@@ -238,7 +262,10 @@ void paged_attention(const float* q, const float* k, const float* v, float* out,
     for (int g = 0; g < group; ++g) {
       const float sum = s.sums[size_t(g)];
       const float* ag = s.acc.data() + g * hd;
-      for (int64_t d = 0; d < hd; ++d) o0[g * hd + d] = ag[d] / sum;
+      if (fp8)
+        for (int64_t d = 0; d < hd; ++d) o0[g * hd + d] = ag[d] / kFp8WeightScale / sum;
+      else
+        for (int64_t d = 0; d < hd; ++d) o0[g * hd + d] = ag[d] / sum;
     }
   });
 }

@@ -46,8 +46,15 @@ void check_attention_sequences(std::span<const AttentionSequence> sequences, con
 float attention_dot(const float* __restrict a, const float* __restrict b, int64_t n);
 void attention_axpy(float* __restrict y, const float* __restrict x, float a, int64_t n);
 
+// fp8 (Ops::set_fp8_attention, on a layer whose cache is E4M3): FlashAttention-3's FP8 attention,
+// the numerics issue 44's study emulated (tools/fp8_attention_error.py, `fp8_head` with one scale a
+// query row and head): each (row, head)'s q quantized to E4M3 under its own dynamic scale (numerics'
+// runtime rule: amax / 448, floored; q / scale rounded to nearest even, saturated), the scores from those
+// values and the cached K as stored; the weights w_j = exp(s_j − m) summed unrounded into S, then
+// each rounded to an E4M3 code of w_j · 2^8 (the power of two keeps small weights out of E4M3's
+// subnormals) before Σ_j w_j · v_j; out = (Σ / 2^8) / S. Float32 sums in the same fixed orders.
 void paged_attention(const float* q, const float* k, const float* v, float* out,
                      std::span<const AttentionSequence> sequences, const AttentionParams& params,
-                     PagedKvCache& cache, int layer, ThreadPool* pool = nullptr);
+                     PagedKvCache& cache, int layer, ThreadPool* pool = nullptr, bool fp8 = false);
 
 }  // namespace fp8lm::cpu

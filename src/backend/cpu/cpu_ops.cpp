@@ -358,7 +358,8 @@ void CpuOps::attention(backend::Tensor q, backend::Tensor k, backend::Tensor v, 
   require_shape(k, q.rows, int64_t(params.num_kv_heads) * params.head_dim, "attention k");
   require_shape(v, q.rows, int64_t(params.num_kv_heads) * params.head_dim, "attention v");
   require_shape(out, q.rows, int64_t(params.num_heads) * params.head_dim, "attention out");
-  paged_attention(f32(q), f32(k), f32(v), f32(out), sequences, params, c->cache, layer, &pool_);
+  const bool fp8 = fp8_attention_ && c->cache.layer_format(layer).element == backend::KvElement::kE4M3;
+  paged_attention(f32(q), f32(k), f32(v), f32(out), sequences, params, c->cache, layer, &pool_, fp8);
 }
 
 void CpuOps::rope_mla(backend::Tensor q, backend::Tensor k_pe, int64_t nope_dim, const RopeTable& rope,
@@ -372,6 +373,8 @@ void CpuOps::mla_attention(backend::Tensor q, backend::Tensor latent, backend::T
                            backend::Tensor out, std::span<const backend::AttentionSequence> sequences,
                            const backend::MlaParams& params, backend::KvCache& cache, int layer) {
   const OpClock clock(*this, "mla_attention");
+  if (fp8_attention_)
+    throw Error("cpu ops: FP8 attention (--fp8-attention) is not implemented for multi-head latent attention");
   auto* c = dynamic_cast<CpuKvCache*>(&cache);
   if (c == nullptr) throw Error("cpu ops: the KV cache was not made by the CPU backend");
   require_shape(q, q.rows, int64_t(params.num_heads) * (params.nope_dim + params.rope_dim), "mla_attention q");

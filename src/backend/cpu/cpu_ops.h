@@ -60,6 +60,9 @@ class CpuOps final : public backend::Ops {
 
   void begin_step(const backend::StepInputs& step) override;
   bool pads_decode_batches() const override { return pad_decode_batches_; }
+  // FP8 attention's numerics over E4M3 cache layers (the reference the GPU kernel will be held to;
+  // attention.h); MLA refuses it by name.
+  void set_fp8_attention(bool on) override { fp8_attention_ = on; }
 
   void embedding(const backend::Weight& table, backend::Tensor out) override { embedding(table, step_.ids, out); }
   void embedding_shard(const backend::Weight& table, int64_t vocab0, backend::Tensor out) override;
@@ -123,6 +126,7 @@ class CpuOps final : public backend::Ops {
   std::vector<int32_t> shard_ids_;
   KernelChoice kernels_;
   bool pad_decode_batches_ = false;
+  bool fp8_attention_ = false;
   std::vector<std::vector<float>> scratch_;
   backend::RowSampler row_sampler_;  // sample_rows' scratch
   std::vector<float> sample_row_;    // the row it works on
