@@ -49,3 +49,7 @@ run kv_fp8_scale_one "$model" --kv-cache-dtype fp8 --no-kv-calibration
 run kv_fp8_calibrated_at_load "$model" --kv-cache-dtype fp8
 run ckpt_FP8_DYNAMIC_kv_calibrated "$work/FP8_DYNAMIC_KV"
 run kv_fp8_e5m2 "$model" --kv-cache-dtype fp8_e5m2
+# FP8 attention (issue 44) on the calibrated E4M3 cache: against BF16, and against the same FP8 cache
+# with float attention (its own effect alone).
+run kv_fp8_fp8_attention "$model" --kv-cache-dtype fp8 --fp8-attention
+run kv_fp8_fp8_attention_vs_kv_fp8 "$model" --kv-cache-dtype fp8 --fp8-attention --base-kv-cache-dtype fp8

@@ -21,6 +21,8 @@ ROWS = [  # file stem, what it is
     ("kv_fp8_calibrated_at_load", "BF16 weights, FP8 E4M3 KV cache, scales calibrated at load (built-in text)"),
     ("ckpt_FP8_DYNAMIC_kv_calibrated", "FP8_DYNAMIC checkpoint + KV scales from wiki.valid"),
     ("kv_fp8_e5m2", "BF16 weights, FP8 E5M2 KV cache (scale 1.0)"),
+    ("kv_fp8_fp8_attention", "BF16 weights, FP8 E4M3 KV cache (calibrated) + `--fp8-attention`"),
+    ("kv_fp8_fp8_attention_vs_kv_fp8", "the same, against the FP8 E4M3 KV cache with float attention (base `--base-kv-cache-dtype fp8`)"),
 ]
 
 

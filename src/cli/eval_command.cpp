@@ -102,8 +102,12 @@ void run(const ModelFlags& mf, const RunFlags& rf, const PerplexityFlags& pf) {
   print_load_summary(*rt, rf);
   std::unique_ptr<engine::Runtime> base;
   if (!pf.base.empty()) {
+    // The base runs attention in float: --fp8-attention is the evaluated model's (compare it with
+    // its own configuration without it through --base-kv-cache-dtype fp8).
+    engine::RuntimeOptions base_options = options;
+    base_options.fp8_attention = false;
     try {
-      base = engine::Runtime::load(pf.base, base_overrides, options);
+      base = engine::Runtime::load(pf.base, base_overrides, base_options);
     } catch (const Error& e) {
       throw Error(std::string("--kl-divergence-base: ") + e.what());
     }
