@@ -410,5 +410,20 @@ TEST(CudaModelErrors, UnknownDeviceAndBadIds) {
   EXPECT_THROW(gpu->model().forward({&in, 1}, logits), Error);
 }
 
+// --fp8-attention has no CUDA kernel yet (issue 44): refused by name, never run as float attention.
+TEST(CudaModelErrors, Fp8AttentionRefusedByName) {
+  REQUIRE_HOPPER();
+  cuda::CudaOps ops;
+  try {
+    ops.set_fp8_attention(true);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FP8 attention (--fp8-attention) is not implemented on this backend yet"),
+              std::string::npos)
+        << e.what();
+  }
+  ops.set_fp8_attention(false);  // off is every backend's
+}
+
 }  // namespace
 }  // namespace fp8lm::test
