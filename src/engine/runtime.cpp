@@ -156,6 +156,9 @@ std::unique_ptr<Runtime> Runtime::load(const std::filesystem::path& dir, const i
   if (options.fp8_attention && rt->spec_.kv_cache().dtype != KvCacheDType::kFP8E4M3)
     throw Error("--fp8-attention: needs an FP8 E4M3 KV cache (--kv-cache-dtype fp8): its cached K and V are the "
                 "attention's FP8 operands");
+  if (options.fp8_attention && !rt->spec_.kv_cache().skip_layers.empty())
+    rt->notes_.push_back("--fp8-attention: the layers --kv-cache-dtype-skip-layers keeps in BF16 run float attention "
+                         "(their K and V are not FP8)");
   if (tp == 1) {
     ModelRunner::Rank& k = rt->runner_->rank(0);
     k.ops = backend::make_ops(backend_options);
